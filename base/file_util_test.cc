@@ -1,0 +1,56 @@
+#include "base/file_util.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kd {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+TEST(FileUtilTest, WriteThenReadRoundTrips) {
+  const std::string path = TempPath("round_trip.bin");
+  const std::string data("bytes\0with a zero", 17);
+  ASSERT_THAT(WriteFileAtomically(path, data), IsOk());
+  EXPECT_THAT(ReadFile(path), IsOkAndHolds(data));
+  // Overwriting replaces the whole file and leaves no temporary behind.
+  ASSERT_THAT(WriteFileAtomically(path, "new"), IsOk());
+  EXPECT_THAT(ReadFile(path), IsOkAndHolds("new"));
+  EXPECT_FALSE(std::ifstream(path + ".tmp." + std::to_string(::getpid())).good());
+}
+
+TEST(FileUtilTest, MissingFileNamesFileAndReason) {
+  EXPECT_THAT(ReadFile("/nonexistent/x.pt"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("/nonexistent/x.pt: cannot open: No such file")));
+}
+
+TEST(FileUtilTest, FailedWriteKeepsOldFile) {
+  const std::string path = TempPath("kept.bin");
+  ASSERT_THAT(WriteFileAtomically(path, "old"), IsOk());
+  // A folder in the way of the temporary file makes the write fail before the rename.
+  EXPECT_THAT(WriteFileAtomically("/nonexistent-dir/kept.bin", "x"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot create")));
+  EXPECT_THAT(ReadFile(path), IsOkAndHolds("old"));
+}
+
+TEST(FileUtilTest, ResolveUserPath) {
+  ::setenv("BUILD_WORKING_DIRECTORY", "/home/me", 1);
+  EXPECT_EQ(ResolveUserPath("m.pt"), "/home/me/m.pt");
+  EXPECT_EQ(ResolveUserPath("/abs/m.pt"), "/abs/m.pt");
+  ::unsetenv("BUILD_WORKING_DIRECTORY");
+  EXPECT_EQ(ResolveUserPath("m.pt"), "m.pt");
+}
+
+}  // namespace
+}  // namespace kd

@@ -1,0 +1,46 @@
+// Status macros with abseil's later semantics (absl 20220623 has none).
+//
+//   absl::Status Load(const std::string& path) {
+//     KD_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+//     KD_RETURN_IF_ERROR(Parse(text));
+//     return absl::OkStatus();
+//   }
+#ifndef LIBKD_BASE_STATUS_MACROS_H_
+#define LIBKD_BASE_STATUS_MACROS_H_
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+// Returns the status of `expr` from the enclosing function if it is not OK.
+#define KD_RETURN_IF_ERROR(expr)                                  \
+  do {                                                            \
+    ::absl::Status kd_status_ = ::kd::internal::AsStatus((expr)); \
+    if (!kd_status_.ok()) return kd_status_;                      \
+  } while (false)
+
+// Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, else moves the value
+// into `lhs`, which may be a declaration (`auto x`) or an existing variable.
+#define KD_ASSIGN_OR_RETURN(lhs, rexpr) \
+  KD_ASSIGN_OR_RETURN_IMPL_(KD_STATUS_MACROS_CONCAT_(kd_statusor_, __LINE__), lhs, rexpr)
+
+#define KD_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                              \
+  if (!statusor.ok()) return std::move(statusor).status(); \
+  lhs = *std::move(statusor)
+
+#define KD_STATUS_MACROS_CONCAT_INNER_(x, y) x##y
+#define KD_STATUS_MACROS_CONCAT_(x, y) KD_STATUS_MACROS_CONCAT_INNER_(x, y)
+
+namespace kd {
+namespace internal {
+inline const absl::Status& AsStatus(const absl::Status& status) { return status; }
+template <typename T>
+const absl::Status& AsStatus(const absl::StatusOr<T>& status_or) {
+  return status_or.status();
+}
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_BASE_STATUS_MACROS_H_

@@ -1,0 +1,48 @@
+#include "hooks/internal/tap_list.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace kd {
+namespace internal {
+
+TapHandle TapList::Add(std::string path, TapFn fn,
+                       std::function<void(const std::string&)> on_remove) {
+  const int64_t id = next_id_++;
+  taps_.push_back(Tap{id, std::move(path), std::move(fn)});
+  std::weak_ptr<TapList*> alive = alive_;
+  return TapHandle([alive, id, on_remove = std::move(on_remove)] {
+    if (auto list = alive.lock(); list && *list) (*list)->Remove(id, on_remove);
+  });
+}
+
+void TapList::Remove(int64_t id, const std::function<void(const std::string&)>& on_remove) {
+  auto it = std::find_if(taps_.begin(), taps_.end(), [id](const Tap& t) { return t.id == id; });
+  if (it == taps_.end()) return;
+  const std::string path = it->path;
+  taps_.erase(it);
+  if (on_remove) on_remove(path);
+}
+
+void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
+                       const c10::IValue& output) {
+  for (Tap& tap : taps_) {
+    if (tap.path != path) continue;
+    tap.fired = true;
+    tap.fn(args, output);
+  }
+}
+
+bool TapList::HasPath(const std::string& path) const {
+  return std::any_of(taps_.begin(), taps_.end(), [&](const Tap& t) { return t.path == path; });
+}
+
+std::vector<std::string> TapList::Paths() const {
+  std::set<std::string> paths;
+  for (const Tap& tap : taps_) paths.insert(tap.path);
+  return {paths.begin(), paths.end()};
+}
+
+}  // namespace internal
+}  // namespace kd

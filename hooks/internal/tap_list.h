@@ -1,0 +1,54 @@
+// The taps of one model, by id and module path: shared by the Model implementations.
+#ifndef LIBKD_HOOKS_INTERNAL_TAP_LIST_H_
+#define LIBKD_HOOKS_INTERNAL_TAP_LIST_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hooks/model.h"
+
+namespace kd {
+namespace internal {
+
+class TapList {
+ public:
+  struct Tap {
+    int64_t id;
+    std::string path;
+    TapFn fn;
+    bool fired = false;
+  };
+
+  TapList() : alive_(std::make_shared<TapList*>(this)) {}
+  ~TapList() { *alive_ = nullptr; }
+  TapList(const TapList&) = delete;
+  TapList& operator=(const TapList&) = delete;
+
+  // Adds a tap; `on_remove(path)` runs after the handle removes it (while the list lives).
+  TapHandle Add(std::string path, TapFn fn,
+                std::function<void(const std::string&)> on_remove = nullptr);
+
+  // Calls every tap on `path`, in the order they were added.
+  void Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
+                const c10::IValue& output);
+  bool HasPath(const std::string& path) const;
+  // The distinct tapped paths, sorted.
+  std::vector<std::string> Paths() const;
+  const std::vector<Tap>& taps() const { return taps_; }
+  std::vector<Tap>& mutable_taps() { return taps_; }
+
+ private:
+  void Remove(int64_t id, const std::function<void(const std::string&)>& on_remove);
+
+  std::vector<Tap> taps_;
+  int64_t next_id_ = 0;
+  // Lets a TapHandle that outlives this list do nothing.
+  std::shared_ptr<TapList*> alive_;
+};
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_INTERNAL_TAP_LIST_H_

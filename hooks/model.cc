@@ -1,0 +1,134 @@
+#include "hooks/model.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Dict.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/file_util.h"
+#include "base/nearest.h"
+#include "base/status_macros.h"
+#include "base/torch_status.h"
+
+namespace kd {
+namespace {
+
+std::string ShapeString(const at::Tensor& t) {
+  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
+}
+
+std::string JoinSome(const std::vector<std::string>& names, size_t most = 5) {
+  std::vector<std::string> shown(names.begin(),
+                                 names.begin() + std::min(most, names.size()));
+  std::string out = absl::StrJoin(shown, ", ");
+  if (names.size() > most) absl::StrAppend(&out, ", ... (", names.size(), " in all)");
+  return out;
+}
+
+}  // namespace
+
+absl::Status Model::CheckModulePath(absl::string_view path) const {
+  std::vector<std::string> paths;
+  for (const ModuleInfo& m : NamedModules()) {
+    if (m.path == path) return absl::OkStatus();
+    paths.push_back(m.path);
+  }
+  return absl::NotFoundError(absl::StrCat("no module ", QuoteName(path), " in this ", kind(),
+                                          " model; ", FormatNearest(path, paths)));
+}
+
+int64_t Model::NumParameters() const {
+  int64_t total = 0;
+  for (const auto& [name, tensor] : NamedParameters()) total += tensor.numel();
+  return total;
+}
+
+absl::Status Model::SaveState(const std::string& path) const {
+  c10::Dict<std::string, at::Tensor> state;
+  for (const auto& [name, tensor] : NamedParameters()) state.insert(name, tensor.detach());
+  for (const auto& [name, tensor] : NamedBuffers()) state.insert(name, tensor.detach());
+  KD_ASSIGN_OR_RETURN(std::vector<char> bytes,
+                      CallTorch([&] { return torch::jit::pickle_save(c10::IValue(state)); }));
+  return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
+}
+
+absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& options) {
+  KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  absl::StatusOr<c10::IValue> loaded = CallTorch(
+      [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
+      absl::StatusCode::kInvalidArgument);
+  if (!loaded.ok() && absl::StrContains(loaded.status().message(),
+                                        "Expected GenericDict but got None")) {
+    // libtorch 1.13's unpickler reads collections.OrderedDict as None, then fails on its items.
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": holds a collections.OrderedDict (Python's model.state_dict()), which libtorch "
+              "1.13 cannot read; save a plain dict instead: torch.save(dict(model.state_dict()), "
+              "path)"));
+  }
+  if (!loaded.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a state file written by torch.save or Model::SaveState: ",
+        loaded.status().message()));
+  }
+  if (!loaded->isGenericDict()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": holds a ", loaded->tagKind(), ", not a dict of parameter path -> tensor"));
+  }
+  std::map<std::string, at::Tensor> file_tensors;
+  for (const auto& entry : loaded->toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": entry ", entry.key().tagKind(), " -> ",
+                       entry.value().tagKind(), " is not a string -> tensor pair"));
+    }
+    file_tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
+  }
+
+  std::vector<NamedTensor> targets = NamedParameters();
+  for (NamedTensor& buffer : NamedBuffers()) targets.push_back(std::move(buffer));
+  std::vector<std::string> missing, mismatched;
+  std::set<std::string> used;
+  for (const auto& [name, target] : targets) {
+    auto it = file_tensors.find(name);
+    if (it == file_tensors.end()) {
+      missing.push_back(name);
+      continue;
+    }
+    used.insert(name);
+    if (!it->second.sizes().equals(target.sizes())) {
+      mismatched.push_back(absl::StrCat(name, " (file ", ShapeString(it->second), ", model ",
+                                        ShapeString(target), ")"));
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& [name, tensor] : file_tensors) {
+    if (!used.count(name)) unexpected.push_back(name);
+  }
+  std::vector<std::string> problems;
+  if (!mismatched.empty()) problems.push_back("shape mismatch: " + JoinSome(mismatched));
+  if (options.strict && !missing.empty()) problems.push_back("missing keys: " + JoinSome(missing));
+  if (options.strict && !unexpected.empty()) {
+    problems.push_back("unexpected keys: " + JoinSome(unexpected));
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": does not fit this model: ", absl::StrJoin(problems, "; "),
+        options.strict && mismatched.empty() ? " (LoadStateOptions.strict=false ignores keys)"
+                                             : ""));
+  }
+  return CallTorch([&] {
+    c10::NoGradGuard no_grad;
+    for (auto& [name, target] : targets) {
+      auto it = file_tensors.find(name);
+      if (it != file_tensors.end()) target.copy_(it->second);
+    }
+  });
+}
+
+}  // namespace kd

@@ -1,0 +1,136 @@
+// kd::Model: one handle over TorchScript modules and native torch::nn::Modules.
+//
+// Boxes, hook managers and tools see every model through this interface: forward on IValues,
+// module paths ("layer2.0.conv1", "" for the root), parameters and buffers by path, train/eval,
+// device and dtype moves, state save/load, and taps (forward hooks) by module path.
+//
+//   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Model> teacher,
+//                       kd::LoadTorchScriptModel("resnet.pt"));     // torchscript_model.h
+//   auto student = kd::MakeNativeModel(std::make_shared<MyNetImpl>());  // native_model.h
+//   teacher->SetTraining(false);
+//   c10::IValue out = teacher->Forward({x});
+//
+// Model sources are added by implementing this interface (an exported program, say); nothing
+// that consumes a Model changes.
+#ifndef LIBKD_HOOKS_MODEL_H_
+#define LIBKD_HOOKS_MODEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kd {
+
+// Keyword arguments of a forward, as in torch::jit::Kwargs.
+using Kwargs = std::unordered_map<std::string, c10::IValue>;
+
+// A module of a model: its dotted path ("" for the root) and its type's short name as Python
+// prints it ("Conv2d", "BasicBlock"; native "torch::nn::Conv2dImpl" -> "Conv2d").
+struct ModuleInfo {
+  std::string path;
+  std::string type;
+};
+
+// A tensor with its dotted path ("layer1.0.conv1.weight").
+using NamedTensor = std::pair<std::string, at::Tensor>;
+
+// Called after each forward call of a tapped module with its positional arguments and its
+// output. The values are the model's own (no copies): keep references, not raw storage.
+using TapFn = std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
+
+// Owns one tap; destroying it or calling Reset() removes the tap. Movable, not copyable.
+// Safe to destroy after the model: removal is then a no-op.
+class TapHandle {
+ public:
+  TapHandle() = default;
+  explicit TapHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  TapHandle(TapHandle&& other) noexcept : remove_(std::exchange(other.remove_, nullptr)) {}
+  TapHandle& operator=(TapHandle&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      remove_ = std::exchange(other.remove_, nullptr);
+    }
+    return *this;
+  }
+  TapHandle(const TapHandle&) = delete;
+  TapHandle& operator=(const TapHandle&) = delete;
+  ~TapHandle() { Reset(); }
+
+  // Removes the tap now (no-op if already removed).
+  void Reset() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+  bool active() const { return remove_ != nullptr; }
+
+ private:
+  std::function<void()> remove_;
+};
+
+// How Model::LoadState matches a file's keys with the model's parameters and buffers.
+struct LoadStateOptions {
+  // Unexpected or missing keys are errors when true; ignored when false.
+  bool strict = true;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // "torchscript" or "native".
+  virtual std::string kind() const = 0;
+
+  // Runs the model's forward. Throws c10::Error on compute errors, as libtorch does.
+  virtual c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs = {}) = 0;
+
+  // Every module in pre-order, the root first with path "".
+  virtual std::vector<ModuleInfo> NamedModules() const = 0;
+  // Parameters and buffers, recursively, with dotted paths.
+  virtual std::vector<NamedTensor> NamedParameters() const = 0;
+  virtual std::vector<NamedTensor> NamedBuffers() const = 0;
+
+  virtual void SetTraining(bool training) = 0;
+  virtual bool is_training() const = 0;
+
+  // Moves parameters and buffers to `device`; floating-point ones also to `dtype` if given.
+  virtual void To(c10::Device device, std::optional<c10::ScalarType> dtype = std::nullopt) = 0;
+
+  // Adds `fn` as a tap on the module at `path` ("" taps the whole model). Errors: NotFound
+  // naming the path and the nearest existing paths; FailedPrecondition when the module can
+  // never be tapped (a TorchScript module that forward never calls).
+  virtual absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) = 0;
+
+  // Checks, after a forward, that every tapped module ran through a hook point at least once
+  // since it was tapped; FailedPrecondition naming the modules and the rule otherwise.
+  virtual absl::Status CheckTapsFired() const = 0;
+
+  // OK if a module has `path`, else NotFound naming it and the nearest paths.
+  absl::Status CheckModulePath(absl::string_view path) const;
+
+  // Writes parameters and buffers to `path` atomically (a temporary file renamed into place),
+  // in torch.save's format: Python's torch.load returns a dict path -> tensor.
+  absl::Status SaveState(const std::string& path) const;
+  // Reads a file written by SaveState or by Python's torch.save(model.state_dict()) and
+  // copies its tensors into the model. Errors name the file and the offending keys/shapes.
+  absl::Status LoadState(const std::string& path, const LoadStateOptions& options = {});
+
+  // Total number of parameter elements (Python: sum(p.numel() for p in m.parameters())).
+  int64_t NumParameters() const;
+};
+
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_MODEL_H_

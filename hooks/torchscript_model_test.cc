@@ -1,0 +1,276 @@
+#include "hooks/torchscript_model.h"
+
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include "base/file_util.h"
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testdata/fixtures.h"
+
+namespace kd {
+namespace {
+
+using ::kd::testing::AllClose;
+using ::kd::testing::At;
+using ::kd::testing::FixturePath;
+using ::kd::testing::LoadExpected;
+using ::testing::HasSubstr;
+
+std::unique_ptr<Model> Load(const std::string& name) {
+  auto model = LoadTorchScriptModel(FixturePath(name + ".pt"));
+  TORCH_CHECK(model.ok(), model.status().ToString());
+  (*model)->SetTraining(false);
+  return *std::move(model);
+}
+
+std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
+  return At(expected, "inputs").toTupleRef().elements().vec();
+}
+
+TEST(TorchScriptModelTest, ModulesAndParameterCountEqualPython) {
+  for (const std::string name : {"small_cnn", "tricky"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> model = Load(name);
+    const c10::IValue expected = LoadExpected(name);
+    std::vector<std::string> actual_modules;
+    for (const ModuleInfo& m : model->NamedModules()) actual_modules.push_back(m.path + "|" + m.type);
+    std::vector<std::string> expected_modules;
+    for (const c10::IValue& m : At(expected, "modules").toTupleRef().elements()) {
+      expected_modules.push_back(m.toStringRef());
+    }
+    EXPECT_EQ(actual_modules, expected_modules);
+    EXPECT_EQ(model->NumParameters(), At(expected, "num_params").toInt());
+    EXPECT_EQ(model->kind(), "torchscript");
+  }
+}
+
+TEST(TorchScriptModelTest, ForwardEqualsPython) {
+  for (const std::string name : {"small_cnn", "tricky"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> model = Load(name);
+    const c10::IValue expected = LoadExpected(name);
+    EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  }
+}
+
+TEST(TorchScriptModelTest, KwargsAndDefaults) {
+  std::unique_ptr<Model> model = Load("tricky");
+  const c10::IValue expected = LoadExpected("tricky");
+  const c10::IValue x = Inputs(expected)[0];
+  EXPECT_TRUE(AllClose(model->Forward({x}, {{"scale", 2.0}}), At(expected, "output")));
+  // scale defaults to 1.0: the first output is then lin(s) * 1.0, half of the recorded one.
+  c10::IValue half = model->Forward({x});
+  EXPECT_TRUE(AllClose(half.toTupleRef().elements()[0],
+                       At(expected, "output").toTupleRef().elements()[0].toTensor() / 2));
+}
+
+TEST(TorchScriptModelTest, TrainingFlagReachesSubmodules) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  model->SetTraining(true);
+  EXPECT_TRUE(model->is_training());
+  // Batch statistics instead of running statistics: a different output.
+  EXPECT_FALSE(at::allclose(model->Forward(Inputs(expected)).toTensor(),
+                            At(expected, "output").toTensor(), 0, 1e-3));
+  model->SetTraining(false);
+  EXPECT_FALSE(model->is_training());
+}
+
+TEST(TorchScriptModelTest, UnknownPathNamesNearest) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  EXPECT_THAT(model->CheckModulePath("layer1.0.conv1"), IsOk());
+  EXPECT_THAT(model->CheckModulePath(""), IsOk());
+  EXPECT_THAT(model->CheckModulePath("layer5"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no module \"layer5\" in this torchscript model; nearest: "
+                                 "layer1, layer2")));
+  EXPECT_THAT(model->CheckModulePath("layer1.0.conv"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("nearest: layer1.0.conv1, layer1.0.conv2")));
+}
+
+TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
+  EXPECT_THAT(LoadTorchScriptModel("/nonexistent/model.pt"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("/nonexistent/model.pt: cannot open: No such file")));
+  const std::string garbage = testing::TempPath("garbage.pt");
+  ASSERT_THAT(WriteFileAtomically(garbage, "this is not a model"), IsOk());
+  EXPECT_THAT(LoadTorchScriptModel(garbage),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(garbage + ": not a TorchScript file")));
+  // A truncated archive.
+  auto bytes = ReadFile(FixturePath("small_cnn.pt"));
+  ASSERT_THAT(bytes, IsOk());
+  const std::string truncated = testing::TempPath("truncated.pt");
+  ASSERT_THAT(WriteFileAtomically(truncated, bytes->substr(0, bytes->size() / 2)), IsOk());
+  EXPECT_THAT(LoadTorchScriptModel(truncated),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(truncated + ": not a TorchScript module")));
+  // A torch.save'd state dict is a zip archive too, but no module.
+  EXPECT_THAT(LoadTorchScriptModel(FixturePath("small_cnn.state.pt")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("small_cnn.state.pt: not a TorchScript module (save it with "
+                                 "torch.jit.save")));
+}
+
+TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  const std::string path = testing::TempPath("small_cnn_state.pt");
+  ASSERT_THAT(model->SaveState(path), IsOk());
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, p] : model->NamedParameters()) p.zero_();
+  }
+  EXPECT_FALSE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  ASSERT_THAT(model->LoadState(path), IsOk());
+  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+
+  // A state_dict written by Python's torch.save loads too.
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, p] : model->NamedParameters()) p.zero_();
+  }
+  ASSERT_THAT(model->LoadState(FixturePath("small_cnn.state.pt")), IsOk());
+  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+}
+
+TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
+  std::unique_ptr<Model> tricky = Load("tricky");
+  const std::string path = testing::TempPath("tricky_state.pt");
+  ASSERT_THAT(tricky->SaveState(path), IsOk());
+  std::unique_ptr<Model> cnn = Load("small_cnn");
+  EXPECT_THAT(cnn->LoadState(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr(path + ": does not fit this model"),
+                             HasSubstr("missing keys: stem.0.weight"),
+                             HasSubstr("unexpected keys: lin.bias"))));
+  EXPECT_THAT(tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("holds a collections.OrderedDict (Python's model.state_dict()), "
+                                 "which libtorch 1.13 cannot read; save a plain dict instead: "
+                                 "torch.save(dict(model.state_dict()), path)")));
+  EXPECT_THAT(cnn->LoadState("/nonexistent/state.pt"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));
+}
+
+// Records every call of a tap.
+struct Recorder {
+  std::vector<c10::IValue> inputs, outputs;
+  TapFn Fn() {
+    return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+      inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
+      outputs.push_back(output);
+    };
+  }
+};
+
+TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
+  for (const std::string name : {"small_cnn", "tricky"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> model = Load(name);
+    const c10::IValue expected = LoadExpected(name);
+    const auto& hooks = At(expected, "hooks").toGenericDict();
+    std::vector<std::unique_ptr<Recorder>> recorders;
+    std::vector<TapHandle> handles;
+    for (const auto& entry : hooks) {
+      recorders.push_back(std::make_unique<Recorder>());
+      auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
+      ASSERT_THAT(handle, IsOk());
+      handles.push_back(*std::move(handle));
+    }
+    EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+    size_t i = 0;
+    for (const auto& entry : hooks) {
+      SCOPED_TRACE(entry.key().toStringRef());
+      const Recorder& r = *recorders[i++];
+      EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
+      EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
+    }
+  }
+}
+
+TEST(TorchScriptModelTest, CallsInLoopsAndBranchesAreTapped) {
+  std::unique_ptr<Model> model = Load("tricky");
+  const c10::IValue x = Inputs(LoadExpected("tricky"))[0];
+  Recorder act, lin;
+  auto act_tap = model->AddTap("act", act.Fn());
+  auto lin_tap = model->AddTap("lin", lin.Fn());
+  ASSERT_THAT(act_tap, IsOk());
+  ASSERT_THAT(lin_tap, IsOk());
+  model->Forward({x, 2.0});
+  EXPECT_EQ(act.outputs.size(), 3u);  // the loop runs three times
+  EXPECT_EQ(lin.outputs.size(), 2u);  // before the loop, and in the taken branch
+  model->Forward({x, 0.1});
+  EXPECT_EQ(act.outputs.size(), 6u);
+  EXPECT_EQ(lin.outputs.size(), 3u);  // the branch is not taken
+}
+
+TEST(TorchScriptModelTest, ModuleThatForwardNeverCallsIsRefused) {
+  std::unique_ptr<Model> model = Load("tricky");
+  Recorder r;
+  EXPECT_THAT(model->AddTap("unused", r.Fn()),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("module \"unused\" (Linear) exists but forward never calls it")));
+  EXPECT_THAT(model->AddTap("mixx", r.Fn()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nearest: mix")));
+}
+
+TEST(TorchScriptModelTest, RootTapSeesArgsAndOutput) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  Recorder root;
+  auto tap = model->AddTap("", root.Fn());
+  ASSERT_THAT(tap, IsOk());
+  model->Forward(Inputs(expected));
+  ASSERT_EQ(root.outputs.size(), 1u);
+  EXPECT_TRUE(AllClose(root.inputs[0], Inputs(expected)[0]));
+  EXPECT_TRUE(AllClose(root.outputs[0], At(expected, "output")));
+}
+
+TEST(TorchScriptModelTest, LoadedModuleIsNeverModifiedAndRemovalRestores) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  const torch::jit::Module* module = GetTorchScriptModule(*model);
+  ASSERT_NE(module, nullptr);
+  const std::string graph_before = module->get_method("forward").graph()->toString();
+  const size_t methods_before = module->get_methods().size();
+  Recorder r;
+  {
+    auto tap = model->AddTap("layer1.1.conv2", r.Fn());
+    ASSERT_THAT(tap, IsOk());
+    model->Forward(Inputs(expected));
+    EXPECT_EQ(r.outputs.size(), 1u);
+  }  // the handle removes the tap
+  model->Forward(Inputs(expected));
+  EXPECT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(module->get_method("forward").graph()->toString(), graph_before);
+  EXPECT_EQ(module->get_methods().size(), methods_before);
+}
+
+TEST(TorchScriptModelTest, TapsFollowParameterChanges) {
+  // The tapped forward runs on the module itself, so later parameter changes are seen.
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  Recorder fc;
+  auto tap = model->AddTap("fc", fc.Fn());
+  ASSERT_THAT(tap, IsOk());
+  model->Forward(Inputs(expected));
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, p] : model->NamedParameters()) {
+      if (name == "fc.bias") p.add_(1.0);
+    }
+  }
+  const at::Tensor out = model->Forward(Inputs(expected)).toTensor();
+  EXPECT_TRUE(AllClose(out, At(expected, "output").toTensor() + 1.0));
+  EXPECT_TRUE(AllClose(fc.outputs.back(), out));
+}
+
+}  // namespace
+}  // namespace kd

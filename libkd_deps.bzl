@@ -1,0 +1,33 @@
+"""libkd_dependencies(): the repositories libkd needs, for libkd itself and for consumers.
+
+Every dependency comes from Debian's packages under /usr (see tools/install_deps.sh), and the
+repositories Bazel 4.2.3 would otherwise download (rules_cc, rules_java, platforms,
+remote_coverage_tools) are replaced by offline stand-ins. Each repository is declared only if
+the calling workspace has not declared one of the same name, so a consumer can override any.
+
+Use from another workspace (TensorStore's `tensorstore_dependencies()` pattern):
+
+    local_repository(name = "libkd", path = "/path/to/libkd")
+    load("@libkd//:libkd_deps.bzl", "libkd_dependencies")
+    libkd_dependencies()
+"""
+
+load("//third_party:repositories.bzl", "offline_stand_in", "system_library")
+load("//third_party:system_build_files.bzl", "SYSTEM_BUILD_FILES", "STAND_IN_FILES")
+
+def _maybe(rule, name, **kwargs):
+    if name not in native.existing_rules():
+        rule(name = name, **kwargs)
+
+def libkd_dependencies():
+    """Declares libkd's external repositories (system libraries and offline stand-ins)."""
+
+    # Offline stand-ins for what Bazel 4.2.3 downloads by default.
+    for name, files in STAND_IN_FILES.items():
+        _maybe(offline_stand_in, name, files = files)
+    _maybe(native.local_repository, "rules_java", path = "/usr/share/bazel/rules/java")
+    _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/tools/platforms")
+
+    # System libraries from Debian's -dev packages.
+    for name, build_file_content in SYSTEM_BUILD_FILES.items():
+        _maybe(system_library, name, build_file_content = build_file_content)

@@ -1,0 +1,94 @@
+#include "tests/testdata/fixtures.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include <ATen/ATen.h>
+
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include "base/file_util.h"
+
+namespace kd {
+namespace testing {
+
+std::string FixturePath(const std::string& name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr || workspace == nullptr) return "tests/testdata/" + name;
+  return std::string(srcdir) + "/" + workspace + "/tests/testdata/" + name;
+}
+
+c10::IValue LoadExpected(const std::string& name) {
+  const std::string path = FixturePath(name + ".expected.pt");
+  auto bytes = ReadFile(path);
+  TORCH_CHECK(bytes.ok(), bytes.status().ToString());
+  return torch::jit::pickle_load(std::vector<char>(bytes->begin(), bytes->end()));
+}
+
+c10::IValue At(const c10::IValue& dict, const std::string& key) {
+  const auto& d = dict.toGenericDict();
+  auto it = d.find(c10::IValue(key));
+  TORCH_CHECK(it != d.end(), "no key \"", key, "\" in the expected values");
+  return it->value();
+}
+
+namespace {
+
+std::vector<c10::IValue> Elements(const c10::IValue& v) {
+  if (v.isTuple()) return v.toTupleRef().elements().vec();
+  return v.toListRef().vec();
+}
+
+}  // namespace
+
+bool AllClose(const c10::IValue& actual, const c10::IValue& expected, double atol) {
+  if (expected.isTensor()) {
+    if (!actual.isTensor()) {
+      std::cerr << "expected a tensor, got " << actual.tagKind() << "\n";
+      return false;
+    }
+    const at::Tensor a = actual.toTensor(), e = expected.toTensor();
+    if (!a.sizes().equals(e.sizes())) {
+      std::cerr << "shape " << a.sizes() << " != expected " << e.sizes() << "\n";
+      return false;
+    }
+    if (!at::allclose(a.to(e.dtype()), e, /*rtol=*/0, atol)) {
+      std::cerr << "max abs difference " << (a - e).abs().max().item<double>() << " > " << atol
+                << "\n";
+      return false;
+    }
+    return true;
+  }
+  if (expected.isTuple() || expected.isList()) {
+    if (!actual.isTuple() && !actual.isList()) {
+      std::cerr << "expected a sequence, got " << actual.tagKind() << "\n";
+      return false;
+    }
+    std::vector<c10::IValue> a = Elements(actual), e = Elements(expected);
+    if (a.size() != e.size()) {
+      std::cerr << "length " << a.size() << " != expected " << e.size() << "\n";
+      return false;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!AllClose(a[i], e[i], atol)) {
+        std::cerr << "  at element " << i << "\n";
+        return false;
+      }
+    }
+    return true;
+  }
+  if (actual != expected) {
+    std::cerr << actual << " != expected " << expected << "\n";
+    return false;
+  }
+  return true;
+}
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/" + name;
+}
+
+}  // namespace testing
+}  // namespace kd

@@ -1,0 +1,36 @@
+// Test access to the fixtures in tests/testdata (pass //tests/testdata:fixtures as data).
+//
+//   std::string path = kd::testing::FixturePath("small_cnn.pt");
+//   c10::IValue expected = kd::testing::LoadExpected("small_cnn");  // small_cnn.expected.pt
+#ifndef LIBKD_TESTS_TESTDATA_FIXTURES_H_
+#define LIBKD_TESTS_TESTDATA_FIXTURES_H_
+
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+namespace kd {
+namespace testing {
+
+// The runfiles path of tests/testdata/`name`.
+std::string FixturePath(const std::string& name);
+
+// torch.load of tests/testdata/`name`.expected.pt (see make_fixtures.py); throws on error.
+c10::IValue LoadExpected(const std::string& name);
+
+// Looks up `key` in a dict with string keys; throws naming the key if absent.
+c10::IValue At(const c10::IValue& dict, const std::string& key);
+
+// Whether two values are equal structurally with tensors allclose (rtol 0, atol `atol`):
+// tensors, tuples and lists (compared element-wise; a tuple equals a list of the same values),
+// and scalars. Prints the first difference to stderr.
+bool AllClose(const c10::IValue& actual, const c10::IValue& expected, double atol = 1e-5);
+
+// A file in the test's temporary folder.
+std::string TempPath(const std::string& name);
+
+}  // namespace testing
+}  // namespace kd
+
+#endif  // LIBKD_TESTS_TESTDATA_FIXTURES_H_

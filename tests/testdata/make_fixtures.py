@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""Makes libkd's TorchScript fixtures and records what Python torch computes on them.
+
+Run with Debian's Python and python3-torch 1.13.1 (the versions libkd links against):
+
+    /usr/bin/python3 tests/testdata/make_fixtures.py            # the small committed fixtures
+    /usr/bin/python3 tests/testdata/make_fixtures.py --resnet18 /tmp/resnet18.pt  # benchmarks
+
+For each fixture NAME it writes, next to this script:
+  NAME.pt           the module, torch.jit.save'd
+  NAME.expected.pt  torch.save'd dict of what Python recorded: "inputs" (forward's args),
+                    "output", "modules" (("path|type", ...) from named_modules, type as
+                    original_name), "num_params", "hooks" (path -> {"input": (...), "output":
+                    (...)} from Python forward hooks, one entry per call, torchdistill's
+                    convention: a single positional argument is unwrapped). Sequences are
+                    tuples: libtorch 1.13 cannot unpickle a one-element Python list.
+  small_cnn.state.pt        torch.save(dict(model.state_dict())), to test loading state.
+  tricky.ordered_state.pt   torch.save(model.state_dict()) (an OrderedDict), to test the error.
+"""
+import argparse
+import os
+
+import torch
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Block(nn.Module):
+    """A residual block; `relu` runs twice per forward."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.relu = nn.ReLU()
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + x)
+
+
+class SmallCNN(nn.Module):
+    """A Fashion-MNIST-sized CNN (1x28x28 -> 10) with nested paths and shared block types."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.layer1 = nn.Sequential(Block(8), Block(8))
+        self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.layer2 = nn.Sequential(Block(16))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = self.layer1(x)
+        x = self.layer2(self.down(x))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class Mix(nn.Module):
+    """Two arguments in, a tuple out."""
+
+    def forward(self, a, b):
+        return a + b, a * b
+
+
+class Tricky(nn.Module):
+    """Calls in a loop and in a branch, a tuple-returning module, a default argument, and a
+    module that forward never calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = nn.Tanh()
+        self.mix = Mix()
+        self.unused = nn.Linear(2, 2)
+
+    def forward(self, x, scale: float = 1.0):
+        h = self.lin(x)
+        for _ in range(3):
+            h = self.act(h)
+        s, p = self.mix(h, x)
+        if scale > 0.5:
+            out = self.lin(s)
+        else:
+            out = p
+        return out * scale, p
+
+
+def record(name, model, inputs, hook_paths):
+    model.eval()
+    scripted = torch.jit.script(model)
+    scripted.save(os.path.join(HERE, name + ".pt"))
+
+    hooks = {}
+    handles = []
+    modules = dict(model.named_modules())
+    for path in hook_paths:
+        hooks[path] = {"input": [], "output": []}
+
+        def hook(module, args, output, path=path):
+            hooks[path]["input"].append(args[0] if len(args) == 1 else tuple(args))
+            hooks[path]["output"].append(output)
+
+        handles.append(modules[path].register_forward_hook(hook))
+    with torch.no_grad():
+        output = model(*inputs)
+        scripted_output = scripted(*inputs)
+    for h in handles:
+        h.remove()
+    # The scripted module must compute what the eager one does, or the fixture is wrong.
+    flat = output if isinstance(output, tuple) else (output,)
+    flat_s = scripted_output if isinstance(scripted_output, tuple) else (scripted_output,)
+    for a, b in zip(flat, flat_s):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+    # Sequences are saved as tuples: libtorch 1.13's unpickler cannot read the APPEND opcode
+    # that Python's pickler writes for a one-element list.
+    expected = {
+        "inputs": tuple(inputs),
+        "output": output,
+        "modules": tuple("%s|%s" % (p, scripted_type(scripted, p))
+                         for p, _ in scripted.named_modules()),
+        "num_params": sum(p.numel() for p in model.parameters()),
+        "hooks": {path: {k: tuple(v) for k, v in h.items()} for path, h in hooks.items()},
+    }
+    torch.save(expected, os.path.join(HERE, name + ".expected.pt"))
+    return scripted
+
+
+def scripted_type(scripted, path):
+    module = dict(scripted.named_modules())[path]
+    return module.original_name
+
+
+def make_small():
+    torch.manual_seed(0)
+    cnn = SmallCNN()
+    # Non-trivial BatchNorm statistics, so eval mode differs from train mode.
+    with torch.no_grad():
+        for m in cnn.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    x = torch.randn(2, 1, 28, 28)
+    record("small_cnn", cnn, (x,),
+           ["stem", "stem.0", "layer1.0.relu", "layer1.1.conv2", "layer2.0", "fc"])
+    # A plain dict: libtorch 1.13 reads a pickled OrderedDict as None.
+    torch.save(dict(cnn.state_dict()), os.path.join(HERE, "small_cnn.state.pt"))
+
+    torch.manual_seed(1)
+    tricky = Tricky()
+    record("tricky", tricky, (torch.randn(3, 4), 2.0), ["lin", "act", "mix"])
+    # What users save most often, which libtorch cannot read: the error must say what to do.
+    torch.save(tricky.state_dict(), os.path.join(HERE, "tricky.ordered_state.pt"))
+
+
+def make_resnet18(path):
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().eval()
+    torch.jit.script(model).save(path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--resnet18", metavar="PATH",
+                        help="write a scripted torchvision ResNet-18 (random weights) to PATH "
+                             "instead of the small fixtures")
+    args = parser.parse_args()
+    if args.resnet18:
+        make_resnet18(args.resnet18)
+    else:
+        make_small()
+
+
+if __name__ == "__main__":
+    main()
