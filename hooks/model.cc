@@ -49,6 +49,17 @@ int64_t Model::NumParameters() const {
   return total;
 }
 
+void Model::To(c10::Device device, std::optional<c10::ScalarType> dtype) {
+  c10::NoGradGuard no_grad;
+  std::vector<NamedTensor> tensors = NamedParameters();
+  for (NamedTensor& buffer : NamedBuffers()) tensors.push_back(std::move(buffer));
+  for (auto& [name, t] : tensors) {
+    const c10::ScalarType target =
+        dtype && t.is_floating_point() ? *dtype : t.scalar_type();
+    if (t.device() != device || t.scalar_type() != target) t.set_data(t.to(device, target));
+  }
+}
+
 absl::Status Model::SaveState(const std::string& path) const {
   c10::Dict<std::string, at::Tensor> state;
   for (const auto& [name, tensor] : NamedParameters()) state.insert(name, tensor.detach());

@@ -105,8 +105,9 @@ class Model {
   virtual void SetTraining(bool training) = 0;
   virtual bool is_training() const = 0;
 
-  // Moves parameters and buffers to `device`; floating-point ones also to `dtype` if given.
-  virtual void To(c10::Device device, std::optional<c10::ScalarType> dtype = std::nullopt) = 0;
+  // Moves parameters and buffers to `device`; floating-point ones also to `dtype` if given
+  // (as Python's Module.to does; libtorch's native Module::to would convert integer buffers).
+  void To(c10::Device device, std::optional<c10::ScalarType> dtype = std::nullopt);
 
   // Adds `fn` as a tap on the module at `path` ("" taps the whole model). Errors: NotFound
   // naming the path and the nearest existing paths; FailedPrecondition when the module can

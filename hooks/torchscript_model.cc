@@ -142,14 +142,6 @@ class TorchScriptModel final : public Model, private TapSink {
   void SetTraining(bool training) override { module_.train(training); }
   bool is_training() const override { return module_.is_training(); }
 
-  void To(c10::Device device, std::optional<c10::ScalarType> dtype) override {
-    if (dtype) {
-      module_.to(device, *dtype);
-    } else {
-      module_.to(device);
-    }
-  }
-
   absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
@@ -162,8 +154,8 @@ class TorchScriptModel final : public Model, private TapSink {
       if (!built.ok()) return built;
       dirty_ = true;
     }
-    return taps_.Add(std::move(key), std::move(fn), [this](const std::string& removed) {
-      if (!taps_.HasPath(removed)) dirty_ = true;
+    return taps_.Add(std::move(key), std::move(fn), [this](const internal::TapList::Tap& removed) {
+      if (!taps_.HasPath(removed.path)) dirty_ = true;
     });
   }
 

@@ -272,5 +272,21 @@ TEST(TorchScriptModelTest, TapsFollowParameterChanges) {
   EXPECT_TRUE(AllClose(fc.outputs.back(), out));
 }
 
+TEST(TorchScriptModelTest, ToConvertsFloatingTensorsOnly) {
+  std::unique_ptr<Model> model = Load("small_cnn");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  model->To(c10::Device(c10::kCPU), at::kDouble);
+  for (const auto& [name, p] : model->NamedParameters()) {
+    EXPECT_EQ(p.scalar_type(), at::kDouble) << name;
+  }
+  for (const auto& [name, b] : model->NamedBuffers()) {
+    EXPECT_EQ(b.scalar_type(),
+              name.find("num_batches_tracked") != std::string::npos ? at::kLong : at::kDouble)
+        << name;
+  }
+  const at::Tensor x = Inputs(expected)[0].toTensor().to(at::kDouble);
+  EXPECT_TRUE(AllClose(model->Forward({x}), At(expected, "output")));
+}
+
 }  // namespace
 }  // namespace kd

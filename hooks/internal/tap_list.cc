@@ -7,8 +7,7 @@
 namespace kd {
 namespace internal {
 
-TapHandle TapList::Add(std::string path, TapFn fn,
-                       std::function<void(const std::string&)> on_remove) {
+TapHandle TapList::Add(std::string path, TapFn fn, OnRemove on_remove) {
   const int64_t id = next_id_++;
   taps_.push_back(Tap{id, std::move(path), std::move(fn)});
   std::weak_ptr<TapList*> alive = alive_;
@@ -17,12 +16,22 @@ TapHandle TapList::Add(std::string path, TapFn fn,
   });
 }
 
-void TapList::Remove(int64_t id, const std::function<void(const std::string&)>& on_remove) {
+void TapList::Remove(int64_t id, const OnRemove& on_remove) {
   auto it = std::find_if(taps_.begin(), taps_.end(), [id](const Tap& t) { return t.id == id; });
   if (it == taps_.end()) return;
-  const std::string path = it->path;
+  const Tap removed = std::move(*it);
   taps_.erase(it);
-  if (on_remove) on_remove(path);
+  if (on_remove) on_remove(removed);
+}
+
+void TapList::Fire(int64_t id, const std::vector<c10::IValue>& args,
+                   const c10::IValue& output) {
+  for (Tap& tap : taps_) {
+    if (tap.id != id) continue;
+    tap.fired = true;
+    tap.fn(args, output);
+    return;
+  }
 }
 
 void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& args,

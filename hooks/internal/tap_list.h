@@ -19,28 +19,33 @@ class TapList {
     std::string path;
     TapFn fn;
     bool fired = false;
+    // The id of the hook-point entry that feeds this tap (native models), or -1.
+    int64_t native_hook = -1;
   };
+  using OnRemove = std::function<void(const Tap& removed)>;
 
   TapList() : alive_(std::make_shared<TapList*>(this)) {}
   ~TapList() { *alive_ = nullptr; }
   TapList(const TapList&) = delete;
   TapList& operator=(const TapList&) = delete;
 
-  // Adds a tap; `on_remove(path)` runs after the handle removes it (while the list lives).
-  TapHandle Add(std::string path, TapFn fn,
-                std::function<void(const std::string&)> on_remove = nullptr);
+  // Adds a tap; `on_remove` runs after its handle removes it (while the list lives).
+  TapHandle Add(std::string path, TapFn fn, OnRemove on_remove = nullptr);
+  // The tap added last.
+  Tap& back() { return taps_.back(); }
 
   // Calls every tap on `path`, in the order they were added.
   void Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
                 const c10::IValue& output);
+  // Calls the tap with `id`, if it is still there.
+  void Fire(int64_t id, const std::vector<c10::IValue>& args, const c10::IValue& output);
   bool HasPath(const std::string& path) const;
   // The distinct tapped paths, sorted.
   std::vector<std::string> Paths() const;
   const std::vector<Tap>& taps() const { return taps_; }
-  std::vector<Tap>& mutable_taps() { return taps_; }
 
  private:
-  void Remove(int64_t id, const std::function<void(const std::string&)>& on_remove);
+  void Remove(int64_t id, const OnRemove& on_remove);
 
   std::vector<Tap> taps_;
   int64_t next_id_ = 0;

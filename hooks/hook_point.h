@@ -1,0 +1,137 @@
+// Hook points for native torch::nn::Modules.
+//
+// libtorch has no forward hooks and Module::forward is not virtual, so a parent's call of a
+// child can only be intercepted if it goes through something libkd controls. The one rule:
+// call children through kd::Call (or keep them in a kd::HookedSequential), never through
+// `child->forward(...)` directly. A hook on a module that never ran through a hook point is
+// reported by the hook's owner (ForwardHookManager, Model::CheckTapsFired) as an error.
+//
+//   struct NetImpl : torch::nn::Module {
+//     torch::nn::Conv2d conv{...};
+//     kd::HookedSequential head{torch::nn::Flatten(), torch::nn::Linear(64, 10)};
+//     torch::Tensor forward(torch::Tensor x) {
+//       x = kd::Call(conv, x);         // not conv->forward(x)
+//       return head->forward(x);       // runs the hooks of each of head's children
+//     }
+//   };
+//
+// With no hooks registered anywhere, kd::Call costs one relaxed atomic load.
+#ifndef LIBKD_HOOKS_HOOK_POINT_H_
+#define LIBKD_HOOKS_HOOK_POINT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+
+namespace kd {
+
+// Called after a hooked native module's forward with its arguments and output as IValues
+// (an argument or output that has no IValue form is passed as None).
+using NativeHookFn =
+    std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
+
+// Registers `fn` on the module instance `module`; returns an id for RemoveNativeHook.
+int64_t AddNativeHook(const torch::nn::Module& module, NativeHookFn fn);
+// Removes a hook; unknown ids are ignored.
+void RemoveNativeHook(int64_t id);
+// Whether the hook has run at least once since it was added.
+bool NativeHookFired(int64_t id);
+
+namespace hook_point_internal {
+
+extern std::atomic<int64_t> num_hooks;
+
+// Whether any hook is registered on `module`.
+bool HasHooks(const torch::nn::Module* module);
+void RunHooks(const torch::nn::Module* module, const std::vector<c10::IValue>& args,
+              const c10::IValue& output);
+
+template <typename T>
+c10::IValue ToIValue(const T& value) {
+  if constexpr (std::is_constructible_v<c10::IValue, const T&>) {
+    return c10::IValue(value);
+  } else {
+    return c10::IValue();
+  }
+}
+
+inline c10::IValue AnyToIValue(const torch::nn::AnyValue& value) {
+  // AnyValue::try_get is not const-qualified; this only reads.
+  if (const auto* t = const_cast<torch::nn::AnyValue&>(value).try_get<at::Tensor>()) {
+    return c10::IValue(*t);
+  }
+  return c10::IValue();
+}
+
+}  // namespace hook_point_internal
+
+// Calls `module`'s forward with `args` and runs the hooks registered on that instance.
+// `module` is a module holder (torch::nn::Linear), a std::shared_ptr<Impl> or an Impl*
+// (e.g. `list[i]->as<torch::nn::Linear>()` for a ModuleList element).
+template <typename M, typename... Args>
+decltype(auto) Call(M&& module, Args&&... args) {
+  auto& impl = *module;
+  const torch::nn::Module* key = &impl;
+  if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
+      !hook_point_internal::HasHooks(key)) {
+    return impl.forward(std::forward<Args>(args)...);
+  }
+  std::vector<c10::IValue> in = {hook_point_internal::ToIValue(args)...};
+  auto out = impl.forward(std::forward<Args>(args)...);
+  hook_point_internal::RunHooks(key, in, hook_point_internal::ToIValue(out));
+  return out;
+}
+
+// A torch::nn::Sequential whose forward runs each child through a hook point.
+// (clone() returns a plain Sequential, whose children run without hooks.)
+class HookedSequentialImpl : public torch::nn::SequentialImpl {
+ public:
+  using torch::nn::SequentialImpl::SequentialImpl;
+
+  template <typename ReturnType = at::Tensor, typename... InputTypes>
+  ReturnType forward(InputTypes&&... inputs) {
+    TORCH_CHECK(!is_empty(), "Cannot call forward() on an empty HookedSequential");
+    auto it = begin();
+    torch::nn::AnyValue value = CallChild(*it, std::forward<InputTypes>(inputs)...);
+    for (++it; it != end(); ++it) value = CallChild(*it, std::move(value));
+    if (auto* result = value.try_get<ReturnType>()) return std::move(*result);
+    AT_ERROR("The type of the return value is ", c10::demangle(value.type_info().name()),
+             ", but you asked for type ", c10::demangle(typeid(ReturnType).name()));
+  }
+
+ private:
+  template <typename... InputTypes>
+  static torch::nn::AnyValue CallChild(torch::nn::AnyModule& child, InputTypes&&... inputs) {
+    const torch::nn::Module* key = child.ptr().get();
+    if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
+        !hook_point_internal::HasHooks(key)) {
+      return child.any_forward(std::forward<InputTypes>(inputs)...);
+    }
+    std::vector<c10::IValue> in = {ArgToIValue(inputs)...};
+    torch::nn::AnyValue out = child.any_forward(std::forward<InputTypes>(inputs)...);
+    hook_point_internal::RunHooks(key, in, hook_point_internal::AnyToIValue(out));
+    return out;
+  }
+
+  template <typename T>
+  static c10::IValue ArgToIValue(const T& value) {
+    if constexpr (std::is_same_v<std::decay_t<T>, torch::nn::AnyValue>) {
+      return hook_point_internal::AnyToIValue(value);
+    } else {
+      return hook_point_internal::ToIValue(value);
+    }
+  }
+};
+TORCH_MODULE(HookedSequential);
+
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_HOOK_POINT_H_

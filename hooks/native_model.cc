@@ -1,0 +1,144 @@
+#include "hooks/native_model.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hooks/hook_point.h"
+#include "hooks/internal/tap_list.h"
+
+namespace kd {
+namespace native_model_internal {
+
+void CheckCall(const std::string& type, size_t expected_args, size_t actual_args,
+               const Kwargs& kwargs) {
+  TORCH_CHECK(kwargs.empty(), type, ".forward takes no keyword arguments through ",
+              "MakeNativeModel's deduced forward; pass them positionally or give "
+              "MakeNativeModel a NativeForwardFn that reads them");
+  TORCH_CHECK(expected_args == actual_args, type, ".forward takes ", expected_args,
+              " argument(s), got ", actual_args);
+}
+
+}  // namespace native_model_internal
+
+std::string NativeTypeName(const torch::nn::Module& module) {
+  std::string name = module.name();
+  // Drop template arguments, then the namespaces, then libtorch's "Impl" suffix.
+  if (const size_t angle = name.find('<'); angle != std::string::npos) name.resize(angle);
+  if (const size_t colon = name.rfind("::"); colon != std::string::npos) {
+    name = name.substr(colon + 2);
+  }
+  if (absl::EndsWith(name, "Impl") && name.size() > 4) name.resize(name.size() - 4);
+  return name;
+}
+
+namespace {
+
+class NativeModel final : public Model {
+ public:
+  NativeModel(std::shared_ptr<torch::nn::Module> root, NativeForwardFn forward)
+      : root_(std::move(root)), forward_(std::move(forward)) {}
+
+  ~NativeModel() override {
+    for (const auto& tap : taps_.taps()) RemoveNativeHook(tap.native_hook);
+  }
+
+  std::string kind() const override { return "native"; }
+
+  c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs) override {
+    const bool tap_root = taps_.HasPath("");
+    std::vector<c10::IValue> root_args;
+    if (tap_root) root_args = args;
+    c10::IValue output = forward_(args, kwargs);
+    if (tap_root) taps_.Dispatch("", root_args, output);
+    return output;
+  }
+
+  std::vector<ModuleInfo> NamedModules() const override {
+    std::vector<ModuleInfo> out;
+    for (const auto& item : root_->named_modules()) {
+      out.push_back(ModuleInfo{item.key(), NativeTypeName(*item.value())});
+    }
+    return out;
+  }
+
+  std::vector<NamedTensor> NamedParameters() const override {
+    std::vector<NamedTensor> out;
+    for (const auto& item : root_->named_parameters(/*recurse=*/true)) {
+      out.emplace_back(item.key(), item.value());
+    }
+    return out;
+  }
+
+  std::vector<NamedTensor> NamedBuffers() const override {
+    std::vector<NamedTensor> out;
+    for (const auto& item : root_->named_buffers(/*recurse=*/true)) {
+      out.emplace_back(item.key(), item.value());
+    }
+    return out;
+  }
+
+  void SetTraining(bool training) override { root_->train(training); }
+  bool is_training() const override { return root_->is_training(); }
+
+  absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) override {
+    if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
+    std::string key(path);
+    if (key.empty()) return taps_.Add(std::move(key), std::move(fn));
+    std::shared_ptr<torch::nn::Module> module = root_->named_modules()[key];
+    // The tap list keeps the callback; the module's hook-point entry forwards to it, and goes
+    // with the tap.
+    TapHandle handle = taps_.Add(std::move(key), std::move(fn),
+                                 [](const internal::TapList::Tap& removed) {
+                                   RemoveNativeHook(removed.native_hook);
+                                 });
+    internal::TapList::Tap& tap = taps_.back();
+    tap.native_hook = AddNativeHook(
+        *module, [taps = &taps_, id = tap.id](const std::vector<c10::IValue>& args,
+                                              const c10::IValue& output) {
+          taps->Fire(id, args, output);
+        });
+    return handle;
+  }
+
+  absl::Status CheckTapsFired() const override {
+    std::vector<std::string> silent;
+    for (const auto& tap : taps_.taps()) {
+      if (!tap.fired && !tap.path.empty()) silent.push_back(tap.path);
+    }
+    if (silent.empty()) return absl::OkStatus();
+    std::vector<std::string> described;
+    auto modules = root_->named_modules();
+    for (const std::string& path : silent) {
+      described.push_back(absl::StrCat("\"", path, "\" (", NativeTypeName(*modules[path]), ")"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "hooked module(s) ", absl::StrJoin(described, ", "),
+        " never ran through a hook point during forward: a native module's hooks run only "
+        "when its parent calls it through kd::Call(child, ...) or keeps it in a "
+        "kd::HookedSequential, not through child->forward(...) (see hooks/hook_point.h)"));
+  }
+
+  const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> root_;
+  NativeForwardFn forward_;
+  internal::TapList taps_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> MakeNativeModel(std::shared_ptr<torch::nn::Module> root,
+                                       NativeForwardFn forward) {
+  return std::make_unique<NativeModel>(std::move(root), std::move(forward));
+}
+
+std::shared_ptr<torch::nn::Module> GetNativeModule(const Model& model) {
+  const auto* native = dynamic_cast<const NativeModel*>(&model);
+  return native == nullptr ? nullptr : native->root();
+}
+
+}  // namespace kd

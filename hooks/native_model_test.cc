@@ -1,0 +1,213 @@
+#include "hooks/native_model.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hooks/hook_point.h"
+#include "tests/models/small_cnn.h"
+#include "tests/testdata/fixtures.h"
+
+namespace kd {
+namespace {
+
+using ::kd::testing::AllClose;
+using ::kd::testing::At;
+using ::kd::testing::FixturePath;
+using ::kd::testing::LoadExpected;
+using ::testing::HasSubstr;
+
+// A SmallCnn with the weights Python saved for the small_cnn fixture, in eval mode.
+std::unique_ptr<Model> PythonWeightedSmallCnn() {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  absl::Status loaded = model->LoadState(FixturePath("small_cnn.state.pt"));
+  TORCH_CHECK(loaded.ok(), loaded.ToString());
+  model->SetTraining(false);
+  return model;
+}
+
+std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
+  return At(expected, "inputs").toTupleRef().elements().vec();
+}
+
+TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  const c10::IValue expected = LoadExpected("small_cnn");
+  std::vector<std::string> actual_paths, expected_paths;
+  for (const ModuleInfo& m : model->NamedModules()) actual_paths.push_back(m.path);
+  for (const c10::IValue& m : At(expected, "modules").toTupleRef().elements()) {
+    const std::string& entry = m.toStringRef();
+    expected_paths.push_back(entry.substr(0, entry.find('|')));
+  }
+  EXPECT_EQ(actual_paths, expected_paths);
+  EXPECT_EQ(model->NumParameters(), At(expected, "num_params").toInt());
+  EXPECT_EQ(model->kind(), "native");
+}
+
+TEST(NativeModelTest, TypeNamesAsPythonPrintsThem) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::map<std::string, std::string> types;
+  for (const ModuleInfo& m : model->NamedModules()) types[m.path] = m.type;
+  EXPECT_EQ(types[""], "SmallCnn");
+  EXPECT_EQ(types["stem.0"], "Conv2d");
+  EXPECT_EQ(types["stem.1"], "BatchNorm2d");
+  EXPECT_EQ(types["layer1.0"], "Block");
+  EXPECT_EQ(types["fc"], "Linear");
+}
+
+TEST(NativeModelTest, ForwardWithPythonWeightsEqualsPython) {
+  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  const c10::IValue expected = LoadExpected("small_cnn");
+  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+}
+
+struct Recorder {
+  std::vector<c10::IValue> inputs, outputs;
+  TapFn Fn() {
+    return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+      inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
+      outputs.push_back(output);
+    };
+  }
+};
+
+TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
+  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  const c10::IValue expected = LoadExpected("small_cnn");
+  const auto& hooks = At(expected, "hooks").toGenericDict();
+  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<TapHandle> handles;
+  for (const auto& entry : hooks) {
+    recorders.push_back(std::make_unique<Recorder>());
+    auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
+    ASSERT_THAT(handle, IsOk());
+    handles.push_back(*std::move(handle));
+  }
+  model->Forward(Inputs(expected));
+  EXPECT_THAT(model->CheckTapsFired(), IsOk());
+  size_t i = 0;
+  for (const auto& entry : hooks) {
+    SCOPED_TRACE(entry.key().toStringRef());
+    const Recorder& r = *recorders[i++];
+    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
+    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
+  }
+}
+
+TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::DirectCallNet().ptr());
+  Recorder lin, act;
+  auto lin_tap = model->AddTap("lin", lin.Fn());
+  auto act_tap = model->AddTap("act", act.Fn());
+  ASSERT_THAT(lin_tap, IsOk());
+  ASSERT_THAT(act_tap, IsOk());
+  model->Forward({at::ones({2, 4})});
+  EXPECT_EQ(act.outputs.size(), 1u);
+  EXPECT_TRUE(lin.outputs.empty());
+  EXPECT_THAT(model->CheckTapsFired(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("hooked module(s) \"lin\" (Linear) never ran through a "
+                                       "hook point during forward"),
+                             HasSubstr("kd::Call(child, ...)"))));
+}
+
+TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
+  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  const int64_t before = hook_point_internal::num_hooks.load();
+  Recorder r;
+  {
+    auto tap = model->AddTap("layer1.0.relu", r.Fn());
+    ASSERT_THAT(tap, IsOk());
+    EXPECT_EQ(hook_point_internal::num_hooks.load(), before + 1);
+    model->Forward({at::zeros({1, 1, 28, 28})});
+    EXPECT_EQ(r.outputs.size(), 2u);  // relu runs twice per block
+  }
+  EXPECT_EQ(hook_point_internal::num_hooks.load(), before);
+  model->Forward({at::zeros({1, 1, 28, 28})});
+  EXPECT_EQ(r.outputs.size(), 2u);
+}
+
+TEST(NativeModelTest, TapHandleMayOutliveModel) {
+  Recorder r;
+  TapHandle tap;
+  {
+    std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+    auto added = model->AddTap("fc", r.Fn());
+    ASSERT_THAT(added, IsOk());
+    tap = *std::move(added);
+  }
+  EXPECT_EQ(hook_point_internal::num_hooks.load(), 0);
+  tap.Reset();  // no-op, no crash
+}
+
+TEST(NativeModelTest, UnknownPathNamesNearest) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  Recorder r;
+  EXPECT_THAT(model->AddTap("layer1.0.conv3", r.Fn()),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no module \"layer1.0.conv3\" in this native model; nearest: "
+                                 "layer1.0.conv1, layer1.0.conv2")));
+}
+
+TEST(NativeModelTest, DeducedForwardChecksArguments) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  try {
+    model->Forward({at::ones({1, 1, 28, 28}), at::ones({1})});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("SmallCnn.forward takes 1 argument(s), got 2"));
+  }
+  try {
+    model->Forward({at::ones({1, 1, 28, 28})}, {{"scale", 2.0}});
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("takes no keyword arguments"));
+  }
+}
+
+TEST(NativeModelTest, ExplicitForwardFnReadsKwargs) {
+  auto lin = std::make_shared<torch::nn::LinearImpl>(2, 1);
+  std::unique_ptr<Model> model =
+      MakeNativeModel(lin, [lin](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
+        double scale = kwargs.count("scale") ? kwargs.at("scale").toDouble() : 1.0;
+        return c10::IValue(lin->forward(args[0].toTensor()) * scale);
+      });
+  const at::Tensor x = at::ones({1, 2});
+  const at::Tensor once = model->Forward({x}).toTensor();
+  EXPECT_TRUE(AllClose(model->Forward({x}, {{"scale", 3.0}}), once * 3));
+}
+
+TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
+  // Train-mode-free check that the twins agree on names and shapes: a state saved from the
+  // native model loads strictly into a fresh native model and gives the same output.
+  std::unique_ptr<Model> a = PythonWeightedSmallCnn();
+  const std::string path = testing::TempPath("native_state.pt");
+  ASSERT_THAT(a->SaveState(path), IsOk());
+  std::unique_ptr<Model> b = MakeNativeModel(testing::SmallCnn().ptr());
+  ASSERT_THAT(b->LoadState(path), IsOk());
+  b->SetTraining(false);
+  const at::Tensor x = at::randn({3, 1, 28, 28});
+  EXPECT_TRUE(AllClose(b->Forward({x}), a->Forward({x})));
+}
+
+TEST(NativeModelTest, ToMovesDtype) {
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  model->To(c10::Device(c10::kCPU), at::kDouble);
+  for (const auto& [name, p] : model->NamedParameters()) {
+    EXPECT_EQ(p.scalar_type(), at::kDouble) << name;
+  }
+  // Integer buffers keep their type.
+  for (const auto& [name, b] : model->NamedBuffers()) {
+    if (name.find("num_batches_tracked") != std::string::npos) {
+      EXPECT_EQ(b.scalar_type(), at::kLong) << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kd
