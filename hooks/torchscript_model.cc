@@ -241,8 +241,7 @@ class TorchScriptModel final : public Model {
 
   void Rebuild() {
     dirty_ = false;
-    tapped_.reset();
-    truncated_.clear();
+    tapped_.reset();  // cut graphs stay: they depend on their paths only, not on other taps
     std::vector<std::string> paths = taps_.Paths();
     paths.erase(std::remove(paths.begin(), paths.end(), std::string()), paths.end());
     if (paths.empty()) return;
