@@ -107,10 +107,21 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> small_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
                                                 "fc"};
   const at::Tensor small_input = at::randn({1, 1, 28, 28});
-  Register("plain/small_cnn/torchscript", testing::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt"), small_input,
+  const std::string small_cnn = "tests/testdata/small_cnn.pt";
+  Register("plain/small_cnn/torchscript", testing::LoadTorchScriptOrDie(small_cnn), small_input,
            {});
-  Register("hooked/small_cnn/torchscript", testing::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt"),
-           small_input, small_paths);
+  Register("hooked/small_cnn/torchscript", testing::LoadTorchScriptOrDie(small_cnn), small_input,
+           small_paths);
+  {
+    // Hooks added, run, and removed: the module's own forward (and cost) must be back.
+    std::shared_ptr<Model> model = testing::LoadTorchScriptOrDie(small_cnn);
+    ForwardHookManager manager;
+    for (const std::string& path : small_paths) (void)manager.AddHook(*model, path);
+    at::NoGradGuard no_grad;
+    model->Forward({small_input});
+    manager.Clear();
+    Register("hooks_removed/small_cnn/torchscript", model, small_input, {});
+  }
   auto native = [] {
     std::shared_ptr<Model> m = MakeNativeModel(testing::SmallCnn().ptr());
     m->SetTraining(false);
@@ -128,6 +139,7 @@ int Main(int argc, char** argv) {
 
   std::vector<testing::Ratio> ratios = {
       {"hooked/small_cnn/torchscript", "plain/small_cnn/torchscript", NsPerHookedCall},
+      {"hooks_removed/small_cnn/torchscript", "plain/small_cnn/torchscript"},
       {"hooked/small_cnn/native", "plain/small_cnn/native", NsPerHookedCall},
       {"hooked/chain5/torchscript", "plain/chain5/torchscript", NsPerHookedCall},
       {"hooked/chain5/native", "plain/chain5/native", NsPerHookedCall},
