@@ -33,7 +33,7 @@ TEST(NearestNamesTest, DropsFarNamesButAlwaysSuggestsOne) {
 TEST(FormatNearestTest, Messages) {
   // "fc" is 6 edits from "layer5", farther than max(3, 6 / 2): left out.
   EXPECT_EQ(FormatNearest("layer5", {"layer4", "layer3", "fc"}), "nearest: layer4, layer3");
-  EXPECT_EQ(FormatNearest("layr", {"layer1", "fc"}), "nearest: layer1, fc");
+  EXPECT_EQ(FormatNearest("layr", {"layer1", "fc"}), "nearest: layer1");  // fc: 4 edits
   EXPECT_EQ(FormatNearest("x", {}), "there are none");
   EXPECT_EQ(FormatNearest("a", {""}), "nearest: \"\" (root)");
   EXPECT_EQ(QuoteName(""), "\"\" (root)");

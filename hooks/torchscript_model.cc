@@ -148,6 +148,7 @@ class TorchScriptModel final : public Model, private TapSink {
     if (!key.empty() && !taps_.HasPath(key)) {
       // Build the graph now, so that a module forward never calls is reported here.
       std::vector<std::string> paths = taps_.Paths();
+      paths.erase(std::remove(paths.begin(), paths.end(), std::string()), paths.end());
       paths.push_back(key);
       absl::Status built = CallTorch([&] { BuildTappedForward(paths, /*check_only=*/true); },
                                      absl::StatusCode::kFailedPrecondition);

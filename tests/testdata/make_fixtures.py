@@ -14,6 +14,8 @@ For each fixture NAME it writes, next to this script:
                     (...)} from Python forward hooks, one entry per call, torchdistill's
                     convention: a single positional argument is unwrapped). Sequences are
                     tuples: libtorch 1.13 cannot unpickle a one-element Python list.
+  NAME.input.pt     the forward's input as //tools:capture reads it (a tensor or a tuple).
+  tricky.kwargs.pt          a dict of keyword arguments for tricky's forward.
   small_cnn.state.pt        torch.save(dict(model.state_dict())), to test loading state.
   tricky.ordered_state.pt   torch.save(model.state_dict()) (an OrderedDict), to test the error.
 """
@@ -130,6 +132,9 @@ def record(name, model, inputs, hook_paths):
         "hooks": {path: {k: tuple(v) for k, v in h.items()} for path, h in hooks.items()},
     }
     torch.save(expected, os.path.join(HERE, name + ".expected.pt"))
+    # The forward's input as //tools:capture reads it: one tensor, or a tuple of arguments.
+    torch.save(inputs[0] if len(inputs) == 1 else tuple(inputs),
+               os.path.join(HERE, name + ".input.pt"))
     return scripted
 
 
@@ -158,6 +163,7 @@ def make_small():
     torch.manual_seed(1)
     tricky = Tricky()
     record("tricky", tricky, (torch.randn(3, 4), 2.0), ["lin", "act", "mix"])
+    torch.save({"x": torch.randn(3, 4), "scale": 0.25}, os.path.join(HERE, "tricky.kwargs.pt"))
     # What users save most often, which libtorch cannot read: the error must say what to do.
     torch.save(tricky.state_dict(), os.path.join(HERE, "tricky.ordered_state.pt"))
 

@@ -1,0 +1,165 @@
+// Forward + PopIoDict with hooks on 5 modules (inputs and outputs) against a plain forward:
+// on a TorchScript ResNet-18 (1x3x224x224; generated on first use), on the small CNN fixture
+// (TorchScript and native), and on a chain of 5 modules that each add 1 to a 1-element tensor,
+// where the forward costs next to nothing and the difference is the cost of the hooks. Prints
+// the ratios of medians measured in this run and the cost of one hooked call in ns.
+//
+//   bazel run -c opt //hooks:forward_hook_manager_benchmark
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "absl/strings/str_format.h"
+#include "benchmark/benchmark.h"
+#include <torch/csrc/jit/api/module.h>
+#include <torch/nn/module.h>
+
+#include "hooks/forward_hook_manager.h"
+#include "hooks/hook_point.h"
+#include "hooks/native_model.h"
+#include "hooks/torchscript_model.h"
+#include "tests/models/small_cnn.h"
+#include "tests/testdata/bench_models.h"
+#include "tests/testdata/ratio_reporter.h"
+
+namespace kd {
+namespace {
+
+constexpr int kHookedCalls = 5;
+
+std::unique_ptr<Model> LoadOrDie(const std::string& path) {
+  auto model = LoadTorchScriptModel(path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    std::exit(2);
+  }
+  (*model)->SetTraining(false);
+  return *std::move(model);
+}
+
+// One benchmark: `model` (with or without hooks from `paths`) on `input`.
+void Register(const std::string& name, std::shared_ptr<Model> model, at::Tensor input,
+              std::vector<std::string> paths) {
+  auto manager = std::make_shared<ForwardHookManager>();
+  for (const std::string& path : paths) {
+    absl::Status s = manager->AddHook(*model, path);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      std::exit(2);
+    }
+  }
+  const bool hooked = !paths.empty();
+  benchmark::RegisterBenchmark(name.c_str(), [model, manager, input, hooked](
+                                                 benchmark::State& state) {
+    at::NoGradGuard no_grad;
+    for (auto _ : state) {
+      c10::IValue out = model->Forward({input});
+      benchmark::DoNotOptimize(out);
+      if (hooked) {
+        auto io = manager->PopIoDict();
+        benchmark::DoNotOptimize(io);
+      }
+    }
+  })->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+std::string NsPerHookedCall(double hooked_s, double plain_s) {
+  return absl::StrFormat("cost of one hooked call: %.0f ns ((hooked - plain) / %d calls)",
+                         (hooked_s - plain_s) * 1e9 / kHookedCalls, kHookedCalls);
+}
+
+// TorchScript: root.forward calls m0 ... m4, each `x + 1`.
+std::shared_ptr<Model> TorchScriptChain() {
+  torch::jit::Module root("Chain");
+  std::string body = "def forward(self, x):\n";
+  for (int i = 0; i < kHookedCalls; ++i) {
+    torch::jit::Module m("AddOne" + std::to_string(i));
+    m.define("def forward(self, x):\n  return x + 1\n");
+    root.register_module("m" + std::to_string(i), m);
+    body += "  x = self.m" + std::to_string(i) + ".forward(x)\n";
+  }
+  root.define(body + "  return x\n");
+  std::shared_ptr<Model> model = MakeTorchScriptModel(root);
+  model->SetTraining(false);
+  return model;
+}
+
+// Native: the same chain through hook points.
+struct AddOneImpl : torch::nn::Module {
+  at::Tensor forward(at::Tensor x) { return x + 1; }
+};
+TORCH_MODULE(AddOne);
+
+struct ChainImpl : torch::nn::Module {
+  ChainImpl() {
+    for (int i = 0; i < kHookedCalls; ++i) {
+      m.push_back(register_module("m" + std::to_string(i), AddOne()));
+    }
+  }
+  at::Tensor forward(at::Tensor x) {
+    for (AddOne& child : m) x = Call(child, x);
+    return x;
+  }
+  std::vector<AddOne> m;
+};
+
+std::shared_ptr<Model> NativeChain() {
+  std::shared_ptr<Model> model = MakeNativeModel(std::make_shared<ChainImpl>());
+  model->SetTraining(false);
+  return model;
+}
+
+int Main(int argc, char** argv) {
+  at::set_num_threads(1);
+  const std::vector<std::string> small_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
+                                                "fc"};
+  const at::Tensor small_input = at::randn({1, 1, 28, 28});
+  Register("plain/small_cnn/torchscript", LoadOrDie("tests/testdata/small_cnn.pt"), small_input,
+           {});
+  Register("hooked/small_cnn/torchscript", LoadOrDie("tests/testdata/small_cnn.pt"),
+           small_input, small_paths);
+  auto native = [] {
+    std::shared_ptr<Model> m = MakeNativeModel(testing::SmallCnn().ptr());
+    m->SetTraining(false);
+    return m;
+  };
+  Register("plain/small_cnn/native", native(), small_input, {});
+  Register("hooked/small_cnn/native", native(), small_input, small_paths);
+
+  const std::vector<std::string> chain_paths = {"m0", "m1", "m2", "m3", "m4"};
+  const at::Tensor one = at::zeros({1});
+  Register("plain/chain5/torchscript", TorchScriptChain(), one, {});
+  Register("hooked/chain5/torchscript", TorchScriptChain(), one, chain_paths);
+  Register("plain/chain5/native", NativeChain(), one, {});
+  Register("hooked/chain5/native", NativeChain(), one, chain_paths);
+
+  std::vector<testing::Ratio> ratios = {
+      {"hooked/small_cnn/torchscript", "plain/small_cnn/torchscript", NsPerHookedCall},
+      {"hooked/small_cnn/native", "plain/small_cnn/native", NsPerHookedCall},
+      {"hooked/chain5/torchscript", "plain/chain5/torchscript", NsPerHookedCall},
+      {"hooked/chain5/native", "plain/chain5/native", NsPerHookedCall},
+  };
+  absl::StatusOr<std::string> resnet = testing::GeneratedResNet18();
+  if (resnet.ok()) {
+    const at::Tensor input = at::randn({1, 3, 224, 224});
+    Register("plain/resnet18/torchscript", LoadOrDie(*resnet), input, {});
+    Register("hooked/resnet18/torchscript", LoadOrDie(*resnet), input,
+             {"layer1", "layer2.0", "layer3.1.conv2", "layer4", "fc"});
+    ratios.push_back({"hooked/resnet18/torchscript", "plain/resnet18/torchscript",
+                      [](double h, double p) {
+                        return absl::StrFormat("overhead: %+.2f%% (target: at most 2%%)",
+                                               (h / p - 1) * 100);
+                      }});
+  } else {
+    std::fprintf(stderr, "skipping ResNet-18: %s\n", std::string(resnet.status().message()).c_str());
+  }
+  return testing::RunWithRatios(argc, argv, ratios);
+}
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) { return kd::Main(argc, argv); }

@@ -1,0 +1,326 @@
+// torchdistill's ForwardHookManager tests, on a TorchScript model and its native twin, plus
+// the values Python forward hooks recorded on the same fixtures.
+#include "hooks/forward_hook_manager.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hooks/native_model.h"
+#include "hooks/torchscript_model.h"
+#include "tests/models/small_cnn.h"
+#include "tests/testdata/fixtures.h"
+
+namespace kd {
+namespace {
+
+using ::kd::testing::AllClose;
+using ::kd::testing::At;
+using ::kd::testing::FixturePath;
+using ::kd::testing::LoadExpected;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+enum class Kind { kTorchScript, kNative };
+
+std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
+  return info.param == Kind::kTorchScript ? "TorchScript" : "Native";
+}
+
+// The small_cnn fixture as either kind, with Python's weights, in eval mode.
+std::unique_ptr<Model> SmallCnn(Kind kind) {
+  std::unique_ptr<Model> model;
+  if (kind == Kind::kTorchScript) {
+    auto loaded = LoadTorchScriptModel(FixturePath("small_cnn.pt"));
+    TORCH_CHECK(loaded.ok(), loaded.status().ToString());
+    model = *std::move(loaded);
+  } else {
+    model = MakeNativeModel(testing::SmallCnn().ptr());
+    absl::Status s = model->LoadState(FixturePath("small_cnn.state.pt"));
+    TORCH_CHECK(s.ok(), s.ToString());
+  }
+  model->SetTraining(false);
+  return model;
+}
+
+at::Tensor Input(int64_t batch = 2) {
+  at::manual_seed(0);
+  return at::randn({batch, 1, 28, 28});
+}
+
+class ForwardHookManagerTest : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(ForwardHookManagerTest, PopIoDictOutputEqualsModelOutput) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager(c10::kCPU);
+  ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
+  ASSERT_THAT(manager.AddHook(*model, ""), IsOk());
+  const at::Tensor x = Input();
+  const at::Tensor y = model->Forward({x}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
+  EXPECT_TRUE(AllClose((*io)[""]["output"], y, 0));
+  EXPECT_TRUE(AllClose((*io)[""]["input"], x, 0));
+  // fc's input is the flattened pooled feature map: (2, 16).
+  EXPECT_EQ((*io)["fc"]["input"].toTensor().sizes(), (std::vector<int64_t>{2, 16}));
+}
+
+TEST_P(ForwardHookManagerTest, DictIsEmptyAfterPop) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "layer2"), IsOk());
+  model->Forward({Input()});
+  ASSERT_THAT(manager.PopIoDict(), IsOk());
+  auto second = manager.PopIoDict();
+  ASSERT_THAT(second, IsOk());
+  EXPECT_THAT((*second)["layer2"], IsEmpty());
+  EXPECT_THAT(GetIo(*second, "layer2", "output"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no \"output\" recorded for module \"layer2\" (recorded: "
+                                 "nothing; did a forward run since the last pop?)")));
+}
+
+TEST_P(ForwardHookManagerTest, LastCallWinsWithoutAccumulates) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
+  ASSERT_THAT(manager.AddHook(*model, "layer1.0.relu"), IsOk());
+  model->Forward({Input(1)});
+  const at::Tensor x2 = Input(3);
+  const at::Tensor y2 = model->Forward({x2}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y2, 0));
+  // relu runs twice per forward; its second call is relu(bn2(conv2(.)) + x): non-negative,
+  // and its input is not (the residual sum).
+  const at::Tensor relu_in = (*io)["layer1.0.relu"]["input"].toTensor();
+  const at::Tensor relu_out = (*io)["layer1.0.relu"]["output"].toTensor();
+  EXPECT_TRUE(AllClose(relu_out, at::relu(relu_in), 0));
+  EXPECT_EQ(relu_out.size(0), 3);
+}
+
+TEST_P(ForwardHookManagerTest, AccumulatesInCallOrderAcrossForwards) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "fc", {.accumulates = true}), IsOk());
+  const at::Tensor y1 = model->Forward({Input(1)}).toTensor();
+  const at::Tensor y2 = model->Forward({Input(3)}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  const c10::IValue outputs = (*io)["fc"]["output"];
+  ASSERT_TRUE(outputs.isList());
+  ASSERT_EQ(outputs.toListRef().size(), 2u);
+  EXPECT_TRUE(AllClose(outputs.toListRef()[0], y1, 0));
+  EXPECT_TRUE(AllClose(outputs.toListRef()[1], y2, 0));
+}
+
+TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
+  // Python recorded every call of each hooked module (make_fixtures.py); with accumulates,
+  // one forward gives the same list in the same order.
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  const c10::IValue expected = LoadExpected("small_cnn");
+  ForwardHookManager manager;
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    ASSERT_THAT(manager.AddHook(*model, entry.key().toStringRef(), {.accumulates = true}),
+                IsOk());
+  }
+  model->Forward(At(expected, "inputs").toTupleRef().elements().vec());
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    const std::string& path = entry.key().toStringRef();
+    SCOPED_TRACE(path);
+    EXPECT_TRUE(AllClose((*io)[path]["input"], At(entry.value(), "input")));
+    EXPECT_TRUE(AllClose((*io)[path]["output"], At(entry.value(), "output")));
+  }
+}
+
+TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "layer1.1.relu",
+                              {.accumulates = true, .stacks_accumulated = true}),
+              IsOk());
+  model->Forward({Input(2)});
+  model->Forward({Input(2)});
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  // Two forwards x two relu calls, each (2, 8, 28, 28).
+  EXPECT_EQ((*io)["layer1.1.relu"]["output"].toTensor().sizes(),
+            (std::vector<int64_t>{4, 2, 8, 28, 28}));
+}
+
+TEST_P(ForwardHookManagerTest, StackingWithoutAccumulatingIsInvalid) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  EXPECT_THAT(manager.AddHook(*model, "fc", {.stacks_accumulated = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("hook on \"fc\": stacks_accumulated requires accumulates")));
+  EXPECT_THAT(manager.AddHook(*model, "fc", {.requires_input = false, .requires_output = false}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("would record nothing")));
+  EXPECT_THAT(manager.HookedKeys(), IsEmpty());
+}
+
+TEST_P(ForwardHookManagerTest, StackingUnequalShapesNamesPathAndShapes) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(
+      manager.AddHook(*model, "fc", {.accumulates = true, .stacks_accumulated = true}), IsOk());
+  model->Forward({Input(1)});
+  model->Forward({Input(3)});
+  EXPECT_THAT(manager.PopIoDict(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cannot stack the accumulated input of \"fc\": shapes differ "
+                                 "([1, 16], [3, 16])")));
+}
+
+TEST_P(ForwardHookManagerTest, ClearEmptiesEverything) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
+  ASSERT_THAT(manager.AddHook(*model, "stem.0"), IsOk());
+  model->Forward({Input()});
+  manager.Clear();
+  EXPECT_THAT(manager.HookedKeys(), IsEmpty());
+  model->Forward({Input()});
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_THAT(*io, IsEmpty());
+}
+
+TEST_P(ForwardHookManagerTest, ClearIoDictKeepsHooks) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "fc", {.requires_input = false}), IsOk());
+  model->Forward({Input()});
+  manager.ClearIoDict();
+  EXPECT_THAT(manager.HookedKeys(), ElementsAre("fc"));
+  const at::Tensor y = model->Forward({Input(1)}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
+  EXPECT_EQ((*io)["fc"].count("input"), 0u);  // requires_input = false
+}
+
+TEST_P(ForwardHookManagerTest, ScopedHookRemovesItself) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  {
+    auto handle = manager.AddScopedHook(*model, "down");
+    ASSERT_THAT(handle, IsOk());
+    EXPECT_THAT(manager.HookedKeys(), ElementsAre("down"));
+  }
+  EXPECT_THAT(manager.HookedKeys(), IsEmpty());
+  model->Forward({Input()});
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_THAT(*io, IsEmpty());
+}
+
+TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
+  EXPECT_THAT(manager.AddHook(*model, "fc"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hooked already")));
+  ASSERT_THAT(manager.AddHookToModule(*model, "fc", "student.fc", {.accumulates = true}),
+              IsOk());
+  const at::Tensor y = model->Forward({Input()}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
+  EXPECT_TRUE(AllClose((*io)["student.fc"]["output"], c10::ivalue::Tuple::create({y}), 0));
+}
+
+TEST_P(ForwardHookManagerTest, UnknownPathNamesNearest) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager;
+  EXPECT_THAT(manager.AddHook(*model, "layer3"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no module \"layer3\" in this " + model->kind() +
+                                 " model; nearest: layer1, layer2")));
+}
+
+TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ForwardHookManager manager(c10::kCPU);
+  ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
+  model->Forward({Input()});
+  // A change of device type drops what was recorded (torchdistill).
+  manager.ChangeTargetDevice(c10::Device(c10::kMeta));
+  EXPECT_EQ(manager.target_device(), c10::Device(c10::kMeta));
+  auto dropped = manager.PopIoDict();
+  ASSERT_THAT(dropped, IsOk());
+  EXPECT_THAT((*dropped)["fc"], IsEmpty());
+  // Popping gathers on the target device.
+  model->Forward({Input()});
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE((*io)["fc"]["output"].toTensor().is_meta());
+  EXPECT_EQ((*io)["fc"]["output"].toTensor().sizes(), (std::vector<int64_t>{2, 10}));
+  // Popping from a device returns that device's values as they are.
+  const at::Tensor y = model->Forward({Input()}).toTensor();
+  auto from_meta = manager.PopIoDictFromDevice(c10::Device(c10::kMeta));
+  ASSERT_THAT(from_meta, IsOk());
+  EXPECT_THAT((*from_meta)["fc"], IsEmpty());
+  auto from_cpu = manager.PopIoDictFromDevice(c10::Device(c10::kCPU));
+  ASSERT_THAT(from_cpu, IsOk());
+  EXPECT_TRUE(AllClose((*from_cpu)["fc"]["output"], y, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest,
+                         ::testing::Values(Kind::kTorchScript, Kind::kNative), KindName);
+
+TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
+  testing::DirectCallNet net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  // A module reached directly, keyed by a path of the caller's choice.
+  ASSERT_THAT(manager.AddHookToModule(*net->act, "head.act"), IsOk());
+  const at::Tensor y = model->Forward({at::ones({2, 4})}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(AllClose((*io)["head.act"]["output"], y, 0));
+
+  // lin is called as lin->forward(x): its hook can never fire, and popping says why.
+  ASSERT_THAT(manager.AddHookToModule(*net->lin, "head.lin"), IsOk());
+  model->Forward({at::ones({2, 4})});
+  EXPECT_THAT(manager.PopIoDict(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("\"head.lin\" (Linear) never ran through a hook point"),
+                             HasSubstr("kd::Call(child, ...)"))));
+  manager.Clear();
+  ASSERT_THAT(manager.AddHook(*model, "lin"), IsOk());
+  model->Forward({at::ones({2, 4})});
+  EXPECT_THAT(manager.PopIoDict(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("\"lin\" (Linear) never ran through a hook point")));
+}
+
+TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
+  auto model = LoadTorchScriptModel(FixturePath("tricky.pt"));
+  ASSERT_THAT(model, IsOk());
+  const c10::IValue expected = LoadExpected("tricky");
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(**model, "mix"), IsOk());
+  ASSERT_THAT(manager.AddHook(**model, "act", {.accumulates = true}), IsOk());
+  (*model)->Forward(At(expected, "inputs").toTupleRef().elements().vec());
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  const c10::IValue mix = At(At(expected, "hooks"), "mix");
+  // Two positional arguments: a tuple; a tuple output stays a tuple.
+  EXPECT_TRUE((*io)["mix"]["input"].isTuple());
+  EXPECT_TRUE(AllClose((*io)["mix"]["input"], At(mix, "input").toTupleRef().elements()[0]));
+  EXPECT_TRUE(AllClose((*io)["mix"]["output"], At(mix, "output").toTupleRef().elements()[0]));
+  EXPECT_TRUE(AllClose((*io)["act"]["output"], At(At(At(expected, "hooks"), "act"), "output")));
+}
+
+}  // namespace
+}  // namespace kd

@@ -1,0 +1,40 @@
+#include "tests/testdata/bench_models.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace kd {
+namespace testing {
+
+absl::StatusOr<std::string> GeneratedResNet18() {
+  std::string cache;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    cache = xdg;
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    cache = absl::StrCat(home, "/.cache");
+  } else {
+    cache = "/tmp";
+  }
+  const std::string dir = cache + "/libkd";
+  const std::string path = dir + "/resnet18.pt";
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) return path;
+  ::mkdir(cache.c_str(), 0755);
+  ::mkdir(dir.c_str(), 0755);
+  // Runfiles (bazel run/test) hold the script at this relative path; so does the source tree.
+  const std::string command =
+      absl::StrCat("/usr/bin/python3 tests/testdata/make_fixtures.py --resnet18 '", path,
+                   ".tmp' && mv '", path, ".tmp' '", path, "'");
+  if (std::system(command.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "could not generate ", path, " (needs python3-torch and python3-torchvision: run "
+        "tools/install_deps.sh); by hand: ", command));
+  }
+  return path;
+}
+
+}  // namespace testing
+}  // namespace kd

@@ -1,0 +1,76 @@
+#include "tests/testdata/ratio_reporter.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "benchmark/benchmark.h"
+
+namespace kd {
+namespace testing {
+namespace {
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  explicit RatioReporter(std::vector<Ratio> ratios) : ratios_(std::move(ratios)) {}
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
+        // Real time in seconds.
+        medians_[run.run_name.function_name] =
+            run.real_accumulated_time / static_cast<double>(run.iterations);
+      }
+    }
+  }
+
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    std::printf("\nRatios of medians, measured in this run:\n");
+    for (const Ratio& r : ratios_) {
+      auto n = medians_.find(r.numerator), d = medians_.find(r.denominator);
+      if (n == medians_.end() || d == medians_.end()) continue;
+      std::printf("  %-40s / %-32s = %.4f\n", r.numerator.c_str(), r.denominator.c_str(),
+                  n->second / d->second);
+      if (r.derived) std::printf("    %s\n", r.derived(n->second, d->second).c_str());
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  std::vector<Ratio> ratios_;
+  std::map<std::string, double> medians_;
+};
+
+bool HasFlag(int argc, char** argv, const char* prefix) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix, std::strlen(prefix)) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios) {
+  std::vector<char*> args(argv, argv + argc);
+  std::string reps = "--benchmark_repetitions=10";
+  std::string interleave = "--benchmark_enable_random_interleaving=true";
+  std::string aggregates = "--benchmark_report_aggregates_only=true";
+  if (!HasFlag(argc, argv, "--benchmark_repetitions")) args.push_back(reps.data());
+  if (!HasFlag(argc, argv, "--benchmark_enable_random_interleaving")) {
+    args.push_back(interleave.data());
+  }
+  if (!HasFlag(argc, argv, "--benchmark_report_aggregates_only")) {
+    args.push_back(aggregates.data());
+  }
+  int new_argc = static_cast<int>(args.size());
+  benchmark::Initialize(&new_argc, args.data());
+  if (benchmark::ReportUnrecognizedArguments(new_argc, args.data())) return 1;
+  RatioReporter reporter(ratios);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace testing
+}  // namespace kd

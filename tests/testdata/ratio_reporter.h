@@ -1,0 +1,34 @@
+// A Google Benchmark console reporter that also prints ratios of medians measured in the same
+// run, and a main() helper that interleaves repetitions (the machines are noisy: compare
+// variants A B A B ..., report medians and ratios, never absolute times).
+//
+//   int main(int argc, char** argv) {
+//     ... benchmark::RegisterBenchmark("plain/resnet18", ...); ...
+//     return kd::testing::RunWithRatios(argc, argv, {{"hooked/resnet18", "plain/resnet18"}});
+//   }
+#ifndef LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_
+#define LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kd {
+namespace testing {
+
+struct Ratio {
+  std::string numerator;    // benchmark name
+  std::string denominator;  // benchmark name (the baseline)
+  // Optional: prints a derived line from the two medians (seconds), e.g. ns per hooked call.
+  std::function<std::string(double numerator_s, double denominator_s)> derived;
+};
+
+// Runs the registered benchmarks (10 interleaved repetitions by default, aggregates only),
+// then prints "ratio numerator / denominator = x.xxx" for each pair. Returns main's exit code.
+int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios);
+
+}  // namespace testing
+}  // namespace kd
+
+#endif  // LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_

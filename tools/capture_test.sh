@@ -1,0 +1,65 @@
+#!/bin/bash
+# //tools:capture end to end. Values are checked against what Python forward hooks recorded on
+# the same fixtures (tests/testdata/*.expected.pt, made by make_fixtures.py).
+set -u
+root="$TEST_SRCDIR/$TEST_WORKSPACE"
+capture="$root/tools/capture"
+data="$root/tests/testdata"
+failures=0
+check() {
+  local name=$1; shift
+  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
+}
+
+out=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+  --paths=layer1.1.conv2,fc --inputs)
+check "prints input and output of each path" test "$(wc -l <<<"$out")" -eq 4
+check "fc output shape" grep -qE '^fc output float32\[2, 10\] sum=' <<<"$out"
+check "conv input shape" grep -qE '^layer1\.1\.conv2 input float32\[2, 8, 28, 28\] sum=' <<<"$out"
+
+out=$("$capture" --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=mix)
+check "tuple output, outputs only by default" \
+  grep -qxE 'mix output \(float32\[3, 4\], float32\[3, 4\]\) sum=.*' <<<"$out"
+out=$("$capture" --model="$data/tricky.pt" --input="$data/tricky.kwargs.pt" --paths=lin)
+check "dict input is keyword arguments" grep -qE '^lin output float32\[3, 4\]' <<<"$out"
+
+io="$TEST_TMPDIR/io.pt"
+"$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+  --paths=stem,layer2.0,fc --inputs --out="$io" >/dev/null
+check "--out writes a file" test -s "$io"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  check "Python reads io.pt and it equals Python's hooks" /usr/bin/python3 - "$io" "$data" <<'PY'
+import sys, torch
+io = torch.load(sys.argv[1])
+expected = torch.load(sys.argv[2] + "/small_cnn.expected.pt")["hooks"]
+assert sorted(io) == ["fc", "layer2.0", "stem"], sorted(io)
+for path in io:
+    for kind in ("input", "output"):
+        want = expected[path][kind][-1]  # the last call wins without --accumulate
+        assert torch.allclose(io[path][kind], want, atol=1e-5), (path, kind)
+PY
+else
+  echo "SKIP python comparison (python3-torch not installed)"
+fi
+
+expect_error() {
+  local name=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$capture" "$@" 2>&1 >/dev/null); rc=$?
+  check "$name: exit 2" test "$rc" -eq 2
+  check "$name: one line" test "$(wc -l <<<"$err")" -eq 1
+  check "$name: message" grep -qF -- "$pattern" <<<"$err"
+}
+expect_error "unknown path" 'capture: no module "layer3" in this torchscript model; nearest: layer1, layer2' \
+  --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc,layer3
+expect_error "missing input" "capture: /nonexistent/in.pt: cannot open: No such file" \
+  --model="$data/small_cnn.pt" --input=/nonexistent/in.pt --paths=fc
+expect_error "no paths" "capture: --paths is required" \
+  --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt"
+expect_error "wrong input for model" "capture: forward failed: " \
+  --model="$data/small_cnn.pt" --input="$data/tricky.input.pt" --paths=fc
+expect_error "module forward never calls" 'module "unused" (Linear) exists but forward never calls it' \
+  --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=unused
+
+echo "capture_test: $failures failure(s)"
+exit $((failures > 0))

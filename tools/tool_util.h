@@ -1,0 +1,28 @@
+// Small helpers shared by the tools: failing with one line, describing values, JSON strings.
+#ifndef LIBKD_TOOLS_TOOL_UTIL_H_
+#define LIBKD_TOOLS_TOOL_UTIL_H_
+
+#include <string>
+
+#include <ATen/core/ivalue.h>
+
+#include "absl/strings/string_view.h"
+
+namespace kd {
+
+// Prints "<tool>: <message>" on one line to stderr and returns exit code 2.
+int Fail(absl::string_view tool, absl::string_view message);
+
+// The last non-empty line of a message: the error itself, without a TorchScript traceback.
+std::string LastLine(absl::string_view message);
+
+// "float32[1, 8, 28, 28]" for a tensor; "(float32[2, 4], float32[2, 4])" for a tuple; a list
+// as "[...]"; None as "None"; other values by their type.
+std::string DescribeValue(const c10::IValue& value);
+
+// A JSON string literal with the necessary escapes.
+std::string JsonString(absl::string_view s);
+
+}  // namespace kd
+
+#endif  // LIBKD_TOOLS_TOOL_UTIL_H_
