@@ -552,10 +552,11 @@ std::string DescribeStage(const StageConfig& stage, int index, const DistillConf
     }
   }
   if (stage.has_scheduler()) {
-    absl::StrAppend(&out, ", scheduler ", stage.scheduler().key(), " per ",
-                    stage.scheduler().scheduling_step() > 0
-                        ? absl::StrCat(stage.scheduler().scheduling_step(), " batches")
-                        : std::string("epoch"));
+    const int step = stage.scheduler().scheduling_step();
+    absl::StrAppend(&out, ", scheduler ", stage.scheduler().key(),
+                    step <= 0  ? " per epoch"
+                    : step == 1 ? " per batch"
+                                : absl::StrCat(" every ", step, " batches"));
   }
   return absl::StrCat(out, ".");
 }
@@ -600,7 +601,9 @@ std::string SummarizeConfig(const DistillConfig& config) {
   }
   if (config.has_evaluation()) {
     std::vector<std::string> metrics;
-    for (const MetricConfig& metric : config.evaluation().metrics()) metrics.push_back(metric.key());
+    for (const MetricConfig& metric : config.evaluation().metrics()) {
+      metrics.push_back(metric.name().empty() ? metric.key() : metric.name());
+    }
     absl::StrAppend(&out, " Evaluates ", absl::StrJoin(metrics, ", "), " on the validation data");
     const int every = std::max(1, config.evaluation().every_n_epochs());
     absl::StrAppend(&out, every == 1 ? " after every epoch." : absl::StrCat(" every ", every, " epochs."));
