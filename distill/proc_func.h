@@ -82,8 +82,17 @@ class BoundProc {
   // The default kwargs (from the config).
   const Kwargs& kwargs() const { return kwargs_; }
 
+  // Calls the function with the default kwargs.
+  R operator()(A... args) const {
+    try {
+      return fn_(std::forward<A>(args)..., kwargs_);
+    } catch (const std::exception& e) {
+      return Failure(Kind::kKind, key_, e);
+    }
+  }
+
   // Calls the function with the default kwargs overridden by `kwargs`.
-  R operator()(A... args, const Kwargs& kwargs = {}) const {
+  R operator()(A... args, const Kwargs& kwargs) const {
     try {
       if (kwargs.empty()) return fn_(std::forward<A>(args)..., kwargs_);
       if (kwargs_.empty()) return fn_(std::forward<A>(args)..., kwargs);
