@@ -162,22 +162,26 @@ namespace internal {
 // Prints `status` as a start-up failure and aborts.
 [[noreturn]] void DieOfRegistrationError(const absl::Status& status);
 
-template <typename T, typename V>
-bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
-                   V&& value) {
+// Registers `value` under `key` at start-up; stops the program if that fails.
+template <typename T>
+bool RegisterOrDie(Registry<T>& registry, RegistrationSite site, const std::string& key, T value,
+                   std::optional<std::vector<KwargSpec>> kwargs) {
   absl::Status status =
-      registry.Register(key, T(std::forward<V>(value)), RegistrationSite{file, line});
+      registry.Register(key, std::move(value), std::move(site), std::move(kwargs));
   if (!status.ok()) DieOfRegistrationError(status);
   return true;
 }
 
+// KD_REGISTER's entry points: without and with kwarg specs.
+template <typename T, typename V>
+bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
+                   V&& value) {
+  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::nullopt);
+}
 template <typename T, typename V>
 bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
                    V&& value, std::vector<KwargSpec> kwargs) {
-  absl::Status status = registry.Register(key, T(std::forward<V>(value)),
-                                          RegistrationSite{file, line}, std::move(kwargs));
-  if (!status.ok()) DieOfRegistrationError(status);
-  return true;
+  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::move(kwargs));
 }
 
 }  // namespace internal
@@ -188,7 +192,7 @@ bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std:
 // std::vector<kd::KwargSpec> (a braced list works). Use at namespace scope in a .cc file.
 #define KD_REGISTER(registry, ...) KD_REGISTER_IMPL_(__COUNTER__, registry, __VA_ARGS__)
 
-#define KD_REGISTER_IMPL_(counter, registry, ...)                                  \
+#define KD_REGISTER_IMPL_(counter, registry, ...)                                   \
   [[maybe_unused]] static const bool KD_REGISTRY_CONCAT_(kd_registered_, counter) = \
       ::kd::internal::RegisterOrDie(registry, __FILE__, __LINE__, __VA_ARGS__)
 

@@ -99,8 +99,9 @@ TEST(RegistryTest, DuplicateKeyNamesBothSitesAndKeepsTheFirst) {
 
 TEST(RegistryTest, EmptyKeyIsRefused) {
   Registry<int> registry("metric");
-  EXPECT_THAT(registry.Register("", 1, {"a.cc", 3}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "empty metric key registered at a.cc:3"));
+  EXPECT_THAT(
+      registry.Register("", 1, {"a.cc", 3}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "empty metric key registered at a.cc:3"));
 }
 
 TEST(RegistryDeathTest, DuplicateAtStartUpStopsTheProgramNamingBothSites) {

@@ -62,11 +62,13 @@ class Collector final : public google::protobuf::io::ErrorCollector {
     const std::vector<std::string> quoted = absl::StrSplit(message, '"');
     if (quoted.size() == 5 && absl::StartsWith(message, "Message type \"") &&
         absl::StrContains(message, "\" has no field named \"")) {
-      return {file_, {line + 1, NameColumn(line, column, quoted[3])},
+      return {file_,
+              {line + 1, NameColumn(line, column, quoted[3])},
               UnknownField(quoted[1], quoted[3])};
     }
     if (quoted.size() == 5 && absl::StartsWith(message, "Unknown enumeration value of \"")) {
-      return {file_, {line + 1, NameColumn(line, column, quoted[1])},
+      return {file_,
+              {line + 1, NameColumn(line, column, quoted[1])},
               UnknownEnumValue(quoted[1], quoted[3])};
     }
     return {file_, {line + 1, column + 1}, message};
@@ -163,8 +165,9 @@ absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::stri
       return std::make_pair(a.at.line, a.at.column) < std::make_pair(b.at.line, b.at.column);
     });
     if (problems.empty()) problems.push_back({file, {}, "cannot parse the config"});
-    return absl::InvalidArgumentError(absl::StrJoin(
-        problems, "\n", [](std::string* out, const ConfigProblem& p) { out->append(p.ToString()); }));
+    return absl::InvalidArgumentError(
+        absl::StrJoin(problems, "\n",
+                      [](std::string* out, const ConfigProblem& p) { out->append(p.ToString()); }));
   }
   loaded.parse_problems = std::move(collector.warnings);
   return loaded;

@@ -29,16 +29,16 @@ MATCHER_P2(IsAt, line, column, "") { return arg.line == line && arg.column == co
 
 TEST(ConfigLoaderTest, KeepsThePositionOfEveryField) {
   auto loaded = ParseConfig(Lines({
-                                "student { torchscript: \"s.pt\" }",      // 1
-                                "train {",                                // 2
-                                "  num_epochs: 3",                        // 3
-                                "  criterion {",                          // 4
-                                "    terms { key: \"a\" }",               // 5
-                                "    terms {",                            // 6
-                                "       key: \"b\"",                      // 7
-                                "    }",                                  // 8
-                                "  }",                                    // 9
-                                "}",                                      // 10
+                                "student { torchscript: \"s.pt\" }",  // 1
+                                "train {",                            // 2
+                                "  num_epochs: 3",                    // 3
+                                "  criterion {",                      // 4
+                                "    terms { key: \"a\" }",           // 5
+                                "    terms {",                        // 6
+                                "       key: \"b\"",                  // 7
+                                "    }",                              // 8
+                                "  }",                                // 9
+                                "}",                                  // 10
                             }),
                             "c.pbtxt");
   ASSERT_THAT(loaded, IsOk());
@@ -64,14 +64,14 @@ TEST(ConfigLoaderTest, KeepsThePositionOfEveryField) {
 
 TEST(ConfigLoaderTest, UnknownFieldsAreKeptAsProblemsAtTheirNames) {
   auto loaded = ParseConfig(Lines({
-                                "student { torchscript: \"s.pt\" }",  // 1
-                                "train {",                            // 2
-                                "  num_epocs: 3",                     // 3
-                                "  criterion {",                      // 4
-                                "    terms { key: \"kd\" wieght : 0.5 }",  // 5
+                                "student { torchscript: \"s.pt\" }",         // 1
+                                "train {",                                   // 2
+                                "  num_epocs: 3",                            // 3
+                                "  criterion {",                             // 4
+                                "    terms { key: \"kd\" wieght : 0.5 }",    // 5
                                 "    terms { key: \"ce\" xyzzy { a: 1 } }",  // 6
-                                "  }",                                // 7
-                                "}",                                  // 8
+                                "  }",                                       // 7
+                                "}",                                         // 8
                             }),
                             "c.pbtxt");
   ASSERT_THAT(loaded, IsOk());
@@ -87,14 +87,14 @@ TEST(ConfigLoaderTest, UnknownFieldsAreKeptAsProblemsAtTheirNames) {
 }
 
 TEST(ConfigLoaderTest, SyntaxErrorsFailWithTheirPosition) {
-  EXPECT_THAT(ParseConfig(Lines({
-                              "train {",              // 1
-                              "  num_epochs: \"ten\"",  // 2
-                              "}",
-                          }),
-                          "c.pbtxt"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "c.pbtxt:2:15: Expected integer, got: \"ten\""));
+  EXPECT_THAT(
+      ParseConfig(Lines({
+                      "train {",                // 1
+                      "  num_epochs: \"ten\"",  // 2
+                      "}",
+                  }),
+                  "c.pbtxt"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "c.pbtxt:2:15: Expected integer, got: \"ten\""));
   EXPECT_THAT(ParseConfig("train { num_epochs: 1", "c.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("c.pbtxt:1:22: ")));
 }

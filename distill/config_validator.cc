@@ -105,13 +105,12 @@ class Validator {
   }
 
   void Warn(TextPosition at, std::string message) {
-    problems_.push_back(
-        {loaded_.file, at, std::move(message), ConfigProblem::Severity::kWarning});
+    problems_.push_back({loaded_.file, at, std::move(message), ConfigProblem::Severity::kWarning});
   }
 
   void Missing(const ConfigLocator& loc, absl::string_view field, absl::string_view hint = "") {
-    Add(loc.self(), absl::StrCat("missing required field \"", field, "\" in ", loc.type_name(),
-                                 hint));
+    Add(loc.self(),
+        absl::StrCat("missing required field \"", field, "\" in ", loc.type_name(), hint));
   }
 
   // `field` (an integer or number the user wrote) must be >= `min`.
@@ -185,8 +184,8 @@ class Validator {
         Missing(loc, "id");
       } else if (auto [it, inserted] = dataset_ids_.try_emplace(dataset.id(), loc.Of("id"));
                  !inserted) {
-        Add(loc.Of("id"),
-            absl::StrCat("duplicate dataset id \"", dataset.id(), "\" (first at ", At(it->second), ")"));
+        Add(loc.Of("id"), absl::StrCat("duplicate dataset id \"", dataset.id(), "\" (first at ",
+                                       At(it->second), ")"));
       }
       CheckPlugin(kDatasetKind, dataset.key(), dataset.kwargs(), loc);
     }
@@ -287,8 +286,8 @@ class Validator {
       if (*config == nullptr) continue;
       const absl::string_view field = loc.Written(name) ? name : deprecated;
       if (field == deprecated) {
-        Warn(loc.Of(deprecated), absl::StrCat("\"", deprecated, "\" is deprecated; call it \"",
-                                              name, "\""));
+        Warn(loc.Of(deprecated),
+             absl::StrCat("\"", deprecated, "\" is deprecated; call it \"", name, "\""));
       }
       CheckPlugin(name, (*config)->key(), (*config)->kwargs(), loc.Nested(field));
     }
@@ -314,8 +313,8 @@ class Validator {
     }
   }
 
-  void CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc,
-                       IoRef::Source role, const StageContext& context) {
+  void CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc, IoRef::Source role,
+                       const StageContext& context) {
     if (model.has_forward_proc()) {
       CheckPlugin(ForwardProc::kKind, model.forward_proc().key(), model.forward_proc().kwargs(),
                   loc.Nested("forward_proc"));
@@ -368,9 +367,9 @@ class Validator {
       }
       const ConfigLocator input = aloc.Nested("input");
       if (aux.input().source() != IoRef::SOURCE_UNSPECIFIED && aux.input().source() != role) {
-        Add(input.Of("source"), absl::StrCat("an auxiliary module of the ", RoleName(role),
-                                             " reads the ", RoleName(role), "'s values: source ",
-                                             IoRef::Source_Name(role)));
+        Add(input.Of("source"),
+            absl::StrCat("an auxiliary module of the ", RoleName(role), " reads the ",
+                         RoleName(role), "'s values: source ", IoRef::Source_Name(role)));
         continue;
       }
       CheckIoRef(aux.input(), input, context, /*loss_input=*/false);
@@ -394,7 +393,8 @@ class Validator {
     }
     const RecordedIo* recorded = ref.source() == IoRef::TEACHER ? context.teacher : context.student;
     if (recorded == nullptr) {
-      Add(loc.Of("source"), "reads the teacher, but the run has none (DistillConfig.teacher is unset)");
+      Add(loc.Of("source"),
+          "reads the teacher, but the run has none (DistillConfig.teacher is unset)");
       return;
     }
     if (recorded->Has(ref.path(), ref.io())) return;
@@ -406,8 +406,8 @@ class Validator {
     if (!suggestion.empty() && !ref.path().empty()) {
       absl::StrAppend(&message, suggestion);
     } else {
-      absl::StrAppend(&message, ": add forward_hooks { module_path: \"", ref.path(),
-                      "\" requires_", io, ": true } to the stage's ", RoleName(ref.source()));
+      absl::StrAppend(&message, ": add forward_hooks { module_path: \"", ref.path(), "\" requires_",
+                      io, ": true } to the stage's ", RoleName(ref.source()));
     }
     Add(loc.Written("path") ? loc.Of("path") : loc.self(), message);
   }
@@ -437,8 +437,8 @@ class Validator {
         if (input.arg().empty()) {
           Missing(iloc, "arg");
         } else if (!args.insert(input.arg()).second) {
-          Add(iloc.Of("arg"), absl::StrCat("duplicate input arg \"", input.arg(), "\" in term \"",
-                                           name, "\""));
+          Add(iloc.Of("arg"),
+              absl::StrCat("duplicate input arg \"", input.arg(), "\" in term \"", name, "\""));
         }
         CheckIoRef(input, iloc, context, /*loss_input=*/true);
       }
@@ -495,7 +495,8 @@ class Validator {
     for (const StageConfig& stage : config.stages()) {
       any_val_loader = any_val_loader || stage.has_val_data_loader();
     }
-    if (!any_val_loader) Add(loc.self(), "evaluation needs a val_data_loader, and no stage has one");
+    if (!any_val_loader)
+      Add(loc.self(), "evaluation needs a val_data_loader, and no stage has one");
   }
 
   void CheckCheckpoint(const DistillConfig& config, const ConfigLocator& loc) {
@@ -540,8 +541,8 @@ std::string DescribeCriterion(const CriterionConfig& criterion) {
 
 std::string DescribeStage(const StageConfig& stage, int index, const DistillConfig& config) {
   std::string out = absl::StrCat(
-      "Stage \"", stage.name().empty() ? absl::StrCat("stage", index) : stage.name(), "\": ",
-      stage.num_epochs(), stage.num_epochs() == 1 ? " epoch" : " epochs", " on ",
+      "Stage \"", stage.name().empty() ? absl::StrCat("stage", index) : stage.name(),
+      "\": ", stage.num_epochs(), stage.num_epochs() == 1 ? " epoch" : " epochs", " on ",
       stage.has_train_data_loader() ? DescribeLoader(stage.train_data_loader(), config)
                                     : std::string("the previous stage's data"),
       ", loss ", DescribeCriterion(stage.criterion()));
@@ -554,7 +555,7 @@ std::string DescribeStage(const StageConfig& stage, int index, const DistillConf
   if (stage.has_scheduler()) {
     const int step = stage.scheduler().scheduling_step();
     absl::StrAppend(&out, ", scheduler ", stage.scheduler().key(),
-                    step <= 0  ? " per epoch"
+                    step <= 0   ? " per epoch"
                     : step == 1 ? " per batch"
                                 : absl::StrCat(" every ", step, " batches"));
   }
@@ -588,12 +589,11 @@ std::string SummarizeConfig(const DistillConfig& config) {
   int epochs = 0;
   for (const StageConfig* stage : stages) epochs += stage->num_epochs();
 
-  std::string out =
-      config.has_teacher()
-          ? absl::StrCat("Distills the teacher (", DescribeModel(config.teacher()),
-                         ") into the student (", DescribeModel(config.student()), ")")
-          : absl::StrCat("Trains the student (", DescribeModel(config.student()),
-                         ") without a teacher");
+  std::string out = config.has_teacher()
+                        ? absl::StrCat("Distills the teacher (", DescribeModel(config.teacher()),
+                                       ") into the student (", DescribeModel(config.student()), ")")
+                        : absl::StrCat("Trains the student (", DescribeModel(config.student()),
+                                       ") without a teacher");
   absl::StrAppend(&out, " in ", stages.size(), stages.size() == 1 ? " stage" : " stages", " of ",
                   epochs, epochs == 1 ? " epoch" : " epochs", " in all.");
   for (size_t i = 0; i < stages.size(); ++i) {
@@ -606,7 +606,8 @@ std::string SummarizeConfig(const DistillConfig& config) {
     }
     absl::StrAppend(&out, " Evaluates ", absl::StrJoin(metrics, ", "), " on the validation data");
     const int every = std::max(1, config.evaluation().every_n_epochs());
-    absl::StrAppend(&out, every == 1 ? " after every epoch." : absl::StrCat(" every ", every, " epochs."));
+    absl::StrAppend(
+        &out, every == 1 ? " after every epoch." : absl::StrCat(" every ", every, " epochs."));
   }
   const RunConfig& run = config.run();
   const std::string name = run.name().empty() ? "run" : run.name();

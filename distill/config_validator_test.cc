@@ -52,10 +52,10 @@ using Lines = std::vector<std::string>;
 
 // A valid config; the cases below break one thing in it. Line N is kBase[N - 1].
 const Lines kBase = {
-    R"(run { name: "t" device: "cpu" })",                                            // 1
+    R"(run { name: "t" device: "cpu" })",  // 1
     R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: "train" } })",
     R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })",
-    R"(teacher { torchscript: "teacher.pt" })",                                      // 4
+    R"(teacher { torchscript: "teacher.pt" })",  // 4
     R"(student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } })",
     R"(train {)",                                                                   // 6
     R"(  num_epochs: 2)",                                                           // 7
@@ -63,25 +63,25 @@ const Lines kBase = {
     R"(  val_data_loader { dataset_id: "val" batch_size: 64 })",                    // 9
     R"(  teacher { forward_hooks { module_path: "layer2" requires_output: true } })",
     R"(  student { forward_hooks { module_path: "layer2" requires_output: true } })",
-    R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } })",              // 12
+    R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } })",  // 12
     R"(  scheduler { key: "MultiStepLR" kwargs { name: "milestones" integers { values: [1] } } })",
-    R"(  criterion {)",                                                             // 14
-    R"(    terms {)",                                                               // 15
-    R"(      name: "kd")",                                                          // 16
-    R"(      key: "KDLoss")",                                                       // 17
-    R"(      kwargs { name: "temperature" number: 4 })",                            // 18
-    R"(      inputs { arg: "student" source: STUDENT })",                           // 19
-    R"(      inputs { arg: "teacher" source: TEACHER })",                           // 20
-    R"(      inputs { arg: "targets" source: TARGETS })",                           // 21
-    R"(    })",                                                                     // 22
-    R"(    terms {)",                                                               // 23
-    R"(      name: "hint" key: "MSELoss")",                                         // 24
-    R"(      inputs { arg: "student" source: STUDENT path: "layer2" })",            // 25
-    R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" })",            // 26
-    R"(    })",                                                                     // 27
-    R"(  })",                                                                       // 28
-    R"(})",                                                                         // 29
-    R"(evaluation { metrics { key: "accuracy" } })",                                // 30
+    R"(  criterion {)",                                                   // 14
+    R"(    terms {)",                                                     // 15
+    R"(      name: "kd")",                                                // 16
+    R"(      key: "KDLoss")",                                             // 17
+    R"(      kwargs { name: "temperature" number: 4 })",                  // 18
+    R"(      inputs { arg: "student" source: STUDENT })",                 // 19
+    R"(      inputs { arg: "teacher" source: TEACHER })",                 // 20
+    R"(      inputs { arg: "targets" source: TARGETS })",                 // 21
+    R"(    })",                                                           // 22
+    R"(    terms {)",                                                     // 23
+    R"(      name: "hint" key: "MSELoss")",                               // 24
+    R"(      inputs { arg: "student" source: STUDENT path: "layer2" })",  // 25
+    R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" })",  // 26
+    R"(    })",                                                           // 27
+    R"(  })",                                                             // 28
+    R"(})",                                                               // 29
+    R"(evaluation { metrics { key: "accuracy" } })",                      // 30
 };
 
 // `lines` with line `n` (1-based) replaced by `with` (several lines, or none).
@@ -162,16 +162,18 @@ TEST(ConfigValidatorTest, UnknownRegistryKeysNameTheNearestAndListTheRest) {
 TEST(ConfigValidatorTest, UnknownDatasetId) {
   const Lines lines =
       Replace(kBase, 8, {R"(  train_data_loader { dataset_id: "trian" batch_size: 32 })"});
-  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 8, "dataset_id") +
-                                           "unknown dataset id \"trian\" (did you mean "
-                                           "\"train\"?)"));
-  const Lines far = Replace(kBase, 9, {R"(  val_data_loader { dataset_id: "test" batch_size: 64 })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 8, "dataset_id") + "unknown dataset id \"trian\" (did you mean "
+                                                       "\"train\"?)"));
+  const Lines far =
+      Replace(kBase, 9, {R"(  val_data_loader { dataset_id: "test" batch_size: 64 })"});
   EXPECT_THAT(Validate(far), ElementsAre(At(far, 9, "dataset_id") +
                                          "unknown dataset id \"test\"; datasets: train, val"));
 }
 
 TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
-  const Lines near = Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer3" })"});
+  const Lines near =
+      Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer3" })"});
   EXPECT_THAT(Validate(near),
               ElementsAre(At(near, 25, "path") +
                           "the student's io[\"layer3\"][\"output\"] is not recorded in this stage "
@@ -183,7 +185,8 @@ TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
                           "the teacher's io[\"layer2\"][\"input\"] is not recorded in this stage: "
                           "add forward_hooks { module_path: \"layer2\" requires_input: true } to "
                           "the stage's teacher"));
-  const Lines root_input = Replace(kBase, 19, {R"(      inputs { arg: "student" source: STUDENT io: INPUT })"});
+  const Lines root_input =
+      Replace(kBase, 19, {R"(      inputs { arg: "student" source: STUDENT io: INPUT })"});
   EXPECT_THAT(Validate(root_input),
               ElementsAre(At(root_input, 19, "inputs") +
                           "the student's io[\"\" (root)][\"input\"] is not recorded in this stage: "
@@ -193,9 +196,8 @@ TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
 
 TEST(ConfigValidatorTest, MissingRequiredFields) {
   const Lines lines = Replace(kBase, 7, {});  // no num_epochs
-  EXPECT_THAT(Validate(lines),
-              ElementsAre(At(lines, 6, "train") +
-                          "missing required field \"num_epochs\" in StageConfig"));
+  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 6, "train") +
+                                           "missing required field \"num_epochs\" in StageConfig"));
   const Lines no_student = Replace(kBase, 5, {});
   EXPECT_THAT(Validate(no_student),
               ElementsAre("t.pbtxt:1:1: missing required field \"student\" in DistillConfig"));
@@ -210,16 +212,16 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
               ElementsAre(At(no_criterion, 6, "train") +
                           "missing required field \"criterion\" in StageConfig"));
   const Lines no_arg = Replace(kBase, 21, {R"(      inputs { source: TARGETS })"});
-  EXPECT_THAT(Validate(no_arg), ElementsAre(At(no_arg, 21, "inputs") +
-                                            "missing required field \"arg\" in IoRef"));
+  EXPECT_THAT(Validate(no_arg),
+              ElementsAre(At(no_arg, 21, "inputs") + "missing required field \"arg\" in IoRef"));
 }
 
 TEST(ConfigValidatorTest, OutOfRangeValues) {
   Lines lines = Replace(kBase, 1, {R"(run { name: "t" device: "gpu" log_every_n_steps: -5 })"});
-  lines = Replace(lines, 8,
-                  {R"(  train_data_loader { dataset_id: "train" batch_size: -1 num_workers: -2 })"});
-  lines = Replace(lines, 12,
-                  {R"(  optimizer { key: "SGD" max_grad_norm: -1 grad_accum_step: -2 })"});
+  lines = Replace(
+      lines, 8, {R"(  train_data_loader { dataset_id: "train" batch_size: -1 num_workers: -2 })"});
+  lines =
+      Replace(lines, 12, {R"(  optimizer { key: "SGD" max_grad_norm: -1 grad_accum_step: -2 })"});
   lines = Replace(lines, 13, {R"(  scheduler { key: "MultiStepLR" scheduling_step: -1 })"});
   lines = Replace(lines, 16, {R"(      name: "kd" weight: inf)"});
   EXPECT_THAT(
@@ -239,9 +241,8 @@ TEST(ConfigValidatorTest, EveryProblemOfARunWithoutTeacherAtOnce) {
   const Lines lines = Replace(kBase, 4, {});  // no teacher; the stage still uses one
   EXPECT_THAT(
       Validate(lines),
-      ElementsAre(At(lines, 9, "teacher") +
-                      "this stage configures a teacher, but the run has none "
-                      "(DistillConfig.teacher is unset)",
+      ElementsAre(At(lines, 9, "teacher") + "this stage configures a teacher, but the run has none "
+                                            "(DistillConfig.teacher is unset)",
                   At(lines, 19, "source") +
                       "reads the teacher, but the run has none (DistillConfig.teacher is unset)",
                   At(lines, 25, "source") +
@@ -258,7 +259,8 @@ TEST(ConfigValidatorTest, DeprecatedAndCurrentProcessNamesTogether) {
 }
 
 TEST(ConfigValidatorTest, DeprecatedNamesWorkWithAWarning) {
-  const Lines lines = Insert(kBase, 14, {R"(  pre_epoch_process { key: "default_pre_epoch_process_with_teacher" })"});
+  const Lines lines = Insert(
+      kBase, 14, {R"(  pre_epoch_process { key: "default_pre_epoch_process_with_teacher" })"});
   absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(lines, "\n"), "t.pbtxt");
   ASSERT_THAT(loaded, IsOk());
   const std::vector<ConfigProblem> problems = ValidateConfig(*loaded);
@@ -298,29 +300,29 @@ TEST(ConfigValidatorTest, ProcessFunctionKeysAndKwargsAreChecked) {
 TEST(ConfigValidatorTest, HookProblems) {
   const Lines lines = Replace(
       kBase, 11,
-      {R"(  student {)",
-       R"(    forward_hooks { module_path: "layer2" requires_output: true })",
+      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
        R"(    forward_hooks { module_path: "layer2" requires_input: true })",
        R"(    forward_hooks { module_path: "fc" })",
        R"(    forward_hooks { module_path: "layer1" requires_output: true stacks_accumulated: true })",
        R"(    frozen_modules: "layer1" frozen_modules: "layer1")",
-       R"(    find_unused_parameters: true)",
-       R"(  })"});
-  EXPECT_THAT(Validate(lines),
-              ElementsAre(At(lines, 13, "forward_hooks") +
-                              "duplicate forward hook on module \"layer2\" (first at 12:5)",
-                          At(lines, 14, "forward_hooks") +
-                              "forward hook on module \"fc\" records nothing: set requires_input "
-                              "or requires_output",
-                          At(lines, 15, "stacks_accumulated") + "stacks_accumulated needs accumulates",
-                          At(lines, 16, "frozen_modules", 2) + "duplicate frozen module \"layer1\"",
-                          At(lines, 17, "find_unused_parameters") +
-                              "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
+       R"(    find_unused_parameters: true)", R"(  })"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 13, "forward_hooks") +
+                      "duplicate forward hook on module \"layer2\" (first at 12:5)",
+                  At(lines, 14, "forward_hooks") +
+                      "forward hook on module \"fc\" records nothing: set requires_input "
+                      "or requires_output",
+                  At(lines, 15, "stacks_accumulated") + "stacks_accumulated needs accumulates",
+                  At(lines, 16, "frozen_modules", 2) + "duplicate frozen module \"layer1\"",
+                  At(lines, 17, "find_unused_parameters") +
+                      "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
 }
 
 TEST(ConfigValidatorTest, TrainAndStagesExcludeEachOther) {
   Lines both = kBase;
-  both.push_back(R"(stages { num_epochs: 1 criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } } })");
+  both.push_back(
+      R"(stages { num_epochs: 1 criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } } })");
   EXPECT_THAT(Validate(both),
               ElementsAre(At(both, 31, "stages") + "give \"train\" or \"stages\", not both"));
   const Lines neither(kBase.begin(), kBase.begin() + 5);
@@ -331,13 +333,15 @@ TEST(ConfigValidatorTest, TrainAndStagesExcludeEachOther) {
 
 TEST(ConfigValidatorTest, MultiStageRunsInheritLoadersAndOptimizers) {
   Lines lines(kBase.begin(), kBase.begin() + 5);
-  lines.push_back(R"(stages {)");                                                          // 6
-  lines.push_back(R"(  num_epochs: 1)");                                                   // 7
-  lines.push_back(R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
-  lines.push_back(R"(})");                                                                 // 9
-  lines.push_back(R"(stages {)");                                                          // 10
-  lines.push_back(R"(  num_epochs: 1)");                                                   // 11
-  lines.push_back(R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
+  lines.push_back(R"(stages {)");         // 6
+  lines.push_back(R"(  num_epochs: 1)");  // 7
+  lines.push_back(
+      R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
+  lines.push_back(R"(})");                // 9
+  lines.push_back(R"(stages {)");         // 10
+  lines.push_back(R"(  num_epochs: 1)");  // 11
+  lines.push_back(
+      R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
   lines.push_back(R"(})");
   // The first stage needs a loader and an optimizer; the second keeps the first's.
   EXPECT_THAT(Validate(lines),
@@ -347,15 +351,17 @@ TEST(ConfigValidatorTest, MultiStageRunsInheritLoadersAndOptimizers) {
                           At(lines, 6, "stages") +
                               "missing required field \"optimizer\" in StageConfig (required in "
                               "the first stage)"));
-  lines = Insert(lines, 8, {R"(  train_data_loader { dataset_id: "train" batch_size: 8 })",
-                            R"(  optimizer { key: "SGD" })"});
+  lines = Insert(lines, 8,
+                 {R"(  train_data_loader { dataset_id: "train" batch_size: 8 })",
+                  R"(  optimizer { key: "SGD" })"});
   EXPECT_THAT(Validate(lines), IsEmpty());
 }
 
 TEST(ConfigValidatorTest, DuplicateIdsAndNames) {
   Lines lines = Replace(kBase, 3, {R"(datasets { id: "train" key: "fashion_mnist" })"});
   lines = Replace(lines, 16, {R"(      name: "hint")"});
-  lines = Replace(lines, 30, {R"(evaluation { metrics { key: "accuracy" } metrics { key: "accuracy" } })"});
+  lines = Replace(lines, 30,
+                  {R"(evaluation { metrics { key: "accuracy" } metrics { key: "accuracy" } })"});
   EXPECT_THAT(
       Validate(lines),
       ElementsAre(At(lines, 3, "id") + "duplicate dataset id \"train\" (first at 2:12)",
@@ -368,8 +374,9 @@ TEST(ConfigValidatorTest, DuplicateIdsAndNames) {
 
 TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
   Lines lines = Replace(kBase, 9, {});  // no val loader
-  lines = Replace(lines, 29, {R"(evaluation { metrics { key: "accuracy" } primary_metric: "acc" })",
-                              R"(checkpoint { save_best: true every_n_epochs: -1 })"});
+  lines = Replace(lines, 29,
+                  {R"(evaluation { metrics { key: "accuracy" } primary_metric: "acc" })",
+                   R"(checkpoint { save_best: true every_n_epochs: -1 })"});
   EXPECT_THAT(Validate(lines),
               ElementsAre(At(lines, 29, "evaluation") +
                               "evaluation needs a val_data_loader, and no stage has one",
@@ -385,14 +392,13 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
 TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
   const Lines lines = Replace(
       kBase, 11,
-      {R"(  student {)",
-       R"(    forward_hooks { module_path: "layer2" requires_output: true })",
+      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
        R"(    auxiliary_modules { name: "connector" key: "conv_connector")",
        R"(                        input { source: STUDENT path: "layer2" } })",
        R"(    auxiliary_modules { name: "bad" key: "conv_connector" input { source: TEACHER } })",
        R"(  })"});
-  const Lines reads = Replace(
-      lines, 30, {R"(      inputs { arg: "student" source: STUDENT path: "connector" })"});
+  const Lines reads =
+      Replace(lines, 30, {R"(      inputs { arg: "student" source: STUDENT path: "connector" })"});
   EXPECT_THAT(Validate(reads),
               ElementsAre(At(reads, 15, "source") +
                           "an auxiliary module of the student reads the student's values: source "

@@ -11,8 +11,8 @@ namespace {
 absl::Status CheckTeacher(TrainingContext& box, absl::string_view key,
                           absl::string_view alternative) {
   if (box.model(ModelRole::kTeacher) != nullptr) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      key, " needs a teacher, and this box has none; use ", alternative, " instead"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(key, " needs a teacher, and this box has none; use ", alternative, " instead"));
 }
 
 Model& Student(TrainingContext& box) { return *box.model(ModelRole::kStudent); }
@@ -26,10 +26,9 @@ void EpochwiseSchedulerStep(TrainingContext& box, std::optional<double> metric) 
 
 }  // namespace
 
-absl::Status DefaultPreEpochProcessWithTeacher(TrainingContext& box, int64_t epoch,
-                                               const Kwargs&) {
-  KD_RETURN_IF_ERROR(CheckTeacher(box, PreEpochProc::kDefaultKey,
-                                  PreEpochProc::kDefaultKeyWithoutTeacher));
+absl::Status DefaultPreEpochProcessWithTeacher(TrainingContext& box, int64_t epoch, const Kwargs&) {
+  KD_RETURN_IF_ERROR(
+      CheckTeacher(box, PreEpochProc::kDefaultKey, PreEpochProc::kDefaultKeyWithoutTeacher));
   box.ClearIo(ModelRole::kTeacher);
   box.ClearIo(ModelRole::kStudent);
   box.model(ModelRole::kTeacher)->SetTraining(false);
@@ -69,10 +68,10 @@ absl::Status DefaultPostForwardProcess(TrainingContext& box, const at::Tensor& l
   return absl::OkStatus();
 }
 
-absl::Status DefaultPostEpochProcessWithTeacher(TrainingContext& box,
-                                                std::optional<double> metric, const Kwargs&) {
-  KD_RETURN_IF_ERROR(CheckTeacher(box, PostEpochProc::kDefaultKey,
-                                  PostEpochProc::kDefaultKeyWithoutTeacher));
+absl::Status DefaultPostEpochProcessWithTeacher(TrainingContext& box, std::optional<double> metric,
+                                                const Kwargs&) {
+  KD_RETURN_IF_ERROR(
+      CheckTeacher(box, PostEpochProc::kDefaultKey, PostEpochProc::kDefaultKeyWithoutTeacher));
   EpochwiseSchedulerStep(box, metric);
   box.AuxiliaryPostEpoch(ModelRole::kTeacher);
   box.AuxiliaryPostEpoch(ModelRole::kStudent);
@@ -81,8 +80,7 @@ absl::Status DefaultPostEpochProcessWithTeacher(TrainingContext& box,
 }
 
 absl::Status DefaultPostEpochProcessWithoutTeacher(TrainingContext& box,
-                                                   std::optional<double> metric,
-                                                   const Kwargs&) {
+                                                   std::optional<double> metric, const Kwargs&) {
   EpochwiseSchedulerStep(box, metric);
   box.AuxiliaryPostEpoch(ModelRole::kStudent);
   if (box.distributed()) box.Barrier();

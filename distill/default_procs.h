@@ -37,8 +37,7 @@ absl::Status DefaultPreEpochProcessWithoutTeacher(TrainingContext& box, int64_t 
 absl::Status DefaultPreForwardProcess(TrainingContext& box, Batch& batch, const Kwargs& kwargs);
 absl::Status DefaultPostForwardProcess(TrainingContext& box, const at::Tensor& loss,
                                        std::optional<double> metric, const Kwargs& kwargs);
-absl::Status DefaultPostEpochProcessWithTeacher(TrainingContext& box,
-                                                std::optional<double> metric,
+absl::Status DefaultPostEpochProcessWithTeacher(TrainingContext& box, std::optional<double> metric,
                                                 const Kwargs& kwargs);
 absl::Status DefaultPostEpochProcessWithoutTeacher(TrainingContext& box,
                                                    std::optional<double> metric,

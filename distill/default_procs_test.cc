@@ -68,8 +68,8 @@ TEST(DefaultProcsTest, PreForwardDoesNothing) {
 TEST(DefaultProcsTest, PostForwardStepsEveryBatchByDefault) {
   FakeTrainingContext box(/*with_teacher=*/true);
   EXPECT_THAT(DefaultPostForwardProcess(box, at::full({}, 1.5), std::nullopt, {}), IsOk());
-  EXPECT_THAT(box.log, ElementsAre("IncrementStageGradCount -> 1", "Backward(1.5)",
-                                   "OptimizerStep", "ZeroGrad"));
+  EXPECT_THAT(box.log, ElementsAre("IncrementStageGradCount -> 1", "Backward(1.5)", "OptimizerStep",
+                                   "ZeroGrad"));
 }
 
 TEST(DefaultProcsTest, PostForwardAccumulatesClipsAndSchedulesStepwise) {
@@ -83,15 +83,15 @@ TEST(DefaultProcsTest, PostForwardAccumulatesClipsAndSchedulesStepwise) {
   }
   // The loss is halved; the optimizer steps at batches 2, 4, 6; the scheduler only where a
   // multiple of 3 batches meets an optimizer step (batch 6: period 6 / 3 = 2).
-  EXPECT_THAT(box.log,
-              ElementsAre("IncrementStageGradCount -> 1", "Backward(0.5)",
-                          "IncrementStageGradCount -> 2", "Backward(0.5)", "ClipGradNorm(5)",
-                          "OptimizerStep", "ZeroGrad", "IncrementStageGradCount -> 3",
-                          "Backward(0.5)", "IncrementStageGradCount -> 4", "Backward(0.5)",
-                          "ClipGradNorm(5)", "OptimizerStep", "ZeroGrad",
-                          "IncrementStageGradCount -> 5", "Backward(0.5)",
-                          "IncrementStageGradCount -> 6", "Backward(0.5)", "ClipGradNorm(5)",
-                          "OptimizerStep", "ZeroGrad", "SchedulerStep(metric=0.9, epoch=2)"));
+  EXPECT_THAT(
+      box.log,
+      ElementsAre("IncrementStageGradCount -> 1", "Backward(0.5)", "IncrementStageGradCount -> 2",
+                  "Backward(0.5)", "ClipGradNorm(5)", "OptimizerStep", "ZeroGrad",
+                  "IncrementStageGradCount -> 3", "Backward(0.5)", "IncrementStageGradCount -> 4",
+                  "Backward(0.5)", "ClipGradNorm(5)", "OptimizerStep", "ZeroGrad",
+                  "IncrementStageGradCount -> 5", "Backward(0.5)", "IncrementStageGradCount -> 6",
+                  "Backward(0.5)", "ClipGradNorm(5)", "OptimizerStep", "ZeroGrad",
+                  "SchedulerStep(metric=0.9, epoch=2)"));
 }
 
 TEST(DefaultProcsTest, PostForwardLeavesEpochwiseSchedulersAlone) {
@@ -99,8 +99,8 @@ TEST(DefaultProcsTest, PostForwardLeavesEpochwiseSchedulersAlone) {
   box.has_scheduler_value = true;
   box.scheduling_step_value = 0;
   EXPECT_THAT(DefaultPostForwardProcess(box, at::full({}, 2.0), std::nullopt, {}), IsOk());
-  EXPECT_THAT(box.log, ElementsAre("IncrementStageGradCount -> 1", "Backward(2)",
-                                   "OptimizerStep", "ZeroGrad"));
+  EXPECT_THAT(box.log, ElementsAre("IncrementStageGradCount -> 1", "Backward(2)", "OptimizerStep",
+                                   "ZeroGrad"));
 }
 
 TEST(DefaultProcsTest, PostEpochWithTeacherStepsEpochwiseSchedulerAndAuxiliaries) {
@@ -108,9 +108,9 @@ TEST(DefaultProcsTest, PostEpochWithTeacherStepsEpochwiseSchedulerAndAuxiliaries
   box.has_scheduler_value = true;
   box.distributed_value = true;
   EXPECT_THAT(DefaultPostEpochProcessWithTeacher(box, 0.7, {}), IsOk());
-  EXPECT_THAT(box.log, ElementsAre("SchedulerStep(metric=0.7, epoch=-)",
-                                   "AuxiliaryPostEpoch(teacher)", "AuxiliaryPostEpoch(student)",
-                                   "Barrier"));
+  EXPECT_THAT(box.log,
+              ElementsAre("SchedulerStep(metric=0.7, epoch=-)", "AuxiliaryPostEpoch(teacher)",
+                          "AuxiliaryPostEpoch(student)", "Barrier"));
 
   FakeTrainingContext stepwise(/*with_teacher=*/true);
   stepwise.has_scheduler_value = true;
@@ -144,9 +144,9 @@ TEST(DefaultProcsTest, DefaultsAreWhatAnEmptyStageBuilds) {
   auto post_epoch = BuildStageProcFunc<PostEpochProc>(empty, /*with_teacher=*/false);
   ASSERT_THAT(post_epoch, IsOk());
   EXPECT_THAT((*post_epoch)(box, std::nullopt), IsOk());
-  EXPECT_THAT(box.log, ElementsAre("ClearIo(student)", "IncrementStageGradCount -> 1",
-                                   "Backward(3)", "OptimizerStep", "ZeroGrad",
-                                   "AuxiliaryPostEpoch(student)"));
+  EXPECT_THAT(box.log,
+              ElementsAre("ClearIo(student)", "IncrementStageGradCount -> 1", "Backward(3)",
+                          "OptimizerStep", "ZeroGrad", "AuxiliaryPostEpoch(student)"));
 }
 
 }  // namespace

@@ -21,8 +21,8 @@ absl::StatusOr<c10::IValue> ForwardBatchOnly(Model& model, const Batch& batch, c
 absl::StatusOr<c10::IValue> ForwardBatchOnlyAsKwargs(Model& model, const Batch& batch,
                                                      const Kwargs&) {
   const c10::IValue& samples = batch.samples;
-  if (!samples.isGenericDict() || !samples.toGenericDict().keyType()->isSubtypeOf(
-                                      *c10::StringType::get())) {
+  if (!samples.isGenericDict() ||
+      !samples.toGenericDict().keyType()->isSubtypeOf(*c10::StringType::get())) {
     return absl::InvalidArgumentError(
         absl::StrCat("forward_batch_only_as_kwargs passes the samples as keyword arguments, so "
                      "they must be a dict with string keys; got ",
@@ -39,8 +39,7 @@ absl::StatusOr<c10::IValue> ForwardBatchTarget(Model& model, const Batch& batch,
   return model.Forward({batch.samples, batch.targets});
 }
 
-absl::StatusOr<c10::IValue> ForwardBatchSuppDict(Model& model, const Batch& batch,
-                                                 const Kwargs&) {
+absl::StatusOr<c10::IValue> ForwardBatchSuppDict(Model& model, const Batch& batch, const Kwargs&) {
   return model.Forward({batch.samples, batch.supp});
 }
 
@@ -48,14 +47,13 @@ absl::StatusOr<c10::IValue> ForwardBatch4Sskd(Model& model, const Batch& batch, 
   if (!batch.samples.isTensor() || batch.samples.toTensor().dim() < 3) {
     return absl::InvalidArgumentError(absl::StrCat(
         "forward_batch4sskd needs samples that are a tensor [..., C, H, W]; got ",
-        batch.samples.isTensor()
-            ? absl::StrCat("a ", batch.samples.toTensor().dim(), "-d tensor")
-            : std::string(batch.samples.tagKind())));
+        batch.samples.isTensor() ? absl::StrCat("a ", batch.samples.toTensor().dim(), "-d tensor")
+                                 : std::string(batch.samples.tagKind())));
   }
   const at::Tensor& samples = batch.samples.toTensor();
   const int64_t d = samples.dim();
-  return model.Forward({samples.view({-1, samples.size(d - 3), samples.size(d - 2),
-                                      samples.size(d - 1)})});
+  return model.Forward(
+      {samples.view({-1, samples.size(d - 3), samples.size(d - 2), samples.size(d - 1)})});
 }
 
 // Only forward_all passes kwargs on, so it declares none (any are accepted); the others take

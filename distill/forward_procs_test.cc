@@ -126,7 +126,8 @@ TEST_F(ForwardProcsTest, DictBatchAsKwargsOnTorchScript) {
   samples.insert("x", x_);
   samples.insert("targets", targets_);
   samples.insert("scale", 3.0);
-  auto out = Run("forward_batch_only_as_kwargs", *probe, Batch{samples, c10::IValue(), c10::IValue()});
+  auto out =
+      Run("forward_batch_only_as_kwargs", *probe, Batch{samples, c10::IValue(), c10::IValue()});
   ASSERT_THAT(out, IsOk());
   EXPECT_TRUE(AllClose(*out, x_ * 3 + targets_));
 
@@ -143,19 +144,22 @@ TEST_F(ForwardProcsTest, BatchOnlyAndSskdOnTheFixtureEqualPython) {
   std::unique_ptr<Model> model = *std::move(loaded);
   model->SetTraining(false);
   const c10::IValue expected = LoadExpected("small_cnn");
-  const at::Tensor input = At(expected, "inputs").toTupleRef().elements()[0].toTensor();  // 2x1x28x28
+  const at::Tensor input =
+      At(expected, "inputs").toTupleRef().elements()[0].toTensor();  // 2x1x28x28
   auto only = Run("forward_batch_only", *model, Batch{input, c10::IValue(), c10::IValue()});
   ASSERT_THAT(only, IsOk());
   EXPECT_TRUE(AllClose(*only, At(expected, "output")));
   // SSKD batches hold several views per sample: [N, V, C, H, W] runs as [N * V, C, H, W].
-  auto sskd = Run("forward_batch4sskd", *model, Batch{input.unsqueeze(0), c10::IValue(), c10::IValue()});
+  auto sskd =
+      Run("forward_batch4sskd", *model, Batch{input.unsqueeze(0), c10::IValue(), c10::IValue()});
   ASSERT_THAT(sskd, IsOk());
   EXPECT_TRUE(AllClose(*sskd, At(expected, "output")));
 
-  EXPECT_THAT(Run("forward_batch4sskd", *model, Batch{at::zeros({28, 28}), c10::IValue(), c10::IValue()}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "forward_batch4sskd needs samples that are a tensor [..., C, H, W]; got a "
-                       "2-d tensor"));
+  EXPECT_THAT(
+      Run("forward_batch4sskd", *model, Batch{at::zeros({28, 28}), c10::IValue(), c10::IValue()}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "forward_batch4sskd needs samples that are a tensor [..., C, H, W]; got a "
+               "2-d tensor"));
 }
 
 TEST_F(ForwardProcsTest, BatchOnlyAndSskdOnANativeModelEqualPython) {
@@ -168,7 +172,8 @@ TEST_F(ForwardProcsTest, BatchOnlyAndSskdOnANativeModelEqualPython) {
   auto only = Run("forward_batch_only", *model, Batch{input, c10::IValue(), c10::IValue()});
   ASSERT_THAT(only, IsOk());
   EXPECT_TRUE(AllClose(*only, At(expected, "output")));
-  auto sskd = Run("forward_batch4sskd", *model, Batch{input.view({1, 2, 1, 28, 28}), c10::IValue(), c10::IValue()});
+  auto sskd = Run("forward_batch4sskd", *model,
+                  Batch{input.view({1, 2, 1, 28, 28}), c10::IValue(), c10::IValue()});
   ASSERT_THAT(sskd, IsOk());
   EXPECT_TRUE(AllClose(*sskd, At(expected, "output")));
 }

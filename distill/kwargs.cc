@@ -94,8 +94,8 @@ void CheckStructure(const KwargList& kwargs, absl::string_view owner, int index,
       problems->push_back(
           {at, absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner, " has no value")});
     } else if (kwarg.has_dict()) {
-      CheckStructure(kwarg.dict().kwargs(),
-                     absl::StrCat("dict \"", kwarg.name(), "\" of ", owner), at, problems);
+      CheckStructure(kwarg.dict().kwargs(), absl::StrCat("dict \"", kwarg.name(), "\" of ", owner),
+                     at, problems);
     }
   }
 }
@@ -158,11 +158,10 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
     const KwargSpec* spec = FindSpec(*specs, kwarg.name());
     if (spec == nullptr) {
       problems.push_back({i, UnknownKwargMessage(kwarg.name(), *specs, owner)});
-    } else if (kwarg.value_case() != Kwarg::VALUE_NOT_SET &&
-               !Fits(ValueType(kwarg), spec->type)) {
-      problems.push_back({i, absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner,
-                                          " must be ", WithArticle(spec->type), ", not ",
-                                          WithArticle(ValueType(kwarg)))});
+    } else if (kwarg.value_case() != Kwarg::VALUE_NOT_SET && !Fits(ValueType(kwarg), spec->type)) {
+      problems.push_back(
+          {i, absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner, " must be ",
+                           WithArticle(spec->type), ", not ", WithArticle(ValueType(kwarg)))});
     }
   }
   return problems;

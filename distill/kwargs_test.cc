@@ -32,9 +32,18 @@ TEST(KwargsTest, EveryValueKindBecomesTheMatchingIValue) {
                                    kwargs { name: "n" integer: -3 }
                                    kwargs { name: "b" boolean: true }
                                    kwargs { name: "s" str: "mean" }
-                                   kwargs { name: "ns" numbers { values: [ 0.5, 2 ] } }
-                                   kwargs { name: "is" integers { values: [ 30, 60 ] } }
-                                   kwargs { name: "ss" strs { values: [ "a", "b" ] } }
+                                   kwargs {
+                                     name: "ns"
+                                     numbers { values: [ 0.5, 2 ] }
+                                   }
+                                   kwargs {
+                                     name: "is"
+                                     integers { values: [ 30, 60 ] }
+                                   }
+                                   kwargs {
+                                     name: "ss"
+                                     strs { values: [ "a", "b" ] }
+                                   }
                                    kwargs {
                                      name: "d"
                                      dict {
@@ -67,7 +76,10 @@ TEST(KwargsTest, IntegersBecomeDoublesWhereNumbersAreDeclared) {
                                         {"k", KwargType::kInteger, ""}};
   auto kwargs = KwargsFromConfig(Parse(R"pb(
                                    kwargs { name: "t" integer: 4 }
-                                   kwargs { name: "ms" integers { values: [ 1, 2 ] } }
+                                   kwargs {
+                                     name: "ms"
+                                     integers { values: [ 1, 2 ] }
+                                   }
                                    kwargs { name: "k" integer: 5 }
                                  )pb"),
                                  specs, "test");
@@ -119,9 +131,9 @@ TEST(KwargsTest, EveryProblemIsReportedWithItsIndex) {
 }
 
 TEST(KwargsTest, WithoutSpecsAnyNamesAreAccepted) {
-  EXPECT_THAT(CheckKwargs(Parse(R"pb(kwargs { name: "anything" number: 1 })pb"), kAnyKwargs,
-                          "test"),
-              IsEmpty());
+  EXPECT_THAT(
+      CheckKwargs(Parse(R"pb(kwargs { name: "anything" number: 1 })pb"), kAnyKwargs, "test"),
+      IsEmpty());
   EXPECT_THAT(CheckKwargNames({{"anything", 1.0}}, kAnyKwargs, "test"), IsOk());
   EXPECT_THAT(CheckKwargNames({{"b", 1.0}, {"a", 1.0}}, std::vector<KwargSpec>{}, "proc \"p\""),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -14,14 +14,22 @@
 
 namespace kd {
 
-inline constexpr absl::string_view kModelKind = "model";                       // ModelConfig.native
-inline constexpr absl::string_view kDatasetKind = "dataset";                   // DatasetConfig
-inline constexpr absl::string_view kSamplerKind = "sampler";                   // LoaderConfig.sampler
-inline constexpr absl::string_view kAuxiliaryModuleKind = "auxiliary_module";  // AuxiliaryModuleConfig
-inline constexpr absl::string_view kLossKind = "loss";                         // LossTermConfig
-inline constexpr absl::string_view kOptimizerKind = "optimizer";               // OptimizerConfig
-inline constexpr absl::string_view kSchedulerKind = "scheduler";               // SchedulerConfig
-inline constexpr absl::string_view kMetricKind = "metric";                     // MetricConfig
+// ModelConfig.native
+inline constexpr absl::string_view kModelKind = "model";
+// DatasetConfig
+inline constexpr absl::string_view kDatasetKind = "dataset";
+// LoaderConfig.sampler
+inline constexpr absl::string_view kSamplerKind = "sampler";
+// AuxiliaryModuleConfig
+inline constexpr absl::string_view kAuxiliaryModuleKind = "auxiliary_module";
+// LossTermConfig
+inline constexpr absl::string_view kLossKind = "loss";
+// OptimizerConfig
+inline constexpr absl::string_view kOptimizerKind = "optimizer";
+// SchedulerConfig
+inline constexpr absl::string_view kSchedulerKind = "scheduler";
+// MetricConfig
+inline constexpr absl::string_view kMetricKind = "metric";
 
 // The kinds above, in that order.
 inline constexpr absl::string_view kConfigPluginKinds[] = {

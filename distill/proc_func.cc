@@ -18,8 +18,9 @@ Kwargs Merge(const Kwargs& defaults, const Kwargs& overrides) {
 
 absl::Status Failure(absl::string_view kind, absl::string_view key, const std::exception& e) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
-  return absl::InternalError(absl::StrCat(
-      kind, " \"", key, "\" failed: ", torch_error ? torch_error->what_without_backtrace() : e.what()));
+  return absl::InternalError(
+      absl::StrCat(kind, " \"", key,
+                   "\" failed: ", torch_error ? torch_error->what_without_backtrace() : e.what()));
 }
 
 }  // namespace proc_internal
@@ -62,27 +63,26 @@ const PluginConfig* FieldIfSet(const StageConfig& stage, absl::string_view name)
 
 }  // namespace
 
-absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage,
-                                                  absl::string_view key) {
+absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl::string_view key) {
   for (const auto& [name, deprecated] : kStageProcFields) {
     if (key != name && key != deprecated) continue;
     const PluginConfig* current = FieldIfSet(stage, name);
     const PluginConfig* old = FieldIfSet(stage, deprecated);
     if (current != nullptr && old != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("give \"", name, "\" or its deprecated name \"",
-                                                     deprecated, "\", not both"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "give \"", name, "\" or its deprecated name \"", deprecated, "\", not both"));
     }
     return current != nullptr ? current : old;
   }
   std::vector<std::string> keys;
   for (const auto& [name, deprecated] : kStageProcFields) keys.emplace_back(name);
-  return absl::InvalidArgumentError(absl::StrCat("\"", key,
-                                                 "\" is no stage process function; use one of ",
-                                                 absl::StrJoin(keys, ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", key, "\" is no stage process function; use one of ", absl::StrJoin(keys, ", ")));
 }
 
 absl::StatusOr<ProcFunc<ForwardProc>> BuildForwardProcFunc(const StageModelConfig& model) {
-  if (!model.has_forward_proc()) return BuildProcFunc<ForwardProc>(DefaultProcKey<ForwardProc>(true));
+  if (!model.has_forward_proc())
+    return BuildProcFunc<ForwardProc>(DefaultProcKey<ForwardProc>(true));
   return BuildProcFunc<ForwardProc>(model.forward_proc());
 }
 

@@ -118,7 +118,8 @@ struct PreEpochProc {
   static constexpr absl::string_view kKind = "pre_epoch_proc";
   static constexpr absl::string_view kDeprecatedKey = "pre_epoch_process";
   static constexpr absl::string_view kDefaultKey = "default_pre_epoch_process_with_teacher";
-  static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_pre_epoch_process_without_teacher";
+  static constexpr absl::string_view kDefaultKeyWithoutTeacher =
+      "default_pre_epoch_process_without_teacher";
   using Bound = proc_internal::BoundProc<PreEpochProc, absl::Status, TrainingContext&, int64_t>;
 };
 struct PreForwardProc {
@@ -133,8 +134,8 @@ struct ForwardProc {
   static constexpr absl::string_view kDeprecatedKey = "";
   static constexpr absl::string_view kDefaultKey = "forward_batch_only";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "forward_batch_only";
-  using Bound = proc_internal::BoundProc<ForwardProc, absl::StatusOr<c10::IValue>, Model&,
-                                         const Batch&>;
+  using Bound =
+      proc_internal::BoundProc<ForwardProc, absl::StatusOr<c10::IValue>, Model&, const Batch&>;
 };
 struct PostForwardProc {
   static constexpr absl::string_view kKind = "post_forward_proc";
@@ -148,7 +149,8 @@ struct PostEpochProc {
   static constexpr absl::string_view kKind = "post_epoch_proc";
   static constexpr absl::string_view kDeprecatedKey = "post_epoch_process";
   static constexpr absl::string_view kDefaultKey = "default_post_epoch_process_with_teacher";
-  static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_post_epoch_process_without_teacher";
+  static constexpr absl::string_view kDefaultKeyWithoutTeacher =
+      "default_post_epoch_process_without_teacher";
   using Bound = proc_internal::BoundProc<PostEpochProc, absl::Status, TrainingContext&,
                                          std::optional<double>>;
 };
@@ -187,8 +189,7 @@ template <typename Kind>
 absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(absl::string_view key, Kwargs kwargs = {}) {
   Registry<ProcFn<Kind>>& registry = ProcRegistry<Kind>();
   KD_ASSIGN_OR_RETURN(const ProcFn<Kind>* fn, registry.Get(key));
-  KD_RETURN_IF_ERROR(
-      CheckKwargNames(kwargs, registry.KwargSpecs(key), ProcOwnerName<Kind>(key)));
+  KD_RETURN_IF_ERROR(CheckKwargNames(kwargs, registry.KwargSpecs(key), ProcOwnerName<Kind>(key)));
   return ProcFunc<Kind>(std::string(key), *fn, std::move(kwargs));
 }
 
@@ -207,8 +208,7 @@ absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(const PluginConfig& config) {
 // "post_forward_proc" or "post_epoch_proc", or a deprecated long name ("pre_epoch_process",
 // ...), which means the same. Returns the field set under either name, nullptr if neither is.
 // InvalidArgument if both names are set, or if `key` names no stage process function.
-absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage,
-                                                  absl::string_view key);
+absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl::string_view key);
 
 // The stage's process function of `Kind` (not ForwardProc), or DefaultProcKey when unset.
 template <typename Kind>

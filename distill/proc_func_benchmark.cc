@@ -46,8 +46,8 @@ BENCHMARK(BM_NoOpThroughRegistry);
 void BM_NoOpThroughRegistryMergingKwargs(benchmark::State& state) {
   testing::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch;
-  ProcFunc<PreForwardProc> proc =
-      *BuildProcFunc<PreForwardProc>("bench_any_kwargs", {{"factor", 0.5}, {"mode", std::string("a")}});
+  ProcFunc<PreForwardProc> proc = *BuildProcFunc<PreForwardProc>(
+      "bench_any_kwargs", {{"factor", 0.5}, {"mode", std::string("a")}});
   const Kwargs call_kwargs = {{"factor", 2.0}};
   for (auto _ : state) {
     benchmark::DoNotOptimize(proc(box, batch, call_kwargs));

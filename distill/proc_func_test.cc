@@ -55,15 +55,14 @@ absl::StatusOr<c10::IValue> TestForward(Model& model, const Batch& batch, const 
   return model.Forward({batch.samples});
 }
 
-absl::Status TestPostForward(TrainingContext&, const at::Tensor& loss,
-                             std::optional<double> metric, const Kwargs& kwargs) {
+absl::Status TestPostForward(TrainingContext&, const at::Tensor& loss, std::optional<double> metric,
+                             const Kwargs& kwargs) {
   Calls().push_back(absl::StrCat("post_forward ", loss.item<double>(), " ",
                                  metric ? absl::StrCat(*metric) : "-", " ", Describe(kwargs)));
   return absl::OkStatus();
 }
 
-absl::Status TestPostEpoch(TrainingContext&, std::optional<double> metric,
-                           const Kwargs& kwargs) {
+absl::Status TestPostEpoch(TrainingContext&, std::optional<double> metric, const Kwargs& kwargs) {
   Calls().push_back(
       absl::StrCat("post_epoch ", metric ? absl::StrCat(*metric) : "-", " ", Describe(kwargs)));
   return absl::OkStatus();
@@ -100,12 +99,11 @@ TEST_F(ProcFuncTest, TorchdistillsKeysAreRegistered) {
   EXPECT_THAT(ProcRegistry<PreEpochProc>().Keys(),
               IsSupersetOf({"default_pre_epoch_process_with_teacher",
                             "default_pre_epoch_process_without_teacher"}));
-  EXPECT_THAT(ProcRegistry<PreForwardProc>().Keys(),
-              IsSupersetOf({"default_pre_forward_process"}));
-  EXPECT_THAT(ProcRegistry<ForwardProc>().Keys(),
-              IsSupersetOf({"forward_all", "forward_batch_only", "forward_batch_only_as_kwargs",
-                            "forward_batch_target", "forward_batch_supp_dict",
-                            "forward_batch4sskd"}));
+  EXPECT_THAT(ProcRegistry<PreForwardProc>().Keys(), IsSupersetOf({"default_pre_forward_process"}));
+  EXPECT_THAT(
+      ProcRegistry<ForwardProc>().Keys(),
+      IsSupersetOf({"forward_all", "forward_batch_only", "forward_batch_only_as_kwargs",
+                    "forward_batch_target", "forward_batch_supp_dict", "forward_batch4sskd"}));
   EXPECT_THAT(ProcRegistry<PostForwardProc>().Keys(),
               IsSupersetOf({"default_post_forward_process"}));
   EXPECT_THAT(ProcRegistry<PostEpochProc>().Keys(),
@@ -169,9 +167,9 @@ TEST_F(ProcFuncTest, ConfigKwargsAreDefaultsAndCallKwargsWin) {
   EXPECT_THAT((*proc)(box, batch), IsOk());
   EXPECT_THAT((*proc)(box, batch, {{"b", std::string("call")}, {"c", 3.5}}), IsOk());
   EXPECT_THAT((*proc)(box, batch, {{"a", int64_t{2}}}), IsOk());
-  EXPECT_THAT(Calls(), ElementsAre("pre_forward 1 {a=1, b=config}",
-                                   "pre_forward 2 {a=1, b=call, c=3.5}",
-                                   "pre_forward 3 {a=2, b=config}"));
+  EXPECT_THAT(Calls(),
+              ElementsAre("pre_forward 1 {a=1, b=config}", "pre_forward 2 {a=1, b=call, c=3.5}",
+                          "pre_forward 3 {a=2, b=config}"));
 
   // Defaults given in C++ behave the same; without defaults the call's kwargs pass through.
   Calls().clear();
@@ -189,7 +187,8 @@ TEST_F(ProcFuncTest, DeclaredKwargsAreCheckedAndConverted) {
   Batch batch{c10::IValue(int64_t{1}), c10::IValue(), c10::IValue()};
   // An integer where a number is declared arrives as a double.
   auto proc = BuildProcFunc<PreForwardProc>(ParseText<PluginConfig>(R"pb(
-    key: "test_typed" kwargs { name: "factor" integer: 2 }
+    key: "test_typed"
+    kwargs { name: "factor" integer: 2 }
   )pb"));
   ASSERT_THAT(proc, IsOk());
   EXPECT_TRUE(proc->kwargs().at("factor").isDouble());
@@ -211,13 +210,15 @@ TEST_F(ProcFuncTest, DeclaredKwargsAreCheckedAndConverted) {
                        "factor, label"));
   // torchdistill's forward processes other than forward_all take no kwargs.
   EXPECT_THAT(BuildProcFunc<ForwardProc>(ParseText<PluginConfig>(R"pb(
-                key: "forward_batch_only" kwargs { name: "scale" number: 2 }
+                key: "forward_batch_only"
+                kwargs { name: "scale" number: 2 }
               )pb")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; it "
                        "takes none"));
   EXPECT_THAT(BuildProcFunc<ForwardProc>(ParseText<PluginConfig>(R"pb(
-                key: "forward_all" kwargs { name: "scale" number: 2 }
+                key: "forward_all"
+                kwargs { name: "scale" number: 2 }
               )pb")),
               IsOk());
 }
@@ -272,15 +273,15 @@ TEST_F(ProcFuncTest, UnsetProcessesAreTorchdistillsDefaults) {
   EXPECT_EQ(key(BuildStageProcFunc<PreEpochProc>(empty, false)),
             "default_pre_epoch_process_without_teacher");
   EXPECT_EQ(key(BuildStageProcFunc<PreForwardProc>(empty, true)), "default_pre_forward_process");
-  EXPECT_EQ(key(BuildStageProcFunc<PostForwardProc>(empty, false)),
-            "default_post_forward_process");
+  EXPECT_EQ(key(BuildStageProcFunc<PostForwardProc>(empty, false)), "default_post_forward_process");
   EXPECT_EQ(key(BuildStageProcFunc<PostEpochProc>(empty, true)),
             "default_post_epoch_process_with_teacher");
   EXPECT_EQ(key(BuildStageProcFunc<PostEpochProc>(empty, false)),
             "default_post_epoch_process_without_teacher");
   EXPECT_EQ(key(BuildForwardProcFunc(StageModelConfig())), "forward_batch_only");
-  EXPECT_EQ(key(BuildForwardProcFunc(ParseText<StageModelConfig>(
-                R"pb(forward_proc { key: "forward_batch_target" })pb"))),
+  EXPECT_EQ(key(BuildForwardProcFunc(ParseText<StageModelConfig>(R"pb(forward_proc {
+                                                                        key: "forward_batch_target"
+                                                                      })pb"))),
             "forward_batch_target");
 }
 
@@ -289,8 +290,8 @@ TEST_F(ProcFuncTest, ExceptionsBecomeStatusesNamingTheFunction) {
   Batch batch;
   auto proc = BuildProcFunc<PreForwardProc>("test_throws");
   ASSERT_THAT(proc, IsOk());
-  EXPECT_THAT((*proc)(box, batch),
-              StatusIs(absl::StatusCode::kInternal, "pre_forward_proc \"test_throws\" failed: boom"));
+  EXPECT_THAT((*proc)(box, batch), StatusIs(absl::StatusCode::kInternal,
+                                            "pre_forward_proc \"test_throws\" failed: boom"));
 }
 
 }  // namespace

@@ -6,9 +6,7 @@ namespace kd {
 namespace testing {
 namespace {
 
-const char* RoleName(ModelRole role) {
-  return role == ModelRole::kTeacher ? "teacher" : "student";
-}
+const char* RoleName(ModelRole role) { return role == ModelRole::kTeacher ? "teacher" : "student"; }
 
 }  // namespace
 
@@ -55,9 +53,9 @@ void FakeTrainingContext::OptimizerStep() { log.push_back("OptimizerStep"); }
 void FakeTrainingContext::ZeroGrad() { log.push_back("ZeroGrad"); }
 
 void FakeTrainingContext::SchedulerStep(const SchedulerStepArgs& args) {
-  log.push_back(absl::StrCat("SchedulerStep(metric=",
-                             args.metric ? absl::StrCat(*args.metric) : "-",
-                             ", epoch=", args.epoch ? absl::StrCat(*args.epoch) : "-", ")"));
+  log.push_back(
+      absl::StrCat("SchedulerStep(metric=", args.metric ? absl::StrCat(*args.metric) : "-",
+                   ", epoch=", args.epoch ? absl::StrCat(*args.epoch) : "-", ")"));
 }
 
 void FakeTrainingContext::AuxiliaryPostEpoch(ModelRole role) {
