@@ -31,6 +31,13 @@ MATCHER(IsOk, "is OK") {
   return status.ok();
 }
 
+// Matches a status (or StatusOr) with `code`, whatever its message.
+MATCHER_P(StatusIs, code, "has code " + absl::StatusCodeToString(code)) {
+  const absl::Status& status = internal::GetStatus(arg);
+  *result_listener << "status: " << status;
+  return status.code() == code;
+}
+
 // Matches a status (or StatusOr) with `code` and a message matching `message_matcher`.
 MATCHER_P2(StatusIs, code, message_matcher,
            "has code " + absl::StatusCodeToString(code) + " and a message that " +

@@ -43,30 +43,43 @@ c10::IValue IoDictToIValue(const IoDict& io) {
   return outer;
 }
 
-c10::IValue ToDevice(const c10::IValue& value, c10::Device device) {
-  if (value.isTensor()) {
-    const at::Tensor& t = value.toTensor();
-    return t.device() == device ? value : c10::IValue(t.to(device));
-  }
+namespace {
+
+// `value` with `fn` applied to every tensor in it (tuples, lists, dicts rebuilt).
+template <typename Fn>
+c10::IValue MapTensors(const c10::IValue& value, const Fn& fn) {
+  if (value.isTensor()) return fn(value.toTensor());
   if (value.isTuple()) {
     std::vector<c10::IValue> elements;
     for (const c10::IValue& e : value.toTupleRef().elements()) {
-      elements.push_back(ToDevice(e, device));
+      elements.push_back(MapTensors(e, fn));
     }
     return c10::ivalue::Tuple::create(std::move(elements));
   }
   if (value.isList()) {
     c10::impl::GenericList list(value.toList().elementType());
-    for (const c10::IValue& e : value.toListRef()) list.push_back(ToDevice(e, device));
+    for (const c10::IValue& e : value.toListRef()) list.push_back(MapTensors(e, fn));
     return list;
   }
   if (value.isGenericDict()) {
     const auto& dict = value.toGenericDict();
     c10::impl::GenericDict out(dict.keyType(), dict.valueType());
-    for (const auto& entry : dict) out.insert(entry.key(), ToDevice(entry.value(), device));
+    for (const auto& entry : dict) out.insert(entry.key(), MapTensors(entry.value(), fn));
     return out;
   }
   return value;
+}
+
+}  // namespace
+
+c10::IValue ToDevice(const c10::IValue& value, c10::Device device) {
+  return MapTensors(value, [device](const at::Tensor& t) {
+    return t.device() == device ? t : t.to(device);
+  });
+}
+
+c10::IValue DetachValue(const c10::IValue& value) {
+  return MapTensors(value, [](const at::Tensor& t) { return t.detach(); });
 }
 
 c10::optional<c10::Device> FirstTensorDevice(const c10::IValue& value) {

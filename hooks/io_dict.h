@@ -37,6 +37,9 @@ c10::IValue IoDictToIValue(const IoDict& io);
 // `value` with every tensor in it (tuples, lists, dicts too) moved to `device`.
 c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
 
+// `value` with every tensor in it detached from the autograd graph (sharing memory).
+c10::IValue DetachValue(const c10::IValue& value);
+
 // The device of the first tensor in `value`, or nullopt if it holds none.
 c10::optional<c10::Device> FirstTensorDevice(const c10::IValue& value);
 

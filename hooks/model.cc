@@ -49,6 +49,13 @@ int64_t Model::NumParameters() const {
   return total;
 }
 
+absl::StatusOr<c10::IValue> Model::ForwardTruncated(std::vector<c10::IValue> args,
+                                                   const Kwargs& kwargs,
+                                                   const std::vector<std::string>& stop_after) {
+  return absl::UnimplementedError(
+      absl::StrCat("a ", kind(), " model cannot stop its forward early; run Forward instead"));
+}
+
 void Model::To(c10::Device device, std::optional<c10::ScalarType> dtype) {
   c10::NoGradGuard no_grad;
   std::vector<NamedTensor> tensors = NamedParameters();

@@ -96,6 +96,18 @@ class Model {
   // Runs the model's forward. Throws c10::Error on compute errors, as libtorch does.
   virtual c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs = {}) = 0;
 
+  // Runs forward only as far as the modules in `stop_after` need: their taps fire, and what
+  // comes after their last calls is not computed (TorchScript: the graph is cut; native: the
+  // forward exits early once each has run). Returns None when cut short.
+  // Skipped work has no effect: later modules' BatchNorm running statistics are not updated
+  // and later random ops draw no numbers. Taps on other modules fire only if they run before
+  // the cut (TorchScript: not at all). FailedPrecondition where a cut would change what the
+  // taps see (an op after the cut modifies a captured value in place), with the reason;
+  // Unimplemented for model kinds that cannot stop early.
+  virtual absl::StatusOr<c10::IValue> ForwardTruncated(std::vector<c10::IValue> args,
+                                                       const Kwargs& kwargs,
+                                                       const std::vector<std::string>& stop_after);
+
   // Every module in pre-order, the root first with path "".
   virtual std::vector<ModuleInfo> NamedModules() const = 0;
   // Parameters and buffers, recursively, with dotted paths.

@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/torch_status.h"
 #include "hooks/hook_point.h"
 #include "hooks/internal/tap_list.h"
 
@@ -54,6 +55,43 @@ class NativeModel final : public Model {
     c10::IValue output = forward_(args, kwargs);
     if (tap_root) taps_.Dispatch("", root_args, output);
     return output;
+  }
+
+  absl::StatusOr<c10::IValue> ForwardTruncated(std::vector<c10::IValue> args,
+                                               const Kwargs& kwargs,
+                                               const std::vector<std::string>& stop_after) override {
+    auto modules = root_->named_modules();
+    std::set<std::string> pending;
+    for (const std::string& path : stop_after) {
+      if (path.empty()) {
+        return absl::InvalidArgumentError(
+            "cannot truncate after the root module \"\": that is the whole forward");
+      }
+      if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
+      pending.insert(path);
+    }
+    // Early exit: once every module in `stop_after` has run (and its taps, registered
+    // earlier, have fired), a hook throws; the exception unwinds the rest of forward.
+    struct StopForward {};
+    std::vector<int64_t> hooks;
+    for (const std::string& path : std::set<std::string>(pending)) {
+      hooks.push_back(AddNativeHook(
+          *modules[path], [&pending, path](const std::vector<c10::IValue>&, const c10::IValue&) {
+            pending.erase(path);
+            if (pending.empty()) throw StopForward{};
+          }));
+    }
+    struct RemoveHooks {
+      std::vector<int64_t>& ids;
+      ~RemoveHooks() {
+        for (int64_t id : ids) RemoveNativeHook(id);
+      }
+    } remove_hooks{hooks};
+    try {
+      return CallTorch([&] { return forward_(args, kwargs); });
+    } catch (const StopForward&) {
+      return c10::IValue();
+    }
   }
 
   std::vector<ModuleInfo> NamedModules() const override {

@@ -42,6 +42,15 @@ else
   echo "SKIP python comparison (python3-torch not installed)"
 fi
 
+# --truncate: the same values as a full run, and both forward times.
+full=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+  --paths=stem,layer1 --inputs)
+cut=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+  --paths=stem,layer1 --inputs --truncate)
+check "truncate prints both times" \
+  grep -qE '^forward \(median of 5, after 3 warm-up rounds\): full [0-9.]+ ms, truncated after layer1 [0-9.]+ ms \([0-9.]+x faster\)$' <<<"$cut"
+check "truncated values equal full values" test "$(tail -n +2 <<<"$cut")" = "$full"
+
 expect_error() {
   local name=$1 pattern=$2; shift 2
   local err rc
@@ -60,6 +69,11 @@ expect_error "wrong input for model" "capture: forward failed: " \
   --model="$data/small_cnn.pt" --input="$data/tricky.input.pt" --paths=fc
 expect_error "module forward never calls" 'module "unused" (Linear) exists but forward never calls it' \
   --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=unused
+
+expect_error "refused cut" 'capture: cannot truncate the forward after c: bump.forward() modifies the output of "c" in place after the cut' \
+  --model="$data/inplace.pt" --input="$data/inplace.input.pt" --paths=c --truncate
+expect_error "inputs captured twice" 'module 0 ("layer1.0.relu") ran again before its captured inputs were popped or cleared' \
+  --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --inputs --truncate
 
 echo "capture_test: $failures failure(s)"
 exit $((failures > 0))

@@ -94,6 +94,35 @@ class Tricky(nn.Module):
         return out * scale, p
 
 
+class Bump(nn.Module):
+    """Modifies its input in place."""
+
+    def forward(self, x):
+        x.add_(1.0)
+        return x
+
+
+class InPlace(nn.Module):
+    """In-place changes after module calls: forward doubles b's output in place (a cut after b
+    must keep that op), and the module bump changes c's output (a cut after c would skip it,
+    so it must be refused); nothing touches a's input or output."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+        self.c = nn.Linear(4, 4)
+        self.bump = Bump()
+
+    def forward(self, x):
+        h = self.a(x)
+        g = self.b(h)
+        g.mul_(2.0)
+        k = self.c(g)
+        self.bump(k)
+        return k
+
+
 def record(name, model, inputs, hook_paths):
     model.eval()
     scripted = torch.jit.script(model)
@@ -163,6 +192,8 @@ def make_small():
     torch.manual_seed(1)
     tricky = Tricky()
     record("tricky", tricky, (torch.randn(3, 4), 2.0), ["lin", "act", "mix"])
+    torch.manual_seed(2)
+    record("inplace", InPlace(), (torch.randn(2, 4),), ["a", "b", "c"])
     torch.save({"x": torch.randn(3, 4), "scale": 0.25}, os.path.join(HERE, "tricky.kwargs.pt"))
     # What users save most often, which libtorch cannot read: the error must say what to do.
     torch.save(tricky.state_dict(), os.path.join(HERE, "tricky.ordered_state.pt"))

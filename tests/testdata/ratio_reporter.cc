@@ -17,16 +17,17 @@ class RatioReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name == "median") {
-        // Real time in seconds.
+        // CPU time in seconds: on a shared machine another process's load stretches real
+        // time but not the CPU time of a single-threaded forward.
         medians_[run.run_name.function_name] =
-            run.real_accumulated_time / static_cast<double>(run.iterations);
+            run.cpu_accumulated_time / static_cast<double>(run.iterations);
       }
     }
   }
 
   void Finalize() override {
     ConsoleReporter::Finalize();
-    std::printf("\nRatios of medians, measured in this run:\n");
+    std::printf("\nRatios of median CPU times, measured in this run:\n");
     for (const Ratio& r : ratios_) {
       auto n = medians_.find(r.numerator), d = medians_.find(r.denominator);
       if (n == medians_.end() || d == medians_.end()) continue;

@@ -20,12 +20,14 @@ namespace testing {
 struct Ratio {
   std::string numerator;    // benchmark name
   std::string denominator;  // benchmark name (the baseline)
-  // Optional: prints a derived line from the two medians (seconds), e.g. ns per hooked call.
+  // Optional: prints a derived line from the two median CPU times (seconds).
   std::function<std::string(double numerator_s, double denominator_s)> derived;
 };
 
 // Runs the registered benchmarks (10 interleaved repetitions by default, aggregates only),
-// then prints "ratio numerator / denominator = x.xxx" for each pair. Returns main's exit code.
+// then prints "numerator / denominator = x.xxx" for each pair, from median CPU times (the
+// benchmarks run one thread; CPU time is what another process's load leaves alone). Returns
+// main's exit code.
 int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios);
 
 }  // namespace testing

@@ -1,0 +1,338 @@
+#include "capture/module_capture_engine.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "hooks/native_model.h"
+#include "hooks/torchscript_model.h"
+#include "tests/models/small_cnn.h"
+#include "tests/testdata/fixtures.h"
+
+namespace kd {
+namespace {
+
+using ::kd::testing::AllClose;
+using ::kd::testing::At;
+using ::kd::testing::FixturePath;
+using ::kd::testing::LoadExpected;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+enum class Kind { kTorchScript, kNative };
+
+std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
+  return info.param == Kind::kTorchScript ? "TorchScript" : "Native";
+}
+
+std::unique_ptr<Model> LoadTs(const std::string& name) {
+  auto model = LoadTorchScriptModel(FixturePath(name + ".pt"));
+  TORCH_CHECK(model.ok(), model.status().ToString());
+  (*model)->SetTraining(false);
+  return *std::move(model);
+}
+
+// small_cnn as either kind, with Python's weights, in eval mode.
+std::unique_ptr<Model> SmallCnn(Kind kind) {
+  if (kind == Kind::kTorchScript) return LoadTs("small_cnn");
+  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  absl::Status s = model->LoadState(FixturePath("small_cnn.state.pt"));
+  TORCH_CHECK(s.ok(), s.ToString());
+  model->SetTraining(false);
+  return model;
+}
+
+std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
+  return At(expected, "inputs").toTupleRef().elements().vec();
+}
+
+// The last call Python recorded for `path`.
+c10::IValue PythonHook(const c10::IValue& expected, const std::string& path,
+                       const std::string& kind) {
+  return At(At(At(expected, "hooks"), path), kind).toTupleRef().elements().back();
+}
+
+const std::vector<std::string> kPaths = {"stem", "layer1.1.conv2", "layer2.0", "fc"};
+
+class ModuleCaptureEngineTest : public ::testing::TestWithParam<Kind> {};
+
+TEST_P(ModuleCaptureEngineTest, InputsAndOutputsEqualPython) {
+  for (bool truncate : {false, true}) {
+    SCOPED_TRACE(truncate ? "truncated" : "full");
+    std::unique_ptr<Model> model = SmallCnn(GetParam());
+    const c10::IValue expected = LoadExpected("small_cnn");
+    ModuleCaptureEngine engine(*model, kPaths, {.auto_truncate = truncate});
+    ASSERT_THAT(engine.Register(), IsOk());
+    auto out = engine.Forward(Inputs(expected));
+    ASSERT_THAT(out, IsOk());
+    // fc is the last module: a truncated run has nothing left to skip but the return value.
+    if (!truncate) EXPECT_TRUE(AllClose(*out, At(expected, "output")));
+    for (size_t id = 0; id < kPaths.size(); ++id) {
+      SCOPED_TRACE(kPaths[id]);
+      auto captured = engine.GetCaptured(static_cast<int>(id));
+      ASSERT_THAT(captured, IsOk());
+      ASSERT_EQ(captured->args.size(), 1u);
+      EXPECT_TRUE(captured->kwargs.empty());
+      EXPECT_TRUE(AllClose(captured->args[0], PythonHook(expected, kPaths[id], "input")));
+      EXPECT_TRUE(AllClose(captured->output, PythonHook(expected, kPaths[id], "output")));
+    }
+  }
+}
+
+TEST_P(ModuleCaptureEngineTest, TruncatedRunCapturesWhatFullRunCapturesAndSkipsTheRest) {
+  // Training mode: BatchNorm updates its running statistics when it runs, which shows which
+  // modules ran. The cut after layer1 must leave layer2's statistics as they were.
+  std::unique_ptr<Model> full_model = SmallCnn(GetParam());
+  std::unique_ptr<Model> cut_model = SmallCnn(GetParam());
+  full_model->SetTraining(true);
+  cut_model->SetTraining(true);
+  auto buffer = [](Model& m, const std::string& name) {
+    for (auto& [n, t] : m.NamedBuffers()) {
+      if (n == name) return t.clone();
+    }
+    return at::Tensor();
+  };
+  const at::Tensor layer1_before = buffer(*cut_model, "layer1.1.bn2.running_mean");
+  const at::Tensor layer2_before = buffer(*cut_model, "layer2.0.bn1.running_mean");
+
+  const std::vector<std::string> paths = {"stem", "layer1"};
+  ModuleCaptureEngine full(*full_model, paths);
+  ModuleCaptureEngine cut(*cut_model, paths, {.auto_truncate = true});
+  ASSERT_THAT(full.Register(), IsOk());
+  ASSERT_THAT(cut.Register(), IsOk());
+  const at::Tensor x = at::randn({4, 1, 28, 28});
+  auto full_out = full.Forward({x});
+  auto cut_out = cut.Forward({x});
+  ASSERT_THAT(full_out, IsOk());
+  ASSERT_THAT(cut_out, IsOk());
+  EXPECT_EQ(full_out->toTensor().sizes(), (std::vector<int64_t>{4, 10}));
+  EXPECT_TRUE(cut_out->isNone());  // nothing after layer1 ran, not even fc
+  for (int id : {0, 1}) {
+    EXPECT_TRUE(AllClose(cut.GetCaptured(id)->output, full.GetCaptured(id)->output, 1e-6));
+    EXPECT_TRUE(AllClose(cut.GetCaptured(id)->args[0], full.GetCaptured(id)->args[0], 1e-6));
+  }
+  EXPECT_FALSE(at::equal(buffer(*cut_model, "layer1.1.bn2.running_mean"), layer1_before));
+  EXPECT_TRUE(at::equal(buffer(*cut_model, "layer2.0.bn1.running_mean"), layer2_before));
+  EXPECT_FALSE(at::equal(buffer(*full_model, "layer2.0.bn1.running_mean"), layer2_before));
+}
+
+TEST_P(ModuleCaptureEngineTest, DetachedOutputsHaveNoGradFnUndetachedOnesBackpropagate) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  const at::Tensor x = at::randn({2, 1, 28, 28});
+  {
+    ModuleCaptureEngine engine(*model, {"layer1"});
+    ASSERT_THAT(engine.Register(), IsOk());
+    ASSERT_THAT(engine.Forward({x}), IsOk());
+    auto out = engine.PopCapturedOutput(0);
+    ASSERT_THAT(out, IsOk());
+    EXPECT_FALSE(out->toTensor().requires_grad());
+    EXPECT_FALSE(out->toTensor().grad_fn());
+  }
+  ModuleCaptureEngine engine(*model, {"layer1"}, {.detach_outputs = false});
+  ASSERT_THAT(engine.Register(), IsOk());
+  ASSERT_THAT(engine.Forward({x}), IsOk());
+  auto out = engine.PopCapturedOutput(0);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_TRUE(out->toTensor().grad_fn());
+  out->toTensor().sum().backward();
+  for (auto& [name, p] : model->NamedParameters()) {
+    const bool before_layer1_end = name.rfind("stem.", 0) == 0 || name.rfind("layer1.", 0) == 0;
+    EXPECT_EQ(p.grad().defined() && p.grad().abs().sum().item<double>() > 0, before_layer1_end)
+        << name;
+  }
+}
+
+TEST_P(ModuleCaptureEngineTest, DeepCopiedArgsIgnoreLaterInPlaceChanges) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  const at::Tensor x = at::randn({1, 1, 28, 28});
+  const at::Tensor original = x.clone();
+  ModuleCaptureEngine shared(*model, {"stem"});
+  ModuleCaptureEngine copied(*model, {"stem"}, {.deepcopy_captured_args_and_kwargs = true});
+  ASSERT_THAT(shared.Register(), IsOk());
+  ASSERT_THAT(copied.Register(), IsOk());
+  ASSERT_THAT(shared.Forward({x}), IsOk());  // both engines capture this forward
+  x.add_(1.0);
+  EXPECT_TRUE(AllClose(shared.GetCaptured(0)->args[0], original + 1.0, 0));  // shares memory
+  EXPECT_TRUE(AllClose(copied.GetCaptured(0)->args[0], original, 0));        // a copy
+}
+
+TEST_P(ModuleCaptureEngineTest, CallbackOrderAndArguments) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::vector<int> order;
+  std::vector<c10::IValue> outputs;
+  // Ids follow modules_to_capture; calls follow the forward: stem (id 1) runs before fc (id 0).
+  ModuleCaptureEngine engine(
+      *model, std::vector<std::string>{"fc", "stem"},
+      {.output_callback = [&](int id, const std::vector<c10::IValue>& args,
+                              const c10::IValue& output) {
+        order.push_back(id);
+        EXPECT_EQ(args.size(), 1u);
+        outputs.push_back(output);
+      }});
+  ASSERT_THAT(engine.Register(), IsOk());
+  const at::Tensor x = at::randn({2, 1, 28, 28});
+  auto y = engine.Forward({x});
+  ASSERT_THAT(y, IsOk());
+  EXPECT_THAT(order, ElementsAre(1, 0));
+  EXPECT_TRUE(AllClose(outputs[1], *y, 0));
+  EXPECT_EQ(outputs[0].toTensor().sizes(), (std::vector<int64_t>{2, 8, 28, 28}));
+}
+
+TEST_P(ModuleCaptureEngineTest, RegistrationRules) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ModuleCaptureEngine engine(*model, {"fc"});
+  EXPECT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("before Register()")));
+  ASSERT_THAT(engine.Register(), IsOk());
+  EXPECT_THAT(engine.Register(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("registered already")));
+  engine.Deregister();
+  EXPECT_FALSE(engine.is_registered());
+  model->Forward({at::randn({1, 1, 28, 28})});
+  EXPECT_THAT(engine.GetCaptured(0), StatusIs(absl::StatusCode::kNotFound));
+  ModuleCaptureEngine unknown(*model, std::vector<std::string>{"fc", "layer9"});
+  EXPECT_THAT(unknown.Register(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nearest: layer1, layer2")));
+  EXPECT_FALSE(unknown.is_registered());
+}
+
+TEST_P(ModuleCaptureEngineTest, InputsCapturedTwiceIsAnErrorNamingTheModule) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ModuleCaptureEngine engine(*model, {"fc", "layer1.0.relu"});
+  ASSERT_THAT(engine.Register(), IsOk());
+  // relu runs twice in one forward.
+  EXPECT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("module 1 (\"layer1.0.relu\") ran again before its captured "
+                                 "inputs were popped or cleared")));
+  engine.Deregister();
+  ModuleCaptureEngine once(*model, {"fc"});
+  ASSERT_THAT(once.Register(), IsOk());
+  ASSERT_THAT(once.Forward({at::randn({1, 1, 28, 28})}), IsOk());
+  EXPECT_THAT(once.Forward({at::randn({1, 1, 28, 28})}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("module 0 (\"fc\")")));
+  ASSERT_THAT(once.PopCapturedInputs(0), IsOk());
+  EXPECT_THAT(once.Forward({at::randn({1, 1, 28, 28})}), IsOk());
+  once.ClearCaptured();
+  EXPECT_THAT(once.Forward({at::randn({1, 1, 28, 28})}), IsOk());
+}
+
+TEST_P(ModuleCaptureEngineTest, MissingIdsAreNotFoundNamingWhatWasCaptured) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ModuleCaptureEngine engine(*model, {"stem", "fc"}, {.capture_inputs = false});
+  ASSERT_THAT(engine.Register(), IsOk());
+  ASSERT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}), IsOk());
+  EXPECT_THAT(engine.GetCaptured(5),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no module id 5: ids are 0..1 (captured: 0 (output), 1 (output))")));
+  EXPECT_THAT(engine.PopCapturedInputs(0),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no inputs captured for module 0 (\"stem\") (capture_inputs is "
+                                 "false)")));
+  ASSERT_THAT(engine.PopCapturedOutput(1), IsOk());
+  EXPECT_THAT(engine.PopCapturedOutput(1),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("no output captured for module 1 (\"fc\"); captured: 0 (output)")));
+  EXPECT_TRUE(engine.GetCaptured(0)->args.empty());
+}
+
+TEST_P(ModuleCaptureEngineTest, ScopeRegistersAndDeregisters) {
+  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  ModuleCaptureEngine engine(*model, {"fc"});
+  {
+    ModuleCaptureEngine::Scope scope(engine);
+    ASSERT_THAT(scope.status(), IsOk());
+    EXPECT_TRUE(engine.is_registered());
+  }
+  EXPECT_FALSE(engine.is_registered());
+}
+
+INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest,
+                         ::testing::Values(Kind::kTorchScript, Kind::kNative), KindName);
+
+TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValues) {
+  std::unique_ptr<Model> model = LoadTs("inplace");
+  const c10::IValue expected = LoadExpected("inplace");
+  {
+    // After b, forward doubles b's output in place. The cut keeps that op (it changes a value
+    // the tap holds), so the truncated run captures what the full run and Python captured:
+    // the doubled output (Python's hook kept a reference, which mul_ changed too).
+    ModuleCaptureEngine engine(*model, std::vector<std::string>{"b"}, {.auto_truncate = true});
+    ASSERT_THAT(engine.Register(), IsOk());
+    auto out = engine.Forward(Inputs(expected));
+    ASSERT_THAT(out, IsOk());
+    EXPECT_TRUE(out->isNone());
+    EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, PythonHook(expected, "b", "output")));
+  }
+  {
+    // After c, the module bump changes c's output in place.
+    ModuleCaptureEngine engine(*model, {"c"}, {.auto_truncate = true});
+    ASSERT_THAT(engine.Register(), IsOk());
+    EXPECT_THAT(engine.Forward(Inputs(expected)),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("cannot truncate the forward after c: bump.forward() "
+                                   "modifies the output of \"c\" in place after the cut")));
+  }
+  // After a nothing touches a's input or output: the cut is allowed, and equals Python.
+  ModuleCaptureEngine engine(*model, {"a"}, {.auto_truncate = true});
+  ASSERT_THAT(engine.Register(), IsOk());
+  auto out = engine.Forward(Inputs(expected));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_TRUE(out->isNone());
+  EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, PythonHook(expected, "a", "output")));
+}
+
+TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
+  testing::SmallCnn net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  model->SetTraining(false);
+  ModuleCaptureEngine engine(*model, ModuleHandles{{net->layer1.ptr(), net->fc.ptr()}});
+  EXPECT_THAT(engine.module_paths(), ElementsAre("layer1", "fc"));
+  ASSERT_THAT(engine.Register(), IsOk());
+  auto y = engine.Forward({at::randn({1, 1, 28, 28})});
+  ASSERT_THAT(y, IsOk());
+  EXPECT_TRUE(AllClose(engine.GetCaptured(1)->output, *y, 0));
+
+  testing::SmallCnn other;
+  ModuleCaptureEngine stranger(*model, ModuleHandles{{other->fc.ptr()}});
+  EXPECT_THAT(stranger.Register(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("module 0 (Linear) is not a module of this native model")));
+}
+
+// Blockwise distillation: the teacher's layer1.1 block, captured with its input, teaches a
+// fresh native block of the same shape; the student sees exactly the teacher block's input.
+TEST(ModuleCaptureEngineBlockwiseTest, StudentBlockLearnsFromTeacherBlockInput) {
+  at::manual_seed(0);
+  std::unique_ptr<Model> teacher = LoadTs("small_cnn");
+  ModuleCaptureEngine engine(*teacher, {"layer1.1"}, {.auto_truncate = true});
+  ASSERT_THAT(engine.Register(), IsOk());
+  testing::Block student(8);
+  torch::optim::Adam optimizer(student->parameters(), torch::optim::AdamOptions(1e-2));
+  std::vector<double> losses;
+  for (int step = 0; step < 30; ++step) {
+    ASSERT_THAT(engine.Forward({at::randn({8, 1, 28, 28})}), IsOk());
+    auto inputs = engine.PopCapturedInputs(0);
+    auto target = engine.PopCapturedOutput(0);
+    ASSERT_THAT(inputs, IsOk());
+    ASSERT_THAT(target, IsOk());
+    const at::Tensor prediction = student->forward(inputs->first[0].toTensor());
+    const at::Tensor loss = at::mse_loss(prediction, target->toTensor());
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  const double first = (losses[0] + losses[1] + losses[2]) / 3;
+  const double last = (losses[27] + losses[28] + losses[29]) / 3;
+  EXPECT_LT(last, 0.5 * first) << "first " << first << ", last " << last;
+}
+
+}  // namespace
+}  // namespace kd
