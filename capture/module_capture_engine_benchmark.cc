@@ -26,16 +26,6 @@ namespace {
 
 const std::vector<std::string> kCuts = {"layer1", "layer2", "layer3"};
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadTorchScriptModel(path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
-    std::exit(2);
-  }
-  (*model)->SetTraining(false);
-  return *std::move(model);
-}
-
 void Check(const absl::Status& status) {
   if (!status.ok()) {
     std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
@@ -110,19 +100,19 @@ int Main(int argc, char** argv) {
   Check(path.status());
   const at::Tensor input = at::randn({1, 3, 224, 224});
 
-  std::shared_ptr<Model> full = LoadOrDie(*path);
+  std::shared_ptr<Model> full = testing::LoadTorchScriptOrDie(*path);
   benchmark::RegisterBenchmark("full/resnet18", [full, input](benchmark::State& state) {
     at::NoGradGuard no_grad;
     for (auto _ : state) benchmark::DoNotOptimize(full->Forward({input}));
   })->Unit(benchmark::kMillisecond)->UseRealTime();
 
   std::vector<testing::Ratio> ratios;
-  std::shared_ptr<Model> flop_model = LoadOrDie(*path);
+  std::shared_ptr<Model> flop_model = testing::LoadTorchScriptOrDie(*path);
   const FlopCount flops = CountFlops(*flop_model, input);
   std::printf("ResNet-18 FLOPs (2 x multiply-accumulates of Conv2d and Linear): %.3f G\n",
               flops.total() / 1e9);
   for (const std::string& cut : kCuts) {
-    std::shared_ptr<Model> model = LoadOrDie(*path);
+    std::shared_ptr<Model> model = testing::LoadTorchScriptOrDie(*path);
     auto engine = std::make_shared<ModuleCaptureEngine>(*model, std::vector<std::string>{cut},
                                                         CaptureOptions{.auto_truncate = true});
     Check(engine->Register());
@@ -146,7 +136,7 @@ int Main(int argc, char** argv) {
                       }});
   }
 
-  std::shared_ptr<Model> memory_model = LoadOrDie(*path);
+  std::shared_ptr<Model> memory_model = testing::LoadTorchScriptOrDie(*path);
   const auto [peak_in, held_in] = CaptureMemory(*memory_model, input, true);
   const auto [peak_out, held_out] = CaptureMemory(*memory_model, input, false);
   std::printf(

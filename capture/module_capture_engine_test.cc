@@ -13,6 +13,7 @@
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 #include "tests/models/small_cnn.h"
+#include "tests/models/fixture_models.h"
 #include "tests/testdata/fixtures.h"
 
 namespace kd {
@@ -20,56 +21,27 @@ namespace {
 
 using ::kd::testing::AllClose;
 using ::kd::testing::At;
+using ::kd::testing::FixtureInputs;
 using ::kd::testing::FixturePath;
+using ::kd::testing::LastPythonHook;
 using ::kd::testing::LoadExpected;
+using ::kd::testing::SmallCnnModel;
+using ::kd::testing::TorchScriptFixture;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-enum class Kind { kTorchScript, kNative };
-
-std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
-  return info.param == Kind::kTorchScript ? "TorchScript" : "Native";
-}
-
-std::unique_ptr<Model> LoadTs(const std::string& name) {
-  auto model = LoadTorchScriptModel(FixturePath(name + ".pt"));
-  TORCH_CHECK(model.ok(), model.status().ToString());
-  (*model)->SetTraining(false);
-  return *std::move(model);
-}
-
-// small_cnn as either kind, with Python's weights, in eval mode.
-std::unique_ptr<Model> SmallCnn(Kind kind) {
-  if (kind == Kind::kTorchScript) return LoadTs("small_cnn");
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
-  absl::Status s = model->LoadState(FixturePath("small_cnn.state.pt"));
-  TORCH_CHECK(s.ok(), s.ToString());
-  model->SetTraining(false);
-  return model;
-}
-
-std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
-  return At(expected, "inputs").toTupleRef().elements().vec();
-}
-
-// The last call Python recorded for `path`.
-c10::IValue PythonHook(const c10::IValue& expected, const std::string& path,
-                       const std::string& kind) {
-  return At(At(At(expected, "hooks"), path), kind).toTupleRef().elements().back();
-}
-
 const std::vector<std::string> kPaths = {"stem", "layer1.1.conv2", "layer2.0", "fc"};
 
-class ModuleCaptureEngineTest : public ::testing::TestWithParam<Kind> {};
+class ModuleCaptureEngineTest : public ::testing::TestWithParam<testing::ModelKind> {};
 
 TEST_P(ModuleCaptureEngineTest, InputsAndOutputsEqualPython) {
   for (bool truncate : {false, true}) {
     SCOPED_TRACE(truncate ? "truncated" : "full");
-    std::unique_ptr<Model> model = SmallCnn(GetParam());
+    std::unique_ptr<Model> model = SmallCnnModel(GetParam());
     const c10::IValue expected = LoadExpected("small_cnn");
     ModuleCaptureEngine engine(*model, kPaths, {.auto_truncate = truncate});
     ASSERT_THAT(engine.Register(), IsOk());
-    auto out = engine.Forward(Inputs(expected));
+    auto out = engine.Forward(FixtureInputs(expected));
     ASSERT_THAT(out, IsOk());
     // fc is the last module: a truncated run has nothing left to skip but the return value.
     if (!truncate) EXPECT_TRUE(AllClose(*out, At(expected, "output")));
@@ -79,8 +51,8 @@ TEST_P(ModuleCaptureEngineTest, InputsAndOutputsEqualPython) {
       ASSERT_THAT(captured, IsOk());
       ASSERT_EQ(captured->args.size(), 1u);
       EXPECT_TRUE(captured->kwargs.empty());
-      EXPECT_TRUE(AllClose(captured->args[0], PythonHook(expected, kPaths[id], "input")));
-      EXPECT_TRUE(AllClose(captured->output, PythonHook(expected, kPaths[id], "output")));
+      EXPECT_TRUE(AllClose(captured->args[0], LastPythonHook(expected, kPaths[id], "input")));
+      EXPECT_TRUE(AllClose(captured->output, LastPythonHook(expected, kPaths[id], "output")));
     }
   }
 }
@@ -88,8 +60,8 @@ TEST_P(ModuleCaptureEngineTest, InputsAndOutputsEqualPython) {
 TEST_P(ModuleCaptureEngineTest, TruncatedRunCapturesWhatFullRunCapturesAndSkipsTheRest) {
   // Training mode: BatchNorm updates its running statistics when it runs, which shows which
   // modules ran. The cut after layer1 must leave layer2's statistics as they were.
-  std::unique_ptr<Model> full_model = SmallCnn(GetParam());
-  std::unique_ptr<Model> cut_model = SmallCnn(GetParam());
+  std::unique_ptr<Model> full_model = SmallCnnModel(GetParam());
+  std::unique_ptr<Model> cut_model = SmallCnnModel(GetParam());
   full_model->SetTraining(true);
   cut_model->SetTraining(true);
   auto buffer = [](Model& m, const std::string& name) {
@@ -123,7 +95,7 @@ TEST_P(ModuleCaptureEngineTest, TruncatedRunCapturesWhatFullRunCapturesAndSkipsT
 }
 
 TEST_P(ModuleCaptureEngineTest, DetachedOutputsHaveNoGradFnUndetachedOnesBackpropagate) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   const at::Tensor x = at::randn({2, 1, 28, 28});
   {
     ModuleCaptureEngine engine(*model, {"layer1"});
@@ -149,7 +121,7 @@ TEST_P(ModuleCaptureEngineTest, DetachedOutputsHaveNoGradFnUndetachedOnesBackpro
 }
 
 TEST_P(ModuleCaptureEngineTest, DeepCopiedArgsIgnoreLaterInPlaceChanges) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   const at::Tensor x = at::randn({1, 1, 28, 28});
   const at::Tensor original = x.clone();
   ModuleCaptureEngine shared(*model, {"stem"});
@@ -163,7 +135,7 @@ TEST_P(ModuleCaptureEngineTest, DeepCopiedArgsIgnoreLaterInPlaceChanges) {
 }
 
 TEST_P(ModuleCaptureEngineTest, CallbackOrderAndArguments) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   std::vector<int> order;
   std::vector<c10::IValue> outputs;
   // Ids follow modules_to_capture; calls follow the forward: stem (id 1) runs before fc (id 0).
@@ -185,7 +157,7 @@ TEST_P(ModuleCaptureEngineTest, CallbackOrderAndArguments) {
 }
 
 TEST_P(ModuleCaptureEngineTest, RegistrationRules) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ModuleCaptureEngine engine(*model, {"fc"});
   EXPECT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("before Register()")));
@@ -203,7 +175,7 @@ TEST_P(ModuleCaptureEngineTest, RegistrationRules) {
 }
 
 TEST_P(ModuleCaptureEngineTest, InputsCapturedTwiceIsAnErrorNamingTheModule) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ModuleCaptureEngine engine(*model, {"fc", "layer1.0.relu"});
   ASSERT_THAT(engine.Register(), IsOk());
   // relu runs twice in one forward.
@@ -224,7 +196,7 @@ TEST_P(ModuleCaptureEngineTest, InputsCapturedTwiceIsAnErrorNamingTheModule) {
 }
 
 TEST_P(ModuleCaptureEngineTest, MissingIdsAreNotFoundNamingWhatWasCaptured) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ModuleCaptureEngine engine(*model, {"stem", "fc"}, {.capture_inputs = false});
   ASSERT_THAT(engine.Register(), IsOk());
   ASSERT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}), IsOk());
@@ -243,7 +215,7 @@ TEST_P(ModuleCaptureEngineTest, MissingIdsAreNotFoundNamingWhatWasCaptured) {
 }
 
 TEST_P(ModuleCaptureEngineTest, ScopeRegistersAndDeregisters) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ModuleCaptureEngine engine(*model, {"fc"});
   {
     ModuleCaptureEngine::Scope scope(engine);
@@ -253,11 +225,11 @@ TEST_P(ModuleCaptureEngineTest, ScopeRegistersAndDeregisters) {
   EXPECT_FALSE(engine.is_registered());
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest,
-                         ::testing::Values(Kind::kTorchScript, Kind::kNative), KindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest, testing::kBothKinds,
+                         testing::ModelKindName);
 
 TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValues) {
-  std::unique_ptr<Model> model = LoadTs("inplace");
+  std::unique_ptr<Model> model = TorchScriptFixture("inplace");
   const c10::IValue expected = LoadExpected("inplace");
   {
     // After b, forward doubles b's output in place. The cut keeps that op (it changes a value
@@ -265,16 +237,16 @@ TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValue
     // the doubled output (Python's hook kept a reference, which mul_ changed too).
     ModuleCaptureEngine engine(*model, std::vector<std::string>{"b"}, {.auto_truncate = true});
     ASSERT_THAT(engine.Register(), IsOk());
-    auto out = engine.Forward(Inputs(expected));
+    auto out = engine.Forward(FixtureInputs(expected));
     ASSERT_THAT(out, IsOk());
     EXPECT_TRUE(out->isNone());
-    EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, PythonHook(expected, "b", "output")));
+    EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, LastPythonHook(expected, "b", "output")));
   }
   {
     // After c, the module bump changes c's output in place.
     ModuleCaptureEngine engine(*model, {"c"}, {.auto_truncate = true});
     ASSERT_THAT(engine.Register(), IsOk());
-    EXPECT_THAT(engine.Forward(Inputs(expected)),
+    EXPECT_THAT(engine.Forward(FixtureInputs(expected)),
                 StatusIs(absl::StatusCode::kFailedPrecondition,
                          HasSubstr("cannot truncate the forward after c: bump.forward() "
                                    "modifies the output of \"c\" in place after the cut")));
@@ -282,10 +254,10 @@ TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValue
   // After a nothing touches a's input or output: the cut is allowed, and equals Python.
   ModuleCaptureEngine engine(*model, {"a"}, {.auto_truncate = true});
   ASSERT_THAT(engine.Register(), IsOk());
-  auto out = engine.Forward(Inputs(expected));
+  auto out = engine.Forward(FixtureInputs(expected));
   ASSERT_THAT(out, IsOk());
   EXPECT_TRUE(out->isNone());
-  EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, PythonHook(expected, "a", "output")));
+  EXPECT_TRUE(AllClose(engine.GetCaptured(0)->output, LastPythonHook(expected, "a", "output")));
 }
 
 TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
@@ -310,7 +282,7 @@ TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
 // fresh native block of the same shape; the student sees exactly the teacher block's input.
 TEST(ModuleCaptureEngineBlockwiseTest, StudentBlockLearnsFromTeacherBlockInput) {
   at::manual_seed(0);
-  std::unique_ptr<Model> teacher = LoadTs("small_cnn");
+  std::unique_ptr<Model> teacher = TorchScriptFixture("small_cnn");
   ModuleCaptureEngine engine(*teacher, {"layer1.1"}, {.auto_truncate = true});
   ASSERT_THAT(engine.Register(), IsOk());
   testing::Block student(8);

@@ -95,26 +95,37 @@ absl::Status ForwardHookManager::CheckNewHook(const std::string& key,
   return absl::OkStatus();
 }
 
+std::unique_ptr<ForwardHookManager::Hook> ForwardHookManager::NewHook(
+    const std::string& io_key, const HookOptions& options) {
+  auto hook = std::make_unique<Hook>();
+  hook->id = next_id_++;
+  hook->key = io_key;
+  hook->options = options;
+  return hook;
+}
+
+NativeHookFn ForwardHookManager::Recorder(const std::string& io_key, const HookOptions& options) {
+  return [this, key = io_key, options](const std::vector<c10::IValue>& args,
+                                       const c10::IValue& output) {
+    Record(key, options, args, output);
+  };
+}
+
+int64_t ForwardHookManager::Keep(std::unique_ptr<Hook> hook) {
+  io_[hook->key];  // the key exists (empty) from now on, as in torchdistill
+  hooks_.push_back(std::move(hook));
+  return hooks_.back()->id;
+}
+
 absl::StatusOr<int64_t> ForwardHookManager::AddModelHook(Model& model,
                                                          absl::string_view module_path,
                                                          std::string io_key,
                                                          const HookOptions& options) {
   KD_RETURN_IF_ERROR(CheckNewHook(io_key, options));
-  auto hook = std::make_unique<Hook>();
-  hook->id = next_id_++;
-  hook->key = io_key;
-  hook->options = options;
+  std::unique_ptr<Hook> hook = NewHook(io_key, options);
   hook->model = &model;
-  KD_ASSIGN_OR_RETURN(
-      hook->tap,
-      model.AddTap(module_path, [this, key = io_key, options](
-                                    const std::vector<c10::IValue>& args,
-                                    const c10::IValue& output) {
-        Record(key, options, args, output);
-      }));
-  io_[io_key];  // the key exists (empty) from now on, as in torchdistill
-  hooks_.push_back(std::move(hook));
-  return hooks_.back()->id;
+  KD_ASSIGN_OR_RETURN(hook->tap, model.AddTap(module_path, Recorder(io_key, options)));
+  return Keep(std::move(hook));
 }
 
 absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_path,
@@ -132,18 +143,10 @@ absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module
                                                  std::string io_key,
                                                  const HookOptions& options) {
   KD_RETURN_IF_ERROR(CheckNewHook(io_key, options));
-  auto hook = std::make_unique<Hook>();
-  hook->id = next_id_++;
-  hook->key = io_key;
-  hook->options = options;
+  std::unique_ptr<Hook> hook = NewHook(io_key, options);
   hook->module_type = NativeTypeName(module);
-  hook->native_hook = AddNativeHook(
-      module, [this, key = io_key, options](const std::vector<c10::IValue>& args,
-                                            const c10::IValue& output) {
-        Record(key, options, args, output);
-      });
-  io_[io_key];
-  hooks_.push_back(std::move(hook));
+  hook->native_hook = AddNativeHook(module, Recorder(io_key, options));
+  Keep(std::move(hook));
   return absl::OkStatus();
 }
 

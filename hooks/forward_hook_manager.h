@@ -13,6 +13,7 @@
 #define LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,6 +123,12 @@ class ForwardHookManager {
   using DeviceValues = std::map<std::string, std::vector<c10::IValue>>;
 
   absl::Status CheckNewHook(const std::string& key, const HookOptions& options) const;
+  std::unique_ptr<Hook> NewHook(const std::string& io_key, const HookOptions& options);
+  // The callback that records a call under `io_key`.
+  std::function<void(const std::vector<c10::IValue>&, const c10::IValue&)> Recorder(
+      const std::string& io_key, const HookOptions& options);
+  // Takes ownership of a hook whose tap or native hook is in place; returns its id.
+  int64_t Keep(std::unique_ptr<Hook> hook);
   absl::StatusOr<int64_t> AddModelHook(Model& model, absl::string_view module_path,
                                        std::string io_key, const HookOptions& options);
   void Record(const std::string& key, const HookOptions& options,

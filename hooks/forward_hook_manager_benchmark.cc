@@ -30,16 +30,6 @@ namespace {
 
 constexpr int kHookedCalls = 5;
 
-std::unique_ptr<Model> LoadOrDie(const std::string& path) {
-  auto model = LoadTorchScriptModel(path);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
-    std::exit(2);
-  }
-  (*model)->SetTraining(false);
-  return *std::move(model);
-}
-
 // One benchmark: `model` (with or without hooks from `paths`) on `input`.
 void Register(const std::string& name, std::shared_ptr<Model> model, at::Tensor input,
               std::vector<std::string> paths) {
@@ -117,9 +107,9 @@ int Main(int argc, char** argv) {
   const std::vector<std::string> small_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
                                                 "fc"};
   const at::Tensor small_input = at::randn({1, 1, 28, 28});
-  Register("plain/small_cnn/torchscript", LoadOrDie("tests/testdata/small_cnn.pt"), small_input,
+  Register("plain/small_cnn/torchscript", testing::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt"), small_input,
            {});
-  Register("hooked/small_cnn/torchscript", LoadOrDie("tests/testdata/small_cnn.pt"),
+  Register("hooked/small_cnn/torchscript", testing::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt"),
            small_input, small_paths);
   auto native = [] {
     std::shared_ptr<Model> m = MakeNativeModel(testing::SmallCnn().ptr());
@@ -145,8 +135,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::string> resnet = testing::GeneratedResNet18();
   if (resnet.ok()) {
     const at::Tensor input = at::randn({1, 3, 224, 224});
-    Register("plain/resnet18/torchscript", LoadOrDie(*resnet), input, {});
-    Register("hooked/resnet18/torchscript", LoadOrDie(*resnet), input,
+    Register("plain/resnet18/torchscript", testing::LoadTorchScriptOrDie(*resnet), input, {});
+    Register("hooked/resnet18/torchscript", testing::LoadTorchScriptOrDie(*resnet), input,
              {"layer1", "layer2.0", "layer3.1.conv2", "layer4", "fc"});
     ratios.push_back({"hooked/resnet18/torchscript", "plain/resnet18/torchscript",
                       [](double h, double p) {

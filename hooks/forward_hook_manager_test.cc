@@ -14,6 +14,7 @@
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 #include "tests/models/small_cnn.h"
+#include "tests/models/fixture_models.h"
 #include "tests/testdata/fixtures.h"
 
 namespace kd {
@@ -21,43 +22,23 @@ namespace {
 
 using ::kd::testing::AllClose;
 using ::kd::testing::At;
+using ::kd::testing::FixtureInputs;
 using ::kd::testing::FixturePath;
 using ::kd::testing::LoadExpected;
+using ::kd::testing::SmallCnnModel;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-enum class Kind { kTorchScript, kNative };
-
-std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
-  return info.param == Kind::kTorchScript ? "TorchScript" : "Native";
-}
-
-// The small_cnn fixture as either kind, with Python's weights, in eval mode.
-std::unique_ptr<Model> SmallCnn(Kind kind) {
-  std::unique_ptr<Model> model;
-  if (kind == Kind::kTorchScript) {
-    auto loaded = LoadTorchScriptModel(FixturePath("small_cnn.pt"));
-    TORCH_CHECK(loaded.ok(), loaded.status().ToString());
-    model = *std::move(loaded);
-  } else {
-    model = MakeNativeModel(testing::SmallCnn().ptr());
-    absl::Status s = model->LoadState(FixturePath("small_cnn.state.pt"));
-    TORCH_CHECK(s.ok(), s.ToString());
-  }
-  model->SetTraining(false);
-  return model;
-}
 
 at::Tensor Input(int64_t batch = 2) {
   at::manual_seed(0);
   return at::randn({batch, 1, 28, 28});
 }
 
-class ForwardHookManagerTest : public ::testing::TestWithParam<Kind> {};
+class ForwardHookManagerTest : public ::testing::TestWithParam<testing::ModelKind> {};
 
 TEST_P(ForwardHookManagerTest, PopIoDictOutputEqualsModelOutput) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager(c10::kCPU);
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   ASSERT_THAT(manager.AddHook(*model, ""), IsOk());
@@ -73,7 +54,7 @@ TEST_P(ForwardHookManagerTest, PopIoDictOutputEqualsModelOutput) {
 }
 
 TEST_P(ForwardHookManagerTest, DictIsEmptyAfterPop) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "layer2"), IsOk());
   model->Forward({Input()});
@@ -88,7 +69,7 @@ TEST_P(ForwardHookManagerTest, DictIsEmptyAfterPop) {
 }
 
 TEST_P(ForwardHookManagerTest, LastCallWinsWithoutAccumulates) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   ASSERT_THAT(manager.AddHook(*model, "layer1.0.relu"), IsOk());
@@ -107,7 +88,7 @@ TEST_P(ForwardHookManagerTest, LastCallWinsWithoutAccumulates) {
 }
 
 TEST_P(ForwardHookManagerTest, AccumulatesInCallOrderAcrossForwards) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "fc", {.accumulates = true}), IsOk());
   const at::Tensor y1 = model->Forward({Input(1)}).toTensor();
@@ -124,14 +105,14 @@ TEST_P(ForwardHookManagerTest, AccumulatesInCallOrderAcrossForwards) {
 TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
   // Python recorded every call of each hooked module (make_fixtures.py); with accumulates,
   // one forward gives the same list in the same order.
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   const c10::IValue expected = LoadExpected("small_cnn");
   ForwardHookManager manager;
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
     ASSERT_THAT(manager.AddHook(*model, entry.key().toStringRef(), {.accumulates = true}),
                 IsOk());
   }
-  model->Forward(At(expected, "inputs").toTupleRef().elements().vec());
+  model->Forward(FixtureInputs(expected));
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
@@ -143,7 +124,7 @@ TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
 }
 
 TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "layer1.1.relu",
                               {.accumulates = true, .stacks_accumulated = true}),
@@ -158,7 +139,7 @@ TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {
 }
 
 TEST_P(ForwardHookManagerTest, StackingWithoutAccumulatingIsInvalid) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   EXPECT_THAT(manager.AddHook(*model, "fc", {.stacks_accumulated = true}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -169,7 +150,7 @@ TEST_P(ForwardHookManagerTest, StackingWithoutAccumulatingIsInvalid) {
 }
 
 TEST_P(ForwardHookManagerTest, StackingUnequalShapesNamesPathAndShapes) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(
       manager.AddHook(*model, "fc", {.accumulates = true, .stacks_accumulated = true}), IsOk());
@@ -182,7 +163,7 @@ TEST_P(ForwardHookManagerTest, StackingUnequalShapesNamesPathAndShapes) {
 }
 
 TEST_P(ForwardHookManagerTest, ClearEmptiesEverything) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   ASSERT_THAT(manager.AddHook(*model, "stem.0"), IsOk());
@@ -196,7 +177,7 @@ TEST_P(ForwardHookManagerTest, ClearEmptiesEverything) {
 }
 
 TEST_P(ForwardHookManagerTest, ClearIoDictKeepsHooks) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "fc", {.requires_input = false}), IsOk());
   model->Forward({Input()});
@@ -210,7 +191,7 @@ TEST_P(ForwardHookManagerTest, ClearIoDictKeepsHooks) {
 }
 
 TEST_P(ForwardHookManagerTest, ScopedHookRemovesItself) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   {
     auto handle = manager.AddScopedHook(*model, "down");
@@ -225,7 +206,7 @@ TEST_P(ForwardHookManagerTest, ScopedHookRemovesItself) {
 }
 
 TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   EXPECT_THAT(manager.AddHook(*model, "fc"),
@@ -240,7 +221,7 @@ TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
 }
 
 TEST_P(ForwardHookManagerTest, UnknownPathNamesNearest) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
   EXPECT_THAT(manager.AddHook(*model, "layer3"),
               StatusIs(absl::StatusCode::kNotFound,
@@ -249,7 +230,7 @@ TEST_P(ForwardHookManagerTest, UnknownPathNamesNearest) {
 }
 
 TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
-  std::unique_ptr<Model> model = SmallCnn(GetParam());
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager(c10::kCPU);
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   model->Forward({Input()});
@@ -275,8 +256,8 @@ TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
   EXPECT_TRUE(AllClose((*from_cpu)["fc"]["output"], y, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest,
-                         ::testing::Values(Kind::kTorchScript, Kind::kNative), KindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, testing::kBothKinds,
+                         testing::ModelKindName);
 
 TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
   testing::DirectCallNet net;
@@ -311,7 +292,7 @@ TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(**model, "mix"), IsOk());
   ASSERT_THAT(manager.AddHook(**model, "act", {.accumulates = true}), IsOk());
-  (*model)->Forward(At(expected, "inputs").toTupleRef().elements().vec());
+  (*model)->Forward(FixtureInputs(expected));
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
   const c10::IValue mix = At(At(expected, "hooks"), "mix");

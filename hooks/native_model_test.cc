@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "hooks/hook_point.h"
 #include "tests/models/small_cnn.h"
+#include "tests/models/fixture_models.h"
 #include "tests/testdata/fixtures.h"
 
 namespace kd {
@@ -18,22 +19,12 @@ namespace {
 
 using ::kd::testing::AllClose;
 using ::kd::testing::At;
+using ::kd::testing::FixtureInputs;
 using ::kd::testing::FixturePath;
 using ::kd::testing::LoadExpected;
+using ::kd::testing::SmallCnnModel;
+using ::kd::testing::TapRecorder;
 using ::testing::HasSubstr;
-
-// A SmallCnn with the weights Python saved for the small_cnn fixture, in eval mode.
-std::unique_ptr<Model> PythonWeightedSmallCnn() {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
-  absl::Status loaded = model->LoadState(FixturePath("small_cnn.state.pt"));
-  TORCH_CHECK(loaded.ok(), loaded.ToString());
-  model->SetTraining(false);
-  return model;
-}
-
-std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
-  return At(expected, "inputs").toTupleRef().elements().vec();
-}
 
 TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
   std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
@@ -61,39 +52,29 @@ TEST(NativeModelTest, TypeNamesAsPythonPrintsThem) {
 }
 
 TEST(NativeModelTest, ForwardWithPythonWeightsEqualsPython) {
-  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
   const c10::IValue expected = LoadExpected("small_cnn");
-  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
 }
 
-struct Recorder {
-  std::vector<c10::IValue> inputs, outputs;
-  TapFn Fn() {
-    return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-      inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
-      outputs.push_back(output);
-    };
-  }
-};
-
 TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
-  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
   const c10::IValue expected = LoadExpected("small_cnn");
   const auto& hooks = At(expected, "hooks").toGenericDict();
-  std::vector<std::unique_ptr<Recorder>> recorders;
+  std::vector<std::unique_ptr<TapRecorder>> recorders;
   std::vector<TapHandle> handles;
   for (const auto& entry : hooks) {
-    recorders.push_back(std::make_unique<Recorder>());
+    recorders.push_back(std::make_unique<TapRecorder>());
     auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
     ASSERT_THAT(handle, IsOk());
     handles.push_back(*std::move(handle));
   }
-  model->Forward(Inputs(expected));
+  model->Forward(FixtureInputs(expected));
   EXPECT_THAT(model->CheckTapsFired(), IsOk());
   size_t i = 0;
   for (const auto& entry : hooks) {
     SCOPED_TRACE(entry.key().toStringRef());
-    const Recorder& r = *recorders[i++];
+    const TapRecorder& r = *recorders[i++];
     EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
     EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
   }
@@ -101,7 +82,7 @@ TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
 
 TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
   std::unique_ptr<Model> model = MakeNativeModel(testing::DirectCallNet().ptr());
-  Recorder lin, act;
+  TapRecorder lin, act;
   auto lin_tap = model->AddTap("lin", lin.Fn());
   auto act_tap = model->AddTap("act", act.Fn());
   ASSERT_THAT(lin_tap, IsOk());
@@ -117,9 +98,9 @@ TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
 }
 
 TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
-  std::unique_ptr<Model> model = PythonWeightedSmallCnn();
+  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
   const int64_t before = hook_point_internal::num_hooks.load();
-  Recorder r;
+  TapRecorder r;
   {
     auto tap = model->AddTap("layer1.0.relu", r.Fn());
     ASSERT_THAT(tap, IsOk());
@@ -133,7 +114,7 @@ TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
 }
 
 TEST(NativeModelTest, TapHandleMayOutliveModel) {
-  Recorder r;
+  TapRecorder r;
   TapHandle tap;
   {
     std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
@@ -147,7 +128,7 @@ TEST(NativeModelTest, TapHandleMayOutliveModel) {
 
 TEST(NativeModelTest, UnknownPathNamesNearest) {
   std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
-  Recorder r;
+  TapRecorder r;
   EXPECT_THAT(model->AddTap("layer1.0.conv3", r.Fn()),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("no module \"layer1.0.conv3\" in this native model; nearest: "
@@ -185,7 +166,7 @@ TEST(NativeModelTest, ExplicitForwardFnReadsKwargs) {
 TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
   // Train-mode-free check that the twins agree on names and shapes: a state saved from the
   // native model loads strictly into a fresh native model and gives the same output.
-  std::unique_ptr<Model> a = PythonWeightedSmallCnn();
+  std::unique_ptr<Model> a = SmallCnnModel(testing::ModelKind::kNative);
   const std::string path = testing::TempPath("native_state.pt");
   ASSERT_THAT(a->SaveState(path), IsOk());
   std::unique_ptr<Model> b = MakeNativeModel(testing::SmallCnn().ptr());

@@ -10,6 +10,7 @@
 #include "base/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/models/fixture_models.h"
 #include "tests/testdata/fixtures.h"
 
 namespace kd {
@@ -17,25 +18,17 @@ namespace {
 
 using ::kd::testing::AllClose;
 using ::kd::testing::At;
+using ::kd::testing::FixtureInputs;
 using ::kd::testing::FixturePath;
 using ::kd::testing::LoadExpected;
+using ::kd::testing::TapRecorder;
+using ::kd::testing::TorchScriptFixture;
 using ::testing::HasSubstr;
-
-std::unique_ptr<Model> Load(const std::string& name) {
-  auto model = LoadTorchScriptModel(FixturePath(name + ".pt"));
-  TORCH_CHECK(model.ok(), model.status().ToString());
-  (*model)->SetTraining(false);
-  return *std::move(model);
-}
-
-std::vector<c10::IValue> Inputs(const c10::IValue& expected) {
-  return At(expected, "inputs").toTupleRef().elements().vec();
-}
 
 TEST(TorchScriptModelTest, ModulesAndParameterCountEqualPython) {
   for (const std::string name : {"small_cnn", "tricky"}) {
     SCOPED_TRACE(name);
-    std::unique_ptr<Model> model = Load(name);
+    std::unique_ptr<Model> model = TorchScriptFixture(name);
     const c10::IValue expected = LoadExpected(name);
     std::vector<std::string> actual_modules;
     for (const ModuleInfo& m : model->NamedModules()) actual_modules.push_back(m.path + "|" + m.type);
@@ -52,16 +45,16 @@ TEST(TorchScriptModelTest, ModulesAndParameterCountEqualPython) {
 TEST(TorchScriptModelTest, ForwardEqualsPython) {
   for (const std::string name : {"small_cnn", "tricky"}) {
     SCOPED_TRACE(name);
-    std::unique_ptr<Model> model = Load(name);
+    std::unique_ptr<Model> model = TorchScriptFixture(name);
     const c10::IValue expected = LoadExpected(name);
-    EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+    EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
   }
 }
 
 TEST(TorchScriptModelTest, KwargsAndDefaults) {
-  std::unique_ptr<Model> model = Load("tricky");
+  std::unique_ptr<Model> model = TorchScriptFixture("tricky");
   const c10::IValue expected = LoadExpected("tricky");
-  const c10::IValue x = Inputs(expected)[0];
+  const c10::IValue x = FixtureInputs(expected)[0];
   EXPECT_TRUE(AllClose(model->Forward({x}, {{"scale", 2.0}}), At(expected, "output")));
   // scale defaults to 1.0: the first output is then lin(s) * 1.0, half of the recorded one.
   c10::IValue half = model->Forward({x});
@@ -70,19 +63,19 @@ TEST(TorchScriptModelTest, KwargsAndDefaults) {
 }
 
 TEST(TorchScriptModelTest, TrainingFlagReachesSubmodules) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   model->SetTraining(true);
   EXPECT_TRUE(model->is_training());
   // Batch statistics instead of running statistics: a different output.
-  EXPECT_FALSE(at::allclose(model->Forward(Inputs(expected)).toTensor(),
+  EXPECT_FALSE(at::allclose(model->Forward(FixtureInputs(expected)).toTensor(),
                             At(expected, "output").toTensor(), 0, 1e-3));
   model->SetTraining(false);
   EXPECT_FALSE(model->is_training());
 }
 
 TEST(TorchScriptModelTest, UnknownPathNamesNearest) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   EXPECT_THAT(model->CheckModulePath("layer1.0.conv1"), IsOk());
   EXPECT_THAT(model->CheckModulePath(""), IsOk());
   EXPECT_THAT(model->CheckModulePath("layer5"),
@@ -119,7 +112,7 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
 }
 
 TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   const std::string path = testing::TempPath("small_cnn_state.pt");
   ASSERT_THAT(model->SaveState(path), IsOk());
@@ -127,9 +120,9 @@ TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
     at::NoGradGuard no_grad;
     for (auto& [name, p] : model->NamedParameters()) p.zero_();
   }
-  EXPECT_FALSE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  EXPECT_FALSE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
   ASSERT_THAT(model->LoadState(path), IsOk());
-  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
 
   // A state_dict written by Python's torch.save loads too.
   {
@@ -137,14 +130,14 @@ TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
     for (auto& [name, p] : model->NamedParameters()) p.zero_();
   }
   ASSERT_THAT(model->LoadState(FixturePath("small_cnn.state.pt")), IsOk());
-  EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
 }
 
 TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
-  std::unique_ptr<Model> tricky = Load("tricky");
+  std::unique_ptr<Model> tricky = TorchScriptFixture("tricky");
   const std::string path = testing::TempPath("tricky_state.pt");
   ASSERT_THAT(tricky->SaveState(path), IsOk());
-  std::unique_ptr<Model> cnn = Load("small_cnn");
+  std::unique_ptr<Model> cnn = TorchScriptFixture("small_cnn");
   EXPECT_THAT(cnn->LoadState(path),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr(path + ": does not fit this model"),
@@ -159,36 +152,25 @@ TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));
 }
 
-// Records every call of a tap.
-struct Recorder {
-  std::vector<c10::IValue> inputs, outputs;
-  TapFn Fn() {
-    return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-      inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
-      outputs.push_back(output);
-    };
-  }
-};
-
 TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
   for (const std::string name : {"small_cnn", "tricky"}) {
     SCOPED_TRACE(name);
-    std::unique_ptr<Model> model = Load(name);
+    std::unique_ptr<Model> model = TorchScriptFixture(name);
     const c10::IValue expected = LoadExpected(name);
     const auto& hooks = At(expected, "hooks").toGenericDict();
-    std::vector<std::unique_ptr<Recorder>> recorders;
+    std::vector<std::unique_ptr<TapRecorder>> recorders;
     std::vector<TapHandle> handles;
     for (const auto& entry : hooks) {
-      recorders.push_back(std::make_unique<Recorder>());
+      recorders.push_back(std::make_unique<TapRecorder>());
       auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
       ASSERT_THAT(handle, IsOk());
       handles.push_back(*std::move(handle));
     }
-    EXPECT_TRUE(AllClose(model->Forward(Inputs(expected)), At(expected, "output")));
+    EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
     size_t i = 0;
     for (const auto& entry : hooks) {
       SCOPED_TRACE(entry.key().toStringRef());
-      const Recorder& r = *recorders[i++];
+      const TapRecorder& r = *recorders[i++];
       EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
       EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
     }
@@ -196,9 +178,9 @@ TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
 }
 
 TEST(TorchScriptModelTest, CallsInLoopsAndBranchesAreTapped) {
-  std::unique_ptr<Model> model = Load("tricky");
-  const c10::IValue x = Inputs(LoadExpected("tricky"))[0];
-  Recorder act, lin;
+  std::unique_ptr<Model> model = TorchScriptFixture("tricky");
+  const c10::IValue x = FixtureInputs(LoadExpected("tricky"))[0];
+  TapRecorder act, lin;
   auto act_tap = model->AddTap("act", act.Fn());
   auto lin_tap = model->AddTap("lin", lin.Fn());
   ASSERT_THAT(act_tap, IsOk());
@@ -212,8 +194,8 @@ TEST(TorchScriptModelTest, CallsInLoopsAndBranchesAreTapped) {
 }
 
 TEST(TorchScriptModelTest, ModuleThatForwardNeverCallsIsRefused) {
-  std::unique_ptr<Model> model = Load("tricky");
-  Recorder r;
+  std::unique_ptr<Model> model = TorchScriptFixture("tricky");
+  TapRecorder r;
   EXPECT_THAT(model->AddTap("unused", r.Fn()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("module \"unused\" (Linear) exists but forward never calls it")));
@@ -222,32 +204,32 @@ TEST(TorchScriptModelTest, ModuleThatForwardNeverCallsIsRefused) {
 }
 
 TEST(TorchScriptModelTest, RootTapSeesArgsAndOutput) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
-  Recorder root;
+  TapRecorder root;
   auto tap = model->AddTap("", root.Fn());
   ASSERT_THAT(tap, IsOk());
-  model->Forward(Inputs(expected));
+  model->Forward(FixtureInputs(expected));
   ASSERT_EQ(root.outputs.size(), 1u);
-  EXPECT_TRUE(AllClose(root.inputs[0], Inputs(expected)[0]));
+  EXPECT_TRUE(AllClose(root.inputs[0], FixtureInputs(expected)[0]));
   EXPECT_TRUE(AllClose(root.outputs[0], At(expected, "output")));
 }
 
 TEST(TorchScriptModelTest, LoadedModuleIsNeverModifiedAndRemovalRestores) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   const torch::jit::Module* module = GetTorchScriptModule(*model);
   ASSERT_NE(module, nullptr);
   const std::string graph_before = module->get_method("forward").graph()->toString();
   const size_t methods_before = module->get_methods().size();
-  Recorder r;
+  TapRecorder r;
   {
     auto tap = model->AddTap("layer1.1.conv2", r.Fn());
     ASSERT_THAT(tap, IsOk());
-    model->Forward(Inputs(expected));
+    model->Forward(FixtureInputs(expected));
     EXPECT_EQ(r.outputs.size(), 1u);
   }  // the handle removes the tap
-  model->Forward(Inputs(expected));
+  model->Forward(FixtureInputs(expected));
   EXPECT_EQ(r.outputs.size(), 1u);
   EXPECT_EQ(module->get_method("forward").graph()->toString(), graph_before);
   EXPECT_EQ(module->get_methods().size(), methods_before);
@@ -255,25 +237,25 @@ TEST(TorchScriptModelTest, LoadedModuleIsNeverModifiedAndRemovalRestores) {
 
 TEST(TorchScriptModelTest, TapsFollowParameterChanges) {
   // The tapped forward runs on the module itself, so later parameter changes are seen.
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
-  Recorder fc;
+  TapRecorder fc;
   auto tap = model->AddTap("fc", fc.Fn());
   ASSERT_THAT(tap, IsOk());
-  model->Forward(Inputs(expected));
+  model->Forward(FixtureInputs(expected));
   {
     at::NoGradGuard no_grad;
     for (auto& [name, p] : model->NamedParameters()) {
       if (name == "fc.bias") p.add_(1.0);
     }
   }
-  const at::Tensor out = model->Forward(Inputs(expected)).toTensor();
+  const at::Tensor out = model->Forward(FixtureInputs(expected)).toTensor();
   EXPECT_TRUE(AllClose(out, At(expected, "output").toTensor() + 1.0));
   EXPECT_TRUE(AllClose(fc.outputs.back(), out));
 }
 
 TEST(TorchScriptModelTest, ToConvertsFloatingTensorsOnly) {
-  std::unique_ptr<Model> model = Load("small_cnn");
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   model->To(c10::Device(c10::kCPU), at::kDouble);
   for (const auto& [name, p] : model->NamedParameters()) {
@@ -284,7 +266,7 @@ TEST(TorchScriptModelTest, ToConvertsFloatingTensorsOnly) {
               name.find("num_batches_tracked") != std::string::npos ? at::kLong : at::kDouble)
         << name;
   }
-  const at::Tensor x = Inputs(expected)[0].toTensor().to(at::kDouble);
+  const at::Tensor x = FixtureInputs(expected)[0].toTensor().to(at::kDouble);
   EXPECT_TRUE(AllClose(model->Forward({x}), At(expected, "output")));
 }
 

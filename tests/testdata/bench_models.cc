@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "hooks/torchscript_model.h"
 
 namespace kd {
 namespace testing {
@@ -34,6 +36,16 @@ absl::StatusOr<std::string> GeneratedResNet18() {
         "tools/install_deps.sh); by hand: ", command));
   }
   return path;
+}
+
+std::unique_ptr<Model> LoadTorchScriptOrDie(const std::string& path) {
+  auto model = LoadTorchScriptModel(path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+    std::exit(2);
+  }
+  (*model)->SetTraining(false);
+  return *std::move(model);
 }
 
 }  // namespace testing

@@ -6,7 +6,10 @@
 
 #include <string>
 
+#include <memory>
+
 #include "absl/status/statusor.h"
+#include "hooks/model.h"
 
 namespace kd {
 namespace testing {
@@ -15,6 +18,10 @@ namespace testing {
 // ($XDG_CACHE_HOME or ~/.cache, /libkd/resnet18.pt), made with Debian's python3-torch and
 // python3-torchvision the first time. Errors say how to make it by hand.
 absl::StatusOr<std::string> GeneratedResNet18();
+
+// The TorchScript model at `path` in eval mode; prints the error and exits 2 if it cannot be
+// loaded (benchmarks have no one to return a status to).
+std::unique_ptr<Model> LoadTorchScriptOrDie(const std::string& path);
 
 }  // namespace testing
 }  // namespace kd

@@ -33,6 +33,22 @@ c10::IValue At(const c10::IValue& dict, const std::string& key) {
   return it->value();
 }
 
+std::vector<c10::IValue> FixtureInputs(const c10::IValue& expected) {
+  return At(expected, "inputs").toTupleRef().elements().vec();
+}
+
+c10::IValue LastPythonHook(const c10::IValue& expected, const std::string& path,
+                           const std::string& io_type) {
+  return At(At(At(expected, "hooks"), path), io_type).toTupleRef().elements().back();
+}
+
+TapFn TapRecorder::Fn() {
+  return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+    inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
+    outputs.push_back(output);
+  };
+}
+
 namespace {
 
 std::vector<c10::IValue> Elements(const c10::IValue& v) {

@@ -10,6 +10,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "hooks/model.h"
+
 namespace kd {
 namespace testing {
 
@@ -21,6 +23,19 @@ c10::IValue LoadExpected(const std::string& name);
 
 // Looks up `key` in a dict with string keys; throws naming the key if absent.
 c10::IValue At(const c10::IValue& dict, const std::string& key);
+
+// The forward arguments Python used: expected["inputs"] as a vector.
+std::vector<c10::IValue> FixtureInputs(const c10::IValue& expected);
+
+// The last call Python's hook recorded for `path`: expected["hooks"][path][io_type][-1].
+c10::IValue LastPythonHook(const c10::IValue& expected, const std::string& path,
+                           const std::string& io_type);
+
+// Records every call of a tap, torchdistill-style (a single argument unwrapped).
+struct TapRecorder {
+  std::vector<c10::IValue> inputs, outputs;
+  TapFn Fn();
+};
 
 // Whether two values are equal structurally with tensors allclose (rtol 0, atol `atol`):
 // tensors, tuples and lists (compared element-wise; a tuple equals a list of the same values),
