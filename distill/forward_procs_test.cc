@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/small_cnn.h"
+#include "tests/models/fixture_models.h"
 #include "tests/testdata/fixtures.h"
 
 namespace kd {
@@ -22,7 +22,6 @@ namespace {
 
 using ::kd::testing::AllClose;
 using ::kd::testing::At;
-using ::kd::testing::FixturePath;
 using ::kd::testing::LoadExpected;
 using ::testing::HasSubstr;
 
@@ -137,46 +136,36 @@ TEST_F(ForwardProcsTest, DictBatchAsKwargsOnTorchScript) {
                        "they must be a dict with string keys; got Tensor"));
 }
 
-TEST_F(ForwardProcsTest, BatchOnlyAndSskdOnTheFixtureEqualPython) {
-  // small_cnn.pt with the input and output Python recorded.
-  auto loaded = LoadTorchScriptModel(FixturePath("small_cnn.pt"));
-  ASSERT_THAT(loaded, IsOk());
-  std::unique_ptr<Model> model = *std::move(loaded);
-  model->SetTraining(false);
+// small_cnn as either kind of model, with the input and output Python recorded.
+class ForwardProcsOnFixtureTest : public ::testing::TestWithParam<testing::ModelKind> {
+ protected:
+  absl::StatusOr<c10::IValue> Run(absl::string_view key, Model& model, const at::Tensor& samples) {
+    absl::StatusOr<ProcFunc<ForwardProc>> proc = BuildProcFunc<ForwardProc>(key);
+    if (!proc.ok()) return proc.status();
+    return (*proc)(model, Batch{samples, c10::IValue(), c10::IValue()});
+  }
+};
+
+TEST_P(ForwardProcsOnFixtureTest, BatchOnlyAndSskdEqualPython) {
+  std::unique_ptr<Model> model = testing::SmallCnnModel(GetParam());
   const c10::IValue expected = LoadExpected("small_cnn");
-  const at::Tensor input =
-      At(expected, "inputs").toTupleRef().elements()[0].toTensor();  // 2x1x28x28
-  auto only = Run("forward_batch_only", *model, Batch{input, c10::IValue(), c10::IValue()});
+  const at::Tensor input = testing::FixtureInputs(expected)[0].toTensor();  // 2x1x28x28
+  auto only = Run("forward_batch_only", *model, input);
   ASSERT_THAT(only, IsOk());
   EXPECT_TRUE(AllClose(*only, At(expected, "output")));
   // SSKD batches hold several views per sample: [N, V, C, H, W] runs as [N * V, C, H, W].
-  auto sskd =
-      Run("forward_batch4sskd", *model, Batch{input.unsqueeze(0), c10::IValue(), c10::IValue()});
+  auto sskd = Run("forward_batch4sskd", *model, input.view({1, 2, 1, 28, 28}));
   ASSERT_THAT(sskd, IsOk());
   EXPECT_TRUE(AllClose(*sskd, At(expected, "output")));
 
-  EXPECT_THAT(
-      Run("forward_batch4sskd", *model, Batch{at::zeros({28, 28}), c10::IValue(), c10::IValue()}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               "forward_batch4sskd needs samples that are a tensor [..., C, H, W]; got a "
-               "2-d tensor"));
+  EXPECT_THAT(Run("forward_batch4sskd", *model, at::zeros({28, 28})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "forward_batch4sskd needs samples that are a tensor [..., C, H, W]; got a "
+                       "2-d tensor"));
 }
 
-TEST_F(ForwardProcsTest, BatchOnlyAndSskdOnANativeModelEqualPython) {
-  // The native twin of small_cnn with the weights Python saved.
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
-  ASSERT_THAT(model->LoadState(FixturePath("small_cnn.state.pt")), IsOk());
-  model->SetTraining(false);
-  const c10::IValue expected = LoadExpected("small_cnn");
-  const at::Tensor input = At(expected, "inputs").toTupleRef().elements()[0].toTensor();
-  auto only = Run("forward_batch_only", *model, Batch{input, c10::IValue(), c10::IValue()});
-  ASSERT_THAT(only, IsOk());
-  EXPECT_TRUE(AllClose(*only, At(expected, "output")));
-  auto sskd = Run("forward_batch4sskd", *model,
-                  Batch{input.view({1, 2, 1, 28, 28}), c10::IValue(), c10::IValue()});
-  ASSERT_THAT(sskd, IsOk());
-  EXPECT_TRUE(AllClose(*sskd, At(expected, "output")));
-}
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardProcsOnFixtureTest, testing::kBothKinds,
+                         testing::ModelKindName);
 
 TEST_F(ForwardProcsTest, EachProcessPassesWhatTorchdistillPassesToANativeModel) {
   std::vector<Received> received;

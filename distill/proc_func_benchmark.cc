@@ -14,8 +14,7 @@
 #include "distill/forward_procs.h"
 #include "distill/proc_func.h"
 #include "distill/testing/fake_training_context.h"
-#include "hooks/torchscript_model.h"
-#include "tests/testdata/fixtures.h"
+#include "tests/models/fixture_models.h"
 
 namespace kd {
 namespace {
@@ -67,12 +66,7 @@ void BM_NoOpLookupEveryCall(benchmark::State& state) {
 BENCHMARK(BM_NoOpLookupEveryCall);
 
 // A real forward process: small_cnn (TorchScript) on a 2x1x28x28 batch.
-std::unique_ptr<Model> SmallCnn() {
-  auto model = LoadTorchScriptModel(testing::FixturePath("small_cnn.pt"));
-  TORCH_CHECK(model.ok(), model.status().ToString());
-  (*model)->SetTraining(false);
-  return *std::move(model);
-}
+std::unique_ptr<Model> SmallCnn() { return testing::TorchScriptFixture("small_cnn"); }
 
 void BM_ForwardBatchOnlyDirect(benchmark::State& state) {
   std::unique_ptr<Model> model = SmallCnn();
