@@ -1,0 +1,202 @@
+// Plugins by key: one registry template for every plugin kind (process functions, losses,
+// models, datasets, optimizers, schedulers, ...).
+//
+//   // The registry of a kind, created on first use (safe from static initializers).
+//   kd::Registry<LossFn>& LossRegistry() {
+//     static kd::Registry<LossFn>* const registry = kd::NewGlobalRegistry<LossFn>("loss");
+//     return *registry;
+//   }
+//
+//   // A plugin registers itself at the end of its .cc, whose cc_library has alwayslink = True
+//   // (without it the linker drops the file and the lookup fails at run time):
+//   KD_REGISTER(LossRegistry(), "l1", L1Loss);
+//   KD_REGISTER(LossRegistry(), "kd", KdLoss, {{"temperature", kd::KwargType::kNumber}});
+//
+//   // Lookup; an unknown key gives NotFound naming the nearest key and listing all of them.
+//   KD_ASSIGN_OR_RETURN(const LossFn* loss, LossRegistry().Get("l1"));
+//
+// A duplicate key registered at start-up stops the program, naming the key and both sites.
+// Global registries are also listed by kind (FindRegistry("loss")), so config validation can
+// check keys of any kind without knowing the plugin type.
+#ifndef LIBKD_BASE_REGISTRY_H_
+#define LIBKD_BASE_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace kd {
+
+// The type a keyword argument of a plugin must have in a config.
+enum class KwargType {
+  kAny,          // anything
+  kNumber,       // a number (an integer is accepted and converted)
+  kInteger,      // an integer
+  kBool,         // true / false
+  kString,       // a string
+  kNumberList,   // a list of numbers (integers accepted)
+  kIntegerList,  // a list of integers
+  kStringList,   // a list of strings
+  kDict,         // nested keyword arguments
+};
+
+// "number", "integer", ...: the name used in messages.
+absl::string_view KwargTypeName(KwargType type);
+
+// One keyword argument a plugin accepts.
+struct KwargSpec {
+  std::string name;
+  KwargType type = KwargType::kAny;
+  std::string doc;  // one line: meaning, unit, default
+};
+
+// Where a plugin was registered (the KD_REGISTER line).
+struct RegistrationSite {
+  std::string file;
+  int line = 0;
+};
+
+// The part of a registry that does not depend on the plugin type: kind, keys, sites, kwargs.
+// Thread-safe.
+class RegistryBase {
+ public:
+  explicit RegistryBase(std::string kind) : kind_(std::move(kind)) {}
+  virtual ~RegistryBase() = default;
+  RegistryBase(const RegistryBase&) = delete;
+  RegistryBase& operator=(const RegistryBase&) = delete;
+
+  // The plugin kind, as it appears in messages and configs: "loss", "pre_forward_proc".
+  const std::string& kind() const { return kind_; }
+
+  // Registered keys, sorted.
+  std::vector<std::string> Keys() const;
+  bool Contains(absl::string_view key) const;
+
+  // OK if `key` is registered; otherwise NotFound naming the nearest and all registered keys:
+  //   no loss "KDLos" is registered; nearest: KDLoss; registered: CE, KDLoss
+  absl::Status CheckKey(absl::string_view key) const;
+
+  // The kwargs `key` declared when it registered; nullopt if it declared none (then any kwargs
+  // are accepted) or if `key` is unknown.
+  std::optional<std::vector<KwargSpec>> KwargSpecs(absl::string_view key) const;
+
+  // Where `key` was registered; nullopt if unknown.
+  std::optional<RegistrationSite> Site(absl::string_view key) const;
+
+ protected:
+  // Records `key`; AlreadyExists naming both sites if it is taken. Called with mu_ held.
+  absl::Status AddKeyLocked(const std::string& key, RegistrationSite site,
+                            std::optional<std::vector<KwargSpec>> kwargs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NotFoundLocked(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+
+ private:
+  struct Info {
+    RegistrationSite site;
+    std::optional<std::vector<KwargSpec>> kwargs;
+  };
+  const std::string kind_;
+  std::map<std::string, Info, std::less<>> infos_ ABSL_GUARDED_BY(mu_);
+};
+
+// Plugins of one kind, of type T (usually a std::function or a factory), by key.
+template <typename T>
+class Registry final : public RegistryBase {
+ public:
+  explicit Registry(std::string kind) : RegistryBase(std::move(kind)) {}
+
+  // Adds `value` under `key`, with the kwargs it accepts (nullopt: any). AlreadyExists naming
+  // the key and both registration sites if `key` is taken; the registry is then unchanged.
+  absl::Status Register(const std::string& key, T value, RegistrationSite site = {},
+                        std::optional<std::vector<KwargSpec>> kwargs = std::nullopt) {
+    absl::MutexLock lock(&mu_);
+    absl::Status added = AddKeyLocked(key, std::move(site), std::move(kwargs));
+    if (added.ok()) values_.emplace(key, std::move(value));
+    return added;
+  }
+
+  // The plugin under `key`, valid for the registry's lifetime (entries are never removed);
+  // NotFound listing the registered keys and the nearest one.
+  absl::StatusOr<const T*> Get(absl::string_view key) const {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = values_.find(key);
+    if (it == values_.end()) return NotFoundLocked(key);
+    return &it->second;
+  }
+
+ private:
+  std::map<std::string, T, std::less<>> values_ ABSL_GUARDED_BY(mu_);
+};
+
+// Adds `registry` to the directory of global registries by kind. Stops the program if the
+// kind is taken: two registries of one kind would split its plugins.
+void AddToRegistryDirectory(RegistryBase* registry);
+
+// A new registry of `kind` listed in the directory; never deleted.
+template <typename T>
+Registry<T>* NewGlobalRegistry(std::string kind) {
+  auto* registry = new Registry<T>(std::move(kind));
+  AddToRegistryDirectory(registry);
+  return registry;
+}
+
+// The global registry of `kind`, or nullptr if none is linked into this program (or it has
+// not been created yet: registries are created by their first registration or lookup).
+const RegistryBase* FindRegistry(absl::string_view kind);
+
+// Kinds of the global registries, sorted.
+std::vector<std::string> RegistryKinds();
+
+namespace internal {
+
+// Prints `status` as a start-up failure and aborts.
+[[noreturn]] void DieOfRegistrationError(const absl::Status& status);
+
+// Registers `value` under `key` at start-up; stops the program if that fails.
+template <typename T>
+bool RegisterOrDie(Registry<T>& registry, RegistrationSite site, const std::string& key, T value,
+                   std::optional<std::vector<KwargSpec>> kwargs) {
+  absl::Status status =
+      registry.Register(key, std::move(value), std::move(site), std::move(kwargs));
+  if (!status.ok()) DieOfRegistrationError(status);
+  return true;
+}
+
+// KD_REGISTER's entry points: without and with kwarg specs.
+template <typename T, typename V>
+bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
+                   V&& value) {
+  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::nullopt);
+}
+template <typename T, typename V>
+bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
+                   V&& value, std::vector<KwargSpec> kwargs) {
+  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::move(kwargs));
+}
+
+}  // namespace internal
+}  // namespace kd
+
+// Registers a plugin at start-up: KD_REGISTER(registry, key, value[, kwarg_specs]).
+// `registry` is an expression giving a kd::Registry<T>&; `kwarg_specs` a
+// std::vector<kd::KwargSpec> (a braced list works). Use at namespace scope in a .cc file.
+#define KD_REGISTER(registry, ...) KD_REGISTER_IMPL_(__COUNTER__, registry, __VA_ARGS__)
+
+#define KD_REGISTER_IMPL_(counter, registry, ...)                                   \
+  [[maybe_unused]] static const bool KD_REGISTRY_CONCAT_(kd_registered_, counter) = \
+      ::kd::internal::RegisterOrDie(registry, __FILE__, __LINE__, __VA_ARGS__)
+
+#define KD_REGISTRY_CONCAT_INNER_(x, y) x##y
+#define KD_REGISTRY_CONCAT_(x, y) KD_REGISTRY_CONCAT_INNER_(x, y)
+
+#endif  // LIBKD_BASE_REGISTRY_H_

@@ -1,0 +1,80 @@
+#!/bin/bash
+# //tools:validate_config end to end: OK and a summary for the example configs, every problem
+# as file:line:column: message with exit code 2 for a broken one, one-line usage errors.
+# Expected columns were counted by hand in the texts below.
+set -u
+root="$TEST_SRCDIR/$TEST_WORKSPACE"
+tool="$root/tools/validate_config"
+failures=0
+check() {  # check NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
+}
+
+for config in "$root"/tools/configs/*.pbtxt; do
+  name=$(basename "$config")
+  out=$("$tool" --config="$config"); rc=$?
+  check "$name: exit 0" test "$rc" -eq 0
+  check "$name: OK first" test "$(head -n 1 <<<"$out")" = "OK"
+  check "$name: summary" grep -qE '^Distills the teacher \(TorchScript tests/testdata/small_cnn.pt\) into the student' <<<"$out"
+done
+
+# The tests run in the runfiles root, where the fixture the example names exists.
+out=$("$tool" --config="$root/tools/configs/fashion_mnist_kd.pbtxt" --check_files); rc=$?
+check "check_files: exit 0" test "$rc" -eq 0
+
+cat >"$TEST_TMPDIR/broken.pbtxt" <<'PBTXT'
+student { torchscript: "s.pt" }
+datasets { id: "train" key: "fashion_mnist" }
+train {
+  num_epochs: 0
+  train_data_loader { dataset_id: "trian" batch_size: 8 }
+  optimizer { key: "SGD" }
+  criterion { terms { key: "KDLoss" wieght: 2 inputs { arg: "t" source: TEACHER } } }
+  pre_forward_proc { key: "default_pre_forward" }
+}
+PBTXT
+expected='broken.pbtxt:4:3: num_epochs must be >= 1, got 0
+broken.pbtxt:5:23: unknown dataset id "trian" (did you mean "train"?)
+broken.pbtxt:7:37: unknown field "wieght" in LossTermConfig (did you mean "weight"?)
+broken.pbtxt:7:65: reads the teacher, but the run has none (DistillConfig.teacher is unset)
+broken.pbtxt:8:22: no pre_forward_proc "default_pre_forward" is registered; nearest: default_pre_forward_process; registered: default_pre_forward_process'
+# A relative path is taken from the folder `bazel run` was called in, and named as given.
+out=$(cd / && BUILD_WORKING_DIRECTORY="$TEST_TMPDIR" "$tool" --config=broken.pbtxt); rc=$?
+check "broken: exit 2" test "$rc" -eq 2
+check "broken: every problem" test "$out" = "$expected"
+if [[ "$out" != "$expected" ]]; then diff <(echo "$expected") <(echo "$out"); fi
+
+printf 'train {\n  num_epochs: "ten"\n}\n' >"$TEST_TMPDIR/syntax.pbtxt"
+out=$("$tool" --config="$TEST_TMPDIR/syntax.pbtxt"); rc=$?
+check "syntax: exit 2" test "$rc" -eq 2
+check "syntax: position" test "$out" = "$TEST_TMPDIR/syntax.pbtxt:2:15: Expected integer, got: \"ten\""
+
+# A third stage that uses a deprecated name: a warning, and the config is still valid.
+cp "$root/tools/configs/fashion_mnist_two_stage.pbtxt" "$TEST_TMPDIR/deprecated.pbtxt"
+printf 'stages { num_epochs: 1 post_epoch_process { key: "default_post_epoch_process_with_teacher" }\n  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } } }\n' \
+  >>"$TEST_TMPDIR/deprecated.pbtxt"
+line=$(($(wc -l <"$root/tools/configs/fashion_mnist_two_stage.pbtxt") + 1))
+out=$("$tool" --config="$TEST_TMPDIR/deprecated.pbtxt"); rc=$?
+check "deprecated: exit 0" test "$rc" -eq 0
+check "deprecated: warning" test "$(head -n 1 <<<"$out")" = "$TEST_TMPDIR/deprecated.pbtxt:$line:24: warning: \"post_epoch_process\" is deprecated; call it \"post_epoch_proc\""
+check "deprecated: then OK" test "$(sed -n 2p <<<"$out")" = "OK"
+
+expect_error() {  # expect_error NAME MESSAGE ARGS...
+  local name=$1 message=$2; shift 2
+  local err rc
+  err=$("$tool" "$@" 2>&1 >/dev/null); rc=$?
+  check "$name: exit 2" test "$rc" -eq 2
+  check "$name: one line" test "$err" = "$message"
+}
+expect_error "no config" "validate_config: --config is required (see --help)"
+expect_error "missing file" \
+  "validate_config: /nonexistent.pbtxt: cannot open: No such file or directory" \
+  --config=/nonexistent.pbtxt
+
+help=$("$tool" --help 2>&1)
+check "help: config" grep -qF -- "-config (Path of the config to check" <<<"$help"
+check "help: check_files" grep -qF -- "-check_files (Also check that the files the config reads exist" <<<"$help"
+
+echo "validate_config_test: $failures failure(s)"
+exit $((failures > 0))
