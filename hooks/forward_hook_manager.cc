@@ -50,13 +50,13 @@ c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
 }  // namespace
 
 ForwardHookManager::HookHandle::HookHandle(HookHandle&& other) noexcept
-    : manager_(std::exchange(other.manager_, nullptr)), id_(other.id_) {}
+    : manager_(std::exchange(other.manager_, {})), id_(other.id_) {}
 
 ForwardHookManager::HookHandle& ForwardHookManager::HookHandle::operator=(
     HookHandle&& other) noexcept {
   if (this != &other) {
     Reset();
-    manager_ = std::exchange(other.manager_, nullptr);
+    manager_ = std::exchange(other.manager_, {});
     id_ = other.id_;
   }
   return *this;
@@ -65,7 +65,7 @@ ForwardHookManager::HookHandle& ForwardHookManager::HookHandle::operator=(
 ForwardHookManager::HookHandle::~HookHandle() { Reset(); }
 
 void ForwardHookManager::HookHandle::Reset() {
-  if (manager_ != nullptr) std::exchange(manager_, nullptr)->RemoveHook(id_);
+  if (auto manager = std::exchange(manager_, {}).lock()) (*manager)->RemoveHook(id_);
 }
 
 ForwardHookManager::ForwardHookManager(c10::Device target_device)
@@ -154,7 +154,7 @@ absl::StatusOr<ForwardHookManager::HookHandle> ForwardHookManager::AddScopedHook
     Model& model, absl::string_view module_path, const HookOptions& options) {
   KD_ASSIGN_OR_RETURN(int64_t id,
                       AddModelHook(model, module_path, std::string(module_path), options));
-  return HookHandle(this, id);
+  return HookHandle(alive_, id);
 }
 
 void ForwardHookManager::Record(const std::string& key, const HookOptions& options,

@@ -52,6 +52,7 @@ struct HookOptions {
 class ForwardHookManager {
  public:
   // Owns one scoped hook: destroying the handle removes the hook and its I/O dict entry.
+  // Safe to destroy after the manager (then it does nothing).
   class HookHandle {
    public:
     HookHandle() = default;
@@ -62,8 +63,9 @@ class ForwardHookManager {
 
    private:
     friend class ForwardHookManager;
-    HookHandle(ForwardHookManager* manager, int64_t id) : manager_(manager), id_(id) {}
-    ForwardHookManager* manager_ = nullptr;
+    HookHandle(std::weak_ptr<ForwardHookManager*> manager, int64_t id)
+        : manager_(std::move(manager)), id_(id) {}
+    std::weak_ptr<ForwardHookManager*> manager_;
     int64_t id_ = -1;
   };
 
@@ -72,7 +74,8 @@ class ForwardHookManager {
   ForwardHookManager(const ForwardHookManager&) = delete;
   ForwardHookManager& operator=(const ForwardHookManager&) = delete;
 
-  // Records the module at `module_path` of `model` under io[module_path]. Errors: NotFound
+  // Records the module at `module_path` of `model` under io[module_path]. `model` must outlive
+  // the hook (Clear() or the manager's destruction ends it). Errors: NotFound
   // (unknown path, with the nearest paths), InvalidArgument (options that contradict each
   // other, a path hooked twice), FailedPrecondition (a TorchScript module forward never calls).
   absl::Status AddHook(Model& model, absl::string_view module_path,
@@ -143,6 +146,8 @@ class ForwardHookManager {
   std::vector<std::unique_ptr<Hook>> hooks_;
   std::map<std::string, std::map<std::string, DeviceValues>> io_;
   int64_t next_id_ = 0;
+  // Lets a HookHandle that outlives the manager do nothing.
+  std::shared_ptr<ForwardHookManager*> alive_ = std::make_shared<ForwardHookManager*>(this);
 };
 
 }  // namespace kd

@@ -205,6 +205,19 @@ TEST_P(ForwardHookManagerTest, ScopedHookRemovesItself) {
   EXPECT_THAT(*io, IsEmpty());
 }
 
+TEST_P(ForwardHookManagerTest, ScopedHandleMayOutliveManager) {
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
+  ForwardHookManager::HookHandle handle;
+  {
+    ForwardHookManager manager;
+    auto added = manager.AddScopedHook(*model, "fc");
+    ASSERT_THAT(added, IsOk());
+    handle = *std::move(added);
+  }  // the manager removes its hooks
+  handle.Reset();  // nothing left to do, no crash
+  model->Forward({Input()});
+}
+
 TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
