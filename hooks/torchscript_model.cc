@@ -93,6 +93,14 @@ std::vector<Node*> CallMethods(Graph& graph) {
   return calls;
 }
 
+// A call of a module's forward: "forward", or "forward1", "forward2", ... which
+// torch.jit.trace names the second, third, ... call of one module in a forward.
+bool IsForwardCall(Node* call) {
+  const std::string& name = call->s(c10::attr::name);
+  if (name.compare(0, 7, "forward") != 0) return false;
+  return std::all_of(name.begin() + 7, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 torch::jit::GraphFunction& Callee(Node* call) {
   auto cls = call->input(0)->type()->expect<c10::ClassType>();
   return torch::jit::toGraphFunction(cls->getMethod(call->s(c10::attr::name)));
@@ -274,7 +282,7 @@ class TorchScriptModel final : public Model {
       changed = false;
       std::vector<Node*> calls = CallMethods(graph);
       for (Node* call : calls) {
-        if (call->s(c10::attr::name) != "forward" || tapped.count(call)) continue;
+        if (!IsForwardCall(call) || tapped.count(call)) continue;
         std::optional<std::string> path = ModulePathOf(call->input(0), self);
         if (!path || !targets.count(*path)) continue;
         found.insert(*path);

@@ -1,5 +1,6 @@
 #include "hooks/torchscript_model.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,26 @@ TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
       EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
       EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
     }
+  }
+}
+
+TEST(TorchScriptModelTest, TracedModuleTapsSeeWhatPythonHooksSaw) {
+  // torch.jit.trace keeps submodule calls as method calls too: the same taps work.
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn_traced");
+  const c10::IValue expected = LoadExpected("small_cnn");
+  std::map<std::string, TapRecorder> recorders;
+  std::vector<TapHandle> handles;
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    auto handle = model->AddTap(entry.key().toStringRef(), recorders[entry.key().toStringRef()].Fn());
+    ASSERT_THAT(handle, IsOk());
+    handles.push_back(*std::move(handle));
+  }
+  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    SCOPED_TRACE(entry.key().toStringRef());
+    const TapRecorder& r = recorders[entry.key().toStringRef()];
+    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
+    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
   }
 }
 

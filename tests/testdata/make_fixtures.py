@@ -14,6 +14,7 @@ For each fixture NAME it writes, next to this script:
                     (...)} from Python forward hooks, one entry per call, torchdistill's
                     convention: a single positional argument is unwrapped). Sequences are
                     tuples: libtorch 1.13 cannot unpickle a one-element Python list.
+  small_cnn_traced.pt       small_cnn made with torch.jit.trace (same weights).
   NAME.input.pt     the forward's input as //tools:capture reads it (a tensor or a tuple).
   tricky.kwargs.pt          a dict of keyword arguments for tricky's forward.
   small_cnn.state.pt        torch.save(dict(model.state_dict())), to test loading state.
@@ -186,6 +187,8 @@ def make_small():
     x = torch.randn(2, 1, 28, 28)
     record("small_cnn", cnn, (x,),
            ["stem", "stem.0", "layer1.0.relu", "layer1.1.conv2", "layer2.0", "fc"])
+    # The same module traced instead of scripted: teachers exported with torch.jit.trace.
+    torch.jit.trace(cnn, x).save(os.path.join(HERE, "small_cnn_traced.pt"))
     # A plain dict: libtorch 1.13 reads a pickled OrderedDict as None.
     torch.save(dict(cnn.state_dict()), os.path.join(HERE, "small_cnn.state.pt"))
 
