@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "base/torch_status.h"
 #include "hooks/io_dict.h"
 #include "hooks/native_model.h"
+#include "hooks/torchscript_model.h"
 
 namespace kd {
 
@@ -21,28 +23,44 @@ ModuleCaptureEngine::ModuleCaptureEngine(Model& model,
 ModuleCaptureEngine::ModuleCaptureEngine(Model& model, const ModuleHandles& handles,
                                          CaptureOptions options)
     : model_(model), options_(std::move(options)) {
-  const auto& modules_to_capture = handles.modules;
   std::shared_ptr<torch::nn::Module> root = GetNativeModule(model);
-  for (size_t i = 0; i < modules_to_capture.size(); ++i) {
-    std::string found;
-    bool ok = false;
+  for (size_t i = 0; i < handles.modules.size(); ++i) {
+    const torch::nn::Module* wanted = handles.modules[i].get();
+    std::optional<std::string> path;
     if (root != nullptr) {
       for (const auto& item : root->named_modules()) {
-        if (item.value().get() == modules_to_capture[i].get()) {
-          found = item.key();
-          ok = true;
-          break;
-        }
+        if (item.value().get() == wanted) path = item.key();
       }
     }
-    if (!ok && paths_status_.ok()) {
-      paths_status_ = absl::NotFoundError(absl::StrCat(
-          "module ", i, " (", modules_to_capture[i] ? NativeTypeName(*modules_to_capture[i]) : "null",
-          ") is not a module of this ", model.kind(), " model; pass modules reached from the "
-          "model's root, or module paths"));
-    }
-    paths_.push_back(found);
+    AddHandlePath(i, path, wanted ? NativeTypeName(*wanted) : "null");
   }
+}
+
+ModuleCaptureEngine::ModuleCaptureEngine(Model& model, const ScriptModuleHandles& handles,
+                                         CaptureOptions options)
+    : model_(model), options_(std::move(options)) {
+  const torch::jit::Module* root = GetTorchScriptModule(model);
+  for (size_t i = 0; i < handles.modules.size(); ++i) {
+    const torch::jit::Module& wanted = handles.modules[i];
+    std::optional<std::string> path;
+    if (root != nullptr) {
+      for (const auto& item : root->named_modules()) {
+        if (item.value._ivalue().get() == wanted._ivalue().get()) path = item.name;
+      }
+    }
+    const auto& name = wanted.type()->name();
+    AddHandlePath(i, path, name ? name->name() : wanted.type()->str());
+  }
+}
+
+void ModuleCaptureEngine::AddHandlePath(size_t index, const std::optional<std::string>& path,
+                                        const std::string& type) {
+  if (!path && paths_status_.ok()) {
+    paths_status_ = absl::NotFoundError(absl::StrCat(
+        "module ", index, " (", type, ") is not a module of this ", model_.kind(),
+        " model; pass modules reached from the model's root, or module paths"));
+  }
+  paths_.push_back(path.value_or(""));
 }
 
 ModuleCaptureEngine::~ModuleCaptureEngine() { Deregister(); }

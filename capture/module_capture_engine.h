@@ -33,6 +33,9 @@ namespace torch {
 namespace nn {
 class Module;
 }  // namespace nn
+namespace jit {
+struct Module;
+}  // namespace jit
 }  // namespace torch
 
 namespace kd {
@@ -68,6 +71,12 @@ struct ModuleHandles {
   std::vector<std::shared_ptr<torch::nn::Module>> modules;
 };
 
+// TorchScript submodules given by handle (e.g. `teacher_module.attr("layer1").toModule()`);
+// using it needs <torch/csrc/jit/api/module.h>.
+struct ScriptModuleHandles {
+  std::vector<torch::jit::Module> modules;
+};
+
 class ModuleCaptureEngine {
  public:
   // Modules by path in `model` ("" is not allowed: capture the model's output instead).
@@ -75,6 +84,9 @@ class ModuleCaptureEngine {
                       CaptureOptions options = {});
   // Native modules by handle: each must be a module of `model` (found by identity).
   ModuleCaptureEngine(Model& model, const ModuleHandles& modules_to_capture,
+                      CaptureOptions options = {});
+  // TorchScript submodules by handle: each must be a module of `model` (found by identity).
+  ModuleCaptureEngine(Model& model, const ScriptModuleHandles& modules_to_capture,
                       CaptureOptions options = {});
   ~ModuleCaptureEngine();
   ModuleCaptureEngine(const ModuleCaptureEngine&) = delete;
@@ -121,6 +133,9 @@ class ModuleCaptureEngine {
   void OnCall(int id, const std::vector<c10::IValue>& args, const c10::IValue& output);
   std::string DescribeCaptured() const;
   std::string Name(int id) const;
+  // Records `path` for handle `index`, or the first "not a module of this model" error.
+  void AddHandlePath(size_t index, const std::optional<std::string>& path,
+                     const std::string& type);
 
   Model& model_;
   std::vector<std::string> paths_;

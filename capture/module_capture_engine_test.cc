@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
 #include <torch/optim/adam.h>
 
 #include "base/status_matchers.h"
@@ -276,6 +277,25 @@ TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
   EXPECT_THAT(stranger.Register(),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("module 0 (Linear) is not a module of this native model")));
+}
+
+TEST(ModuleCaptureEngineTorchScriptTest, ModulesByHandle) {
+  std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
+  const torch::jit::Module& root = *GetTorchScriptModule(*model);
+  const torch::jit::Module layer1 = root.attr("layer1").toModule();
+  ModuleCaptureEngine engine(*model, ScriptModuleHandles{{layer1, root.attr("fc").toModule()}});
+  EXPECT_THAT(engine.module_paths(), ElementsAre("layer1", "fc"));
+  ASSERT_THAT(engine.Register(), IsOk());
+  auto y = engine.Forward({at::randn({1, 1, 28, 28})});
+  ASSERT_THAT(y, IsOk());
+  EXPECT_TRUE(AllClose(engine.GetCaptured(1)->output, *y, 0));
+
+  std::unique_ptr<Model> other = TorchScriptFixture("small_cnn");
+  ModuleCaptureEngine stranger(
+      *model, ScriptModuleHandles{{GetTorchScriptModule(*other)->attr("fc").toModule()}});
+  EXPECT_THAT(stranger.Register(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("module 0 (Linear) is not a module of this torchscript model")));
 }
 
 // Blockwise distillation: the teacher's layer1.1 block, captured with its input, teaches a
