@@ -2,29 +2,25 @@
 # //tools:capture end to end. Values are checked against what Python forward hooks recorded on
 # the same fixtures (tests/testdata/*.expected.pt, made by make_fixtures.py).
 set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
-capture="$root/tools/capture"
+tool="$root/tools/capture"
 data="$root/tests/testdata"
-failures=0
-check() {
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
-}
 
-out=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+out=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
   --paths=layer1.1.conv2,fc --inputs)
 check "prints input and output of each path" test "$(wc -l <<<"$out")" -eq 4
 check "fc output shape" grep -qE '^fc output float32\[2, 10\] sum=' <<<"$out"
 check "conv input shape" grep -qE '^layer1\.1\.conv2 input float32\[2, 8, 28, 28\] sum=' <<<"$out"
 
-out=$("$capture" --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=mix)
+out=$("$tool" --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=mix)
 check "tuple output, outputs only by default" \
   grep -qxE 'mix output \(float32\[3, 4\], float32\[3, 4\]\) sum=.*' <<<"$out"
-out=$("$capture" --model="$data/tricky.pt" --input="$data/tricky.kwargs.pt" --paths=lin)
+out=$("$tool" --model="$data/tricky.pt" --input="$data/tricky.kwargs.pt" --paths=lin)
 check "dict input is keyword arguments" grep -qE '^lin output float32\[3, 4\]' <<<"$out"
 
 io="$TEST_TMPDIR/io.pt"
-"$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+"$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
   --paths=stem,layer2.0,fc --inputs --out="$io" >/dev/null
 check "--out writes a file" test -s "$io"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -43,22 +39,14 @@ else
 fi
 
 # --truncate: the same values as a full run, and both forward times.
-full=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+full=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
   --paths=stem,layer1 --inputs)
-cut=$("$capture" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+cut=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
   --paths=stem,layer1 --inputs --truncate)
 check "truncate prints both times" \
   grep -qE '^forward \(median of 5, after 3 warm-up rounds\): full [0-9.]+ ms, truncated after layer1 [0-9.]+ ms \([0-9.]+x faster\)$' <<<"$cut"
 check "truncated values equal full values" test "$(tail -n +2 <<<"$cut")" = "$full"
 
-expect_error() {
-  local name=$1 pattern=$2; shift 2
-  local err rc
-  err=$("$capture" "$@" 2>&1 >/dev/null); rc=$?
-  check "$name: exit 2" test "$rc" -eq 2
-  check "$name: one line" test "$(wc -l <<<"$err")" -eq 1
-  check "$name: message" grep -qF -- "$pattern" <<<"$err"
-}
 expect_error "unknown path" 'capture: no module "layer3" in this torchscript model; nearest: layer1, layer2' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc,layer3
 expect_error "missing input" "capture: /nonexistent/in.pt: cannot open: No such file" \
@@ -75,5 +63,4 @@ expect_error "refused cut" 'capture: cannot truncate the forward after c: bump.f
 expect_error "inputs captured twice" 'module 0 ("layer1.0.relu") ran again before its captured inputs were popped or cleared' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --inputs --truncate
 
-echo "capture_test: $failures failure(s)"
-exit $((failures > 0))
+finish capture_test

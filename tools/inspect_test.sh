@@ -3,26 +3,22 @@
 # Expected numbers come from make_fixtures.py's models: SmallCNN has 8474 parameters
 # (Python: sum(p.numel() for p in m.parameters())), fc = Linear(16, 10) has 170.
 set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
-inspect="$root/tools/inspect"
+tool="$root/tools/inspect"
 data="$root/tests/testdata"
-failures=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
-}
 
-out=$("$inspect" --model="$data/small_cnn.pt")
+out=$("$tool" --model="$data/small_cnn.pt")
 check "root row" grep -qE '^\(root\) +SmallCNN +8474$' <<<"$out"
 check "nested row" grep -qE '^layer1\.0\.conv1 +Conv2d +576$' <<<"$out"
 check "28 modules + header" test "$(wc -l <<<"$out")" -eq 29
 
-out=$("$inspect" --model="$data/small_cnn.pt" --input_shape=2,1,28,28)
+out=$("$tool" --model="$data/small_cnn.pt" --input_shape=2,1,28,28)
 check "fc output shape" grep -qE '^fc +Linear +170 +float32\[2, 10\]$' <<<"$out"
 check "stride-2 conv halves" grep -qE '^down +Conv2d +1168 +float32\[2, 16, 14, 14\]$' <<<"$out"
 check "relu called twice" grep -qE '^layer1\.0\.relu .*\(2 calls\)$' <<<"$out"
 
-out=$("$inspect" --model="$data/tricky.pt" --input_shape=3,4 --format=json)
+out=$("$tool" --model="$data/tricky.pt" --input_shape=3,4 --format=json)
 check "json tuple output" grep -qF '{"path": "mix", "type": "Mix", "params": 0, "output": "(float32[3, 4], float32[3, 4])", "calls": 1}' <<<"$out"
 check "json loop calls" grep -qF '"path": "act", "type": "Tanh", "params": 0, "output": "float32[3, 4]", "calls": 3' <<<"$out"
 check "json uncalled module" grep -qF '"path": "unused", "type": "Linear", "params": 6, "output": "(not called by forward)"' <<<"$out"
@@ -30,14 +26,6 @@ if command -v python3 >/dev/null; then
   check "json parses" python3 -c 'import json,sys; assert len(json.load(sys.stdin)) == 5' <<<"$out"
 fi
 
-expect_error() {  # expect_error NAME PATTERN ARGS...
-  local name=$1 pattern=$2; shift 2
-  local err rc
-  err=$("$inspect" "$@" 2>&1 >/dev/null); rc=$?
-  check "$name: exit 2" test "$rc" -eq 2
-  check "$name: one line" test "$(wc -l <<<"$err")" -eq 1
-  check "$name: message" grep -qF -- "$pattern" <<<"$err"
-}
 expect_error "missing file" "inspect: /nonexistent.pt: cannot open: No such file or directory" \
   --model=/nonexistent.pt
 printf 'not a model' >"$TEST_TMPDIR/garbage.pt"
@@ -52,5 +40,4 @@ expect_error "wrong channels" "expected input[1, 3, 28, 28] to have 1 channels" 
   --model="$data/small_cnn.pt" --input_shape=1,3,28,28
 expect_error "bad format" "--format=xml: use text or json" --model="$data/small_cnn.pt" --format=xml
 
-echo "inspect_test: $failures failure(s)"
-exit $((failures > 0))
+finish inspect_test

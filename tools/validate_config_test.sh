@@ -3,13 +3,9 @@
 # as file:line:column: message with exit code 2 for a broken one, one-line usage errors.
 # Expected columns were counted by hand in the texts below.
 set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 tool="$root/tools/validate_config"
-failures=0
-check() {  # check NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; else echo "FAIL $name"; failures=$((failures + 1)); fi
-}
 
 for config in "$root"/tools/configs/*.pbtxt; do
   name=$(basename "$config")
@@ -60,15 +56,8 @@ check "deprecated: exit 0" test "$rc" -eq 0
 check "deprecated: warning" test "$(head -n 1 <<<"$out")" = "$TEST_TMPDIR/deprecated.pbtxt:$line:24: warning: \"post_epoch_process\" is deprecated; call it \"post_epoch_proc\""
 check "deprecated: then OK" test "$(sed -n 2p <<<"$out")" = "OK"
 
-expect_error() {  # expect_error NAME MESSAGE ARGS...
-  local name=$1 message=$2; shift 2
-  local err rc
-  err=$("$tool" "$@" 2>&1 >/dev/null); rc=$?
-  check "$name: exit 2" test "$rc" -eq 2
-  check "$name: one line" test "$err" = "$message"
-}
-expect_error "no config" "validate_config: --config is required (see --help)"
-expect_error "missing file" \
+expect_exact_error "no config" "validate_config: --config is required (see --help)"
+expect_exact_error "missing file" \
   "validate_config: /nonexistent.pbtxt: cannot open: No such file or directory" \
   --config=/nonexistent.pbtxt
 
@@ -76,5 +65,4 @@ help=$("$tool" --help 2>&1)
 check "help: config" grep -qF -- "-config (Path of the config to check" <<<"$help"
 check "help: check_files" grep -qF -- "-check_files (Also check that the files the config reads exist" <<<"$help"
 
-echo "validate_config_test: $failures failure(s)"
-exit $((failures > 0))
+finish validate_config_test
