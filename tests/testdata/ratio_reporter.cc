@@ -1,5 +1,8 @@
 #include "tests/testdata/ratio_reporter.h"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -51,6 +54,35 @@ bool HasFlag(int argc, char** argv, const char* prefix) {
 }
 
 }  // namespace
+
+double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
+                         int pairs, int warmup) {
+  auto cpu_seconds = [](const std::function<void()>& fn) {
+    timespec start, end;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    fn();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+    return (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9;
+  };
+  for (int i = 0; i < warmup; ++i) {
+    a();
+    b();
+  }
+  std::vector<double> ratios;
+  for (int i = 0; i < pairs; ++i) {
+    double ta, tb;
+    if (i % 2 == 0) {
+      ta = cpu_seconds(a);
+      tb = cpu_seconds(b);
+    } else {
+      tb = cpu_seconds(b);
+      ta = cpu_seconds(a);
+    }
+    ratios.push_back(tb / ta);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
 
 int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios) {
   std::vector<char*> args(argv, argv + argc);

@@ -24,6 +24,12 @@ struct Ratio {
   std::function<std::string(double numerator_s, double denominator_s)> derived;
 };
 
+// Runs `a` and `b` in alternating pairs (a b, b a, a b, ...) after `warmup` untimed pairs and
+// returns the median over `pairs` of cpu_time(b) / cpu_time(a), thread CPU time: a paired
+// statistic that cancels the drift of a shared machine better than two separate medians.
+double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
+                         int pairs, int warmup = 3);
+
 // Runs the registered benchmarks (10 interleaved repetitions by default, aggregates only),
 // then prints "numerator / denominator = x.xxx" for each pair, from median CPU times (the
 // benchmarks run one thread; CPU time is what another process's load leaves alone). Returns
