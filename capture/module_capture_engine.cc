@@ -94,6 +94,7 @@ absl::Status ModuleCaptureEngine::Register() {
 void ModuleCaptureEngine::Deregister() { taps_.clear(); }
 
 std::string ModuleCaptureEngine::Name(int id) const {
+  if (id < 0 || id >= static_cast<int>(paths_.size())) return absl::StrCat("module id ", id);
   return absl::StrCat("module ", id, " (\"", paths_[id], "\")");
 }
 
@@ -174,9 +175,7 @@ absl::StatusOr<std::pair<std::vector<c10::IValue>, Kwargs>> ModuleCaptureEngine:
   auto a = args_.find(id);
   if (a == args_.end()) {
     return absl::NotFoundError(absl::StrCat(
-        "no inputs captured for ", id < 0 || id >= static_cast<int>(paths_.size())
-                                       ? absl::StrCat("module id ", id)
-                                       : Name(id),
+        "no inputs captured for ", Name(id),
         options_.capture_inputs ? "" : " (capture_inputs is false)", "; ", DescribeCaptured()));
   }
   std::pair<std::vector<c10::IValue>, Kwargs> inputs{std::move(a->second),
@@ -189,11 +188,8 @@ absl::StatusOr<std::pair<std::vector<c10::IValue>, Kwargs>> ModuleCaptureEngine:
 absl::StatusOr<c10::IValue> ModuleCaptureEngine::PopCapturedOutput(int id) {
   auto out = outputs_.find(id);
   if (out == outputs_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "no output captured for ", id < 0 || id >= static_cast<int>(paths_.size())
-                                       ? absl::StrCat("module id ", id)
-                                       : Name(id),
-        "; ", DescribeCaptured()));
+    return absl::NotFoundError(
+        absl::StrCat("no output captured for ", Name(id), "; ", DescribeCaptured()));
   }
   c10::IValue value = std::move(out->second);
   outputs_.erase(out);

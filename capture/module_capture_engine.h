@@ -132,6 +132,7 @@ class ModuleCaptureEngine {
  private:
   void OnCall(int id, const std::vector<c10::IValue>& args, const c10::IValue& output);
   std::string DescribeCaptured() const;
+  // 'module 1 ("layer2")', or "module id 7" for an id out of range.
   std::string Name(int id) const;
   // Records `path` for handle `index`, or the first "not a module of this model" error.
   void AddHandlePath(size_t index, const std::optional<std::string>& path,

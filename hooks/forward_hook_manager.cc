@@ -17,10 +17,6 @@
 namespace kd {
 namespace {
 
-std::string ShapeString(const at::Tensor& t) {
-  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
-}
-
 std::string DeviceKey(const c10::IValue& output, const c10::IValue& input) {
   c10::optional<c10::Device> device = FirstTensorDevice(output);
   if (!device) device = FirstTensorDevice(input);

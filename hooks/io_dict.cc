@@ -82,6 +82,10 @@ c10::IValue DetachValue(const c10::IValue& value) {
   return MapTensors(value, [](const at::Tensor& t) { return t.detach(); });
 }
 
+std::string ShapeString(const at::Tensor& tensor) {
+  return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]");
+}
+
 c10::optional<c10::Device> FirstTensorDevice(const c10::IValue& value) {
   if (value.isTensor()) return value.toTensor().device();
   auto first = [](const auto& elements) -> c10::optional<c10::Device> {

@@ -40,6 +40,9 @@ c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
 // `value` with every tensor in it detached from the autograd graph (sharing memory).
 c10::IValue DetachValue(const c10::IValue& value);
 
+// "[2, 8, 28, 28]": a tensor's shape as messages show it.
+std::string ShapeString(const at::Tensor& tensor);
+
 // The device of the first tensor in `value`, or nullopt if it holds none.
 c10::optional<c10::Device> FirstTensorDevice(const c10::IValue& value);
 

@@ -15,13 +15,10 @@
 #include "base/nearest.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
+#include "hooks/io_dict.h"
 
 namespace kd {
 namespace {
-
-std::string ShapeString(const at::Tensor& t) {
-  return absl::StrCat("[", absl::StrJoin(t.sizes(), ", "), "]");
-}
 
 std::string JoinSome(const std::vector<std::string>& names, size_t most = 5) {
   std::vector<std::string> shown(names.begin(),

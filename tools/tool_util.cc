@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hooks/io_dict.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -39,7 +40,7 @@ std::string DescribeValue(const c10::IValue& value) {
     for (const auto& [from, to] : kNames) {
       if (dtype == from) dtype = to;
     }
-    return absl::StrCat(dtype, "[", absl::StrJoin(t.sizes(), ", "), "]");
+    return absl::StrCat(dtype, ShapeString(t));
   }
   auto join = [](const auto& elements) {
     std::vector<std::string> parts;
