@@ -1,6 +1,8 @@
 """libkd_dependencies(): the repositories libkd needs, for libkd itself and for consumers.
 
-Every dependency comes from Debian's packages under /usr (see tools/install_deps.sh), and the
+libtorch comes from the PyPI torch wheel in libkd's virtual environment (or LIBKD_TORCH_DIR, see
+third_party/repositories.bzl); every other dependency from Debian's packages under /usr (see
+tools/install_deps.sh), and the
 repositories Bazel 4.2.3 would otherwise download (rules_cc, rules_java, platforms,
 remote_coverage_tools) are replaced by offline stand-ins. Each repository is declared only if
 the calling workspace has not declared one of the same name, so a consumer can override any.
@@ -12,7 +14,7 @@ Use from another workspace (TensorStore's `tensorstore_dependencies()` pattern):
     libkd_dependencies()
 """
 
-load("//third_party:repositories.bzl", "offline_stand_in", "system_library")
+load("//third_party:repositories.bzl", "libtorch_repository", "offline_stand_in", "system_library")
 load("//third_party:system_build_files.bzl", "SYSTEM_BUILD_FILES", "STAND_IN_FILES")
 
 def _maybe(rule, name, **kwargs):
@@ -27,6 +29,13 @@ def libkd_dependencies():
         _maybe(offline_stand_in, name, files = files)
     _maybe(native.local_repository, "rules_java", path = "/usr/share/bazel/rules/java")
     _maybe(native.local_repository, "platforms", path = "/usr/share/bazel/tools/platforms")
+
+    # libtorch: headers and libraries of the torch wheel, found by asking the environment's Python.
+    _maybe(
+        libtorch_repository,
+        "libtorch",
+        build_file_template = Label("//third_party/libtorch:BUILD.tpl.bazel"),
+    )
 
     # System libraries from Debian's -dev packages.
     for name, build_file_content in SYSTEM_BUILD_FILES.items():

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "benchmark/benchmark.h"
 #include "distill/default_procs.h"

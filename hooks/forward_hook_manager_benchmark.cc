@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
 
 #include "absl/strings/str_format.h"

@@ -14,6 +14,7 @@
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
+#include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "hooks/io_dict.h"
 
@@ -68,9 +69,7 @@ absl::Status Model::SaveState(const std::string& path) const {
   c10::Dict<std::string, at::Tensor> state;
   for (const auto& [name, tensor] : NamedParameters()) state.insert(name, tensor.detach());
   for (const auto& [name, tensor] : NamedBuffers()) state.insert(name, tensor.detach());
-  KD_ASSIGN_OR_RETURN(std::vector<char> bytes,
-                      CallTorch([&] { return torch::jit::pickle_save(c10::IValue(state)); }));
-  return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
+  return WriteTorchFile(path, c10::IValue(state));
 }
 
 absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& options) {

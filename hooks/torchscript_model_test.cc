@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/api/module.h>
 
 #include "base/file_util.h"
@@ -50,6 +51,27 @@ TEST(TorchScriptModelTest, ForwardEqualsPython) {
     const c10::IValue expected = LoadExpected(name);
     EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
   }
+}
+
+// A file saved by torch 1.13 (make_fixtures.py run with torch 1.13.1, kept as it was) loads,
+// computes what torch 1.13 recorded, and what today's file of the same model computes.
+TEST(TorchScriptModelTest, FileSavedByTorch113LoadsAndMatches) {
+  std::unique_ptr<Model> old_model = TorchScriptFixture("small_cnn_torch113");
+  const c10::IValue old_expected = LoadExpected("small_cnn_torch113");
+  const std::vector<c10::IValue> inputs = FixtureInputs(old_expected);
+  const c10::IValue old_output = old_model->Forward(inputs);
+  EXPECT_TRUE(AllClose(old_output, At(old_expected, "output")));
+  for (const char* path : {"stem", "layer2.0", "fc"}) {
+    SCOPED_TRACE(path);
+    TapRecorder recorder;
+    absl::StatusOr<TapHandle> tap = old_model->AddTap(path, recorder.Fn());
+    ASSERT_THAT(tap, IsOk());
+    old_model->Forward(inputs);
+    EXPECT_TRUE(AllClose(recorder.outputs.back(),
+                         testing::LastPythonHook(old_expected, path, "output")));
+  }
+  std::unique_ptr<Model> new_model = TorchScriptFixture("small_cnn");
+  EXPECT_TRUE(AllClose(new_model->Forward(inputs), old_output));
 }
 
 TEST(TorchScriptModelTest, KwargsAndDefaults) {

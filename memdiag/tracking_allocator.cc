@@ -26,7 +26,7 @@ TrackingAllocator& TrackingAllocator::Install() {
   return *instance;
 }
 
-c10::DataPtr TrackingAllocator::allocate(size_t nbytes) const {
+c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   void* base = c10::alloc_cpu(nbytes + kHeader);
   *static_cast<size_t*>(base) = nbytes;
   void* data = static_cast<char*>(base) + kHeader;

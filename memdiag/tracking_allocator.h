@@ -24,8 +24,11 @@ class TrackingAllocator final : public c10::Allocator {
   // Installs the process-wide tracker on first call; returns it.
   static TrackingAllocator& Install();
 
-  c10::DataPtr allocate(size_t nbytes) const override;
+  c10::DataPtr allocate(size_t nbytes) override;
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
   // Bytes of tensor memory allocated through this allocator and not yet freed.
   int64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
@@ -42,10 +45,10 @@ class TrackingAllocator final : public c10::Allocator {
   TrackingAllocator() = default;
   static void Delete(void* context);
 
-  mutable std::atomic<int64_t> live_{0};
-  mutable std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> live_{0};
+  std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> baseline_{0};
-  mutable std::atomic<int64_t> allocations_{0};
+  std::atomic<int64_t> allocations_{0};
 };
 
 }  // namespace kd

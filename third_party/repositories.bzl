@@ -23,3 +23,103 @@ system_library = repository_rule(
     local = True,
     doc = "A library installed under /usr by a Debian -dev package.",
 )
+
+# Folders of the wheel's include/ that must not reach the include path: the wheel's protobuf
+# 3.21 headers (without port_def.inc) would shadow Debian's, and pybind11 is Python's.
+_TORCH_INCLUDE_EXCLUDED = ["google", "pybind11"]
+
+_INSTALL_HINT = ("run tools/install_deps.sh (it makes the virtual environment with libkd's " +
+                 "pinned torch), or set LIBKD_TORCH_DIR to a folder holding libtorch's include/ " +
+                 "and lib/ (an unpacked libtorch zip or a site-packages/torch)")
+
+def _default_venv(ctx):
+    venv = ctx.os.environ.get("LIBKD_VENV", "")
+    if venv:
+        return venv
+    cache = ctx.os.environ.get("XDG_CACHE_HOME", "")
+    if not cache:
+        cache = ctx.os.environ.get("HOME", "") + "/.cache"
+    return cache + "/libkd/venv"
+
+def _find_torch(ctx):
+    """Returns (torch folder, python or None, how it was found)."""
+    explicit = ctx.os.environ.get("LIBKD_TORCH_DIR", "")
+    if explicit:
+        return ctx.path(explicit), None, "LIBKD_TORCH_DIR=" + explicit
+    python = ctx.os.environ.get("LIBKD_PYTHON", "")
+    if not python:
+        python = _default_venv(ctx) + "/bin/python"
+    if not ctx.path(python).exists:
+        fail("libtorch not found: no Python at %s; %s" % (python, _INSTALL_HINT))
+    result = ctx.execute([python, "-c", "\n".join([
+        "import importlib.util",
+        "spec = importlib.util.find_spec('torch')",
+        "print(spec.submodule_search_locations[0] if spec else '')",
+    ])])
+    location = result.stdout.strip()
+    if result.return_code != 0 or not location:
+        fail("libtorch not found: %s has no torch package; %s" % (python, _INSTALL_HINT))
+    return ctx.path(location), python, python
+
+def _torch_version(ctx, torch_dir):
+    version_py = torch_dir.get_child("version.py")
+    if version_py.exists:
+        for line in ctx.read(version_py).splitlines():
+            if line.startswith("__version__"):
+                return line.split("=", 1)[1].strip().strip("'\"")
+    build_version = torch_dir.get_child("build-version")  # libtorch zip
+    if build_version.exists:
+        return ctx.read(build_version).strip()
+    return "unknown"
+
+def _libtorch_impl(ctx):
+    torch_dir, python, found_by = _find_torch(ctx)
+    include = torch_dir.get_child("include")
+    lib = torch_dir.get_child("lib")
+    if not include.get_child("torch").exists or not lib.get_child("libtorch_cpu.so").exists:
+        fail("libtorch not found: %s (from %s) lacks include/torch or lib/libtorch_cpu.so; %s" %
+             (torch_dir, found_by, _INSTALL_HINT))
+
+    # include/: every entry of libtorch's include folder but the excluded ones.
+    for entry in include.readdir():
+        if entry.basename not in _TORCH_INCLUDE_EXCLUDED:
+            ctx.symlink(entry, "include/" + entry.basename)
+
+    # The wheel's libraries find the CUDA runtime through RUNPATHs relative to their real
+    # location ($ORIGIN/../../nvidia/...), so binaries get an rpath to the real lib/ folder,
+    # never to a symlink of it.
+    lib_dir = str(lib.realpath)
+    ctx.symlink(lib, "lib")
+    has_cuda = lib.get_child("libtorch_cuda.so").exists
+
+    ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
+    ctx.template("BUILD.bazel", ctx.attr.build_file_template, {
+        "%{LIB_DIR}": lib_dir,
+        "%{CUDA_LINKOPTS}": (
+            '"-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-Wl,--as-needed"' if has_cuda else ""
+        ),
+        "%{VERSION}": _torch_version(ctx, torch_dir),
+        "%{FOUND_BY}": found_by,
+    })
+    ctx.file("version.bzl", "\n".join([
+        "\"\"\"The libtorch this workspace builds against.\"\"\"",
+        "TORCH_VERSION = \"%s\"" % _torch_version(ctx, torch_dir),
+        "TORCH_HAS_CUDA = %s" % ("True" if has_cuda else "False"),
+        "",
+    ]))
+    if python:
+        script = "#!/bin/sh\nexec '%s' \"$@\"\n" % python
+    else:
+        script = ("#!/bin/sh\necho 'no Python torch: libtorch comes from LIBKD_TORCH_DIR; " +
+                  "set LIBKD_PYTHON to a Python with torch and torchvision' >&2\nexit 1\n")
+    ctx.file("python.sh", script, executable = True)
+
+libtorch_repository = repository_rule(
+    implementation = _libtorch_impl,
+    attrs = {"build_file_template": attr.label(mandatory = True, allow_single_file = True)},
+    environ = ["LIBKD_TORCH_DIR", "LIBKD_PYTHON", "LIBKD_VENV", "XDG_CACHE_HOME", "HOME"],
+    local = True,
+    doc = """libtorch from the PyPI torch wheel in libkd's virtual environment (made by
+tools/install_deps.sh), or from LIBKD_TORCH_DIR / LIBKD_PYTHON / LIBKD_VENV (also settable
+with --repo_env).""",
+)

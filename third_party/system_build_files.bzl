@@ -13,26 +13,6 @@ _ABSL_LIBS = [
     "bad_variant_access", "strerror",
 ]
 
-_LIBTORCH = """
-package(default_visibility = ["//visibility:public"])
-
-# libtorch-dev 1.13.1 (CPU). Only the C++ frontend's include folder is added: /usr/include is
-# already a system include folder, and adding it again breaks #include_next <stdlib.h>.
-cc_library(
-    name = "libtorch",
-    hdrs = glob(["include/torch/csrc/api/include/**/*.h"]),
-    includes = ["include/torch/csrc/api/include"],
-    linkopts = ["-ltorch", "-ltorch_cpu", "-lc10", "-lpthread"],
-)
-
-# c10d with the Gloo backend (headers from libgloo-dev).
-cc_library(
-    name = "c10d_gloo",
-    defines = ["USE_C10D_GLOO"],
-    deps = [":libtorch"],
-)
-"""
-
 _ABSL = """
 package(default_visibility = ["//visibility:public"])
 
@@ -90,7 +70,6 @@ cc_library(name = "benchmark_main", linkopts = ["-lbenchmark_main", "-lbenchmark
 """
 
 SYSTEM_BUILD_FILES = {
-    "libtorch": _LIBTORCH,
     "com_google_absl": _ABSL,
     "com_google_protobuf": _PROTOBUF,
     "com_google_googletest": _GOOGLETEST,

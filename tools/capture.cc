@@ -24,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "capture/module_capture_engine.h"
 #include "hooks/forward_hook_manager.h"
@@ -216,11 +217,8 @@ int Main(int argc, char** argv) {
 
   const std::string out = absl::GetFlag(FLAGS_out);
   if (!out.empty()) {
-    auto bytes = CallTorch([&] { return torch::jit::pickle_save(IoDictToIValue(*io)); });
-    if (!bytes.ok()) return Fail("capture", bytes.status().message());
     const std::string out_path = ResolveUserPath(out);
-    if (absl::Status s = WriteFileAtomically(out_path, std::string(bytes->begin(), bytes->end()));
-        !s.ok()) {
+    if (absl::Status s = WriteTorchFile(out_path, IoDictToIValue(*io)); !s.ok()) {
       return Fail("capture", s.message());
     }
     std::cout << "wrote " << paths.size() << " module(s) to " << out_path << "\n";

@@ -23,8 +23,10 @@ io="$TEST_TMPDIR/io.pt"
 "$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
   --paths=stem,layer2.0,fc --inputs --out="$io" >/dev/null
 check "--out writes a file" test -s "$io"
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-  check "Python reads io.pt and it equals Python's hooks" /usr/bin/python3 - "$io" "$data" <<'PY'
+# The Python of libkd's virtual environment (@libtorch//:python.sh), whose torch libkd links.
+python="$root/external/libtorch/python.sh"
+if "$python" -c 'import torch' 2>/dev/null; then
+  check "Python reads io.pt and it equals Python's hooks" "$python" - "$io" "$data" <<'PY'
 import sys, torch
 io = torch.load(sys.argv[1])
 expected = torch.load(sys.argv[2] + "/small_cnn.expected.pt")["hooks"]
@@ -35,7 +37,7 @@ for path in io:
         assert torch.allclose(io[path][kind], want, atol=1e-5), (path, kind)
 PY
 else
-  echo "SKIP python comparison (python3-torch not installed)"
+  echo "SKIP python comparison (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
 fi
 
 # --truncate: the same values as a full run, and both forward times.

@@ -1,27 +1,52 @@
 #!/bin/bash
-# Installs the Debian 12 packages libkd's build, tests and main job need. Idempotent: installs
-# only what is missing and runs `apt-get update` only then. Needs root (or sudo).
+# Installs what libkd's build, tests and main job need, on Debian 12. Idempotent: installs only
+# what is missing, runs `apt-get update` only then, and reinstalls the Python environment only
+# when it is missing or the pinned lock changed. Needs root (or sudo) for the Debian packages.
 #
-#   tools/install_deps.sh            # install what is missing
+#   tools/install_deps.sh            # Debian packages + the virtual environment with libtorch
+#   tools/install_deps.sh --peers    # also torchdistill and silverspoon-kd (reference values,
+#                                    # side-by-side benchmarks; tests and CI never need them)
 #   tools/install_deps.sh --check    # exit 1 listing what is missing, install nothing
+#
+# libtorch is the PyPI torch wheel (its site-packages/torch holds include/ and lib/), pinned
+# with hashes in tools/requirements/torch.lock and installed into a virtual environment outside
+# the work tree: $LIBKD_VENV, else ${XDG_CACHE_HOME:-~/.cache}/libkd/venv, which is where the
+# @libtorch repository (third_party/repositories.bzl) looks for it.
 set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+LOCK="$here/requirements/torch.lock"
+PEERS_LOCK="$here/requirements/peers.lock"
+VENV="${LIBKD_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/libkd/venv}"
 
 PACKAGES=(
   # Build: Bazel 4.2.3 and the offline repositories libkd_deps.bzl points at.
   bazel-bootstrap bazel-platforms bazel-rules-java g++
-  # Libraries (see third_party/system_build_files.bzl).
-  libtorch-dev libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev
-  libbenchmark-dev libgloo-dev
+  # Libraries (see third_party/system_build_files.bzl); libtorch comes from the wheel.
+  libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev
   # The main job's data set: Fashion-MNIST under /usr/share/datasets/fashion-mnist.
   dataset-fashion-mnist
-  # Python torch 1.13.1: tests/testdata/make_fixtures.py (fixtures, benchmark models).
-  python3-torch python3-torchvision
+  # The virtual environment (python3 -m venv).
+  python3 python3-venv
 )
 
 die() { echo "install_deps: $*" >&2; exit 1; }
 
+mode=install
+peers=0
+for arg in "$@"; do
+  case "$arg" in
+    --check) mode=check ;;
+    --peers) peers=1 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown flag $arg (flags: --check, --peers, --help)" ;;
+  esac
+done
+
 command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this installer is for Debian 12"
 
+# --- Debian packages ---------------------------------------------------------------------------
 missing=()
 for p in "${PACKAGES[@]}"; do
   if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
@@ -29,25 +54,68 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "install_deps: all ${#PACKAGES[@]} packages are installed"
-  exit 0
+# --- the virtual environment ---------------------------------------------------------------------
+# A stamp of the lock files' contents: a changed pin reinstalls, an unchanged one is left alone.
+want_stamp="$(cat "$LOCK" $( ((peers)) && echo "$PEERS_LOCK") | sha256sum | cut -c1-16)"
+have_stamp="$(cat "$VENV/.libkd-lock" 2>/dev/null || true)"
+venv_ok=0
+if [[ -x "$VENV/bin/python" && "$have_stamp" == "$want_stamp" ]]; then venv_ok=1; fi
+# A stamp made with the peers also covers a request without them.
+if [[ $venv_ok -eq 0 && $peers -eq 0 && -x "$VENV/bin/python" ]]; then
+  if [[ "$have_stamp" == "$(cat "$LOCK" "$PEERS_LOCK" | sha256sum | cut -c1-16)" ]]; then venv_ok=1; fi
 fi
-if [[ "${1:-}" == "--check" ]]; then
-  echo "install_deps: missing: ${missing[*]}"
+
+if [[ "$mode" == check ]]; then
+  problems=()
+  [[ ${#missing[@]} -eq 0 ]] || problems+=("Debian packages: ${missing[*]}")
+  [[ $venv_ok -eq 1 ]] || problems+=("virtual environment $VENV (missing or not at the pinned lock)")
+  if [[ ${#problems[@]} -eq 0 ]]; then echo "install_deps: everything is installed"; exit 0; fi
+  echo "install_deps: missing: $(IFS=';'; echo "${problems[*]}")"
   exit 1
 fi
 
-command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install these by hand: ${missing[*]}"
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null 2>&1 || die "not root and no sudo: run as root to install ${missing[*]}"
-  sudo=(sudo)
+if [[ ${#missing[@]} -gt 0 ]]; then
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install these by hand: ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: run as root to install ${missing[*]}"
+    sudo=(sudo)
+  fi
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q >/dev/null || die "apt-get update failed (no network to Debian's mirror?)"
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" \
+    || die "apt-get install failed for: ${missing[*]}"
+else
+  echo "install_deps: all ${#PACKAGES[@]} Debian packages are installed"
 fi
 
-echo "install_deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -q >/dev/null || die "apt-get update failed (no network to Debian's mirror?)"
-"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" \
-  || die "apt-get install failed for: ${missing[*]}"
-echo "install_deps: done"
+if [[ $venv_ok -eq 1 ]]; then
+  echo "install_deps: $VENV is at the pinned lock ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
+  exit 0
+fi
+
+# The lock holds CPython 3.11 wheels: Debian 12's python3 is 3.11, and so is a pyenv python3.
+python=""
+for candidate in python3.11 python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null 2>&1 &&
+     "$candidate" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
+    python="$(command -v "$candidate")"; break
+  fi
+done
+[[ -n "$python" ]] || die "no Python 3.11 with venv found (tools/requirements/torch.lock is for CPython 3.11)"
+
+start=$SECONDS
+echo "install_deps: installing $(grep -m1 '^torch==' "$LOCK" | cut -d' ' -f1) into $VENV (~3 GB download, ~5 GB on disk)"
+rm -rf "$VENV"
+mkdir -p "$(dirname "$VENV")"
+"$python" -m venv "$VENV" || die "could not create the virtual environment $VENV"
+pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps)
+"${pip[@]}" -r "$LOCK" || die "pip install -r $LOCK failed (PyPI unreachable, or a hash mismatch)"
+if ((peers)); then
+  "${pip[@]}" -r "$PEERS_LOCK" || die "pip install -r $PEERS_LOCK failed"
+fi
+"$VENV/bin/python" -c 'import torch, torchvision' || die "torch does not import in $VENV"
+echo "$want_stamp" > "$VENV/.libkd-lock"
+echo "install_deps: $VENV ready in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1)); " \
+     "if Bazel built against an older torch before, run: bazel sync --only=libtorch"

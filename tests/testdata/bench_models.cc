@@ -26,14 +26,15 @@ absl::StatusOr<std::string> GeneratedResNet18() {
   if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) return path;
   ::mkdir(cache.c_str(), 0755);
   ::mkdir(dir.c_str(), 0755);
-  // Runfiles (bazel run/test) hold the script at this relative path; so does the source tree.
+  // Runfiles (bazel run/test) hold the script and the Python of libkd's virtual environment
+  // (@libtorch//:python.sh) at these relative paths.
   const std::string command =
-      absl::StrCat("/usr/bin/python3 tests/testdata/make_fixtures.py --resnet18 '", path,
+      absl::StrCat("external/libtorch/python.sh tests/testdata/make_fixtures.py --resnet18 '", path,
                    ".tmp' && mv '", path, ".tmp' '", path, "'");
   if (std::system(command.c_str()) != 0) {
     return absl::UnavailableError(absl::StrCat(
-        "could not generate ", path, " (needs python3-torch and python3-torchvision: run "
-        "tools/install_deps.sh); by hand: ", command));
+        "could not generate ", path, " (needs torch and torchvision in libkd's virtual "
+        "environment: run tools/install_deps.sh); by hand: ", command));
   }
   return path;
 }

@@ -1,10 +1,16 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Makes libkd's TorchScript fixtures and records what Python torch computes on them.
 
-Run with Debian's Python and python3-torch 1.13.1 (the versions libkd links against):
+Run with the Python of libkd's virtual environment (tools/install_deps.sh), whose torch is the
+one libkd links against:
 
-    /usr/bin/python3 tests/testdata/make_fixtures.py            # the small committed fixtures
-    /usr/bin/python3 tests/testdata/make_fixtures.py --resnet18 /tmp/resnet18.pt  # benchmarks
+    bazel run //tests/testdata:make_fixtures                 # the small committed fixtures
+    bazel run //tests/testdata:make_fixtures -- --resnet18 /tmp/resnet18.pt  # benchmarks
+    ~/.cache/libkd/venv/bin/python tests/testdata/make_fixtures.py   # the same, by hand
+
+small_cnn_torch113.pt and small_cnn_torch113.expected.pt were made by this script with torch
+1.13.1 and are kept as they are: they prove that TorchScript files saved by older torch still
+load and compute what that torch computed.
 
 For each fixture NAME it writes, next to this script:
   NAME.pt           the module, torch.jit.save'd
@@ -13,7 +19,7 @@ For each fixture NAME it writes, next to this script:
                     original_name), "num_params", "hooks" (path -> {"input": (...), "output":
                     (...)} from Python forward hooks, one entry per call, torchdistill's
                     convention: a single positional argument is unwrapped). Sequences are
-                    tuples: libtorch 1.13 cannot unpickle a one-element Python list.
+                    tuples (libtorch 1.13 could not unpickle a one-element Python list).
   small_cnn_traced.pt       small_cnn made with torch.jit.trace (same weights).
   NAME.input.pt     the forward's input as //tools:capture reads it (a tensor or a tuple).
   tricky.kwargs.pt          a dict of keyword arguments for tricky's forward.
@@ -26,7 +32,10 @@ import os
 import torch
 from torch import nn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# `bazel run` starts the script in its runfiles; the fixtures belong in the source tree.
+HERE = (os.path.join(os.environ["BUILD_WORKSPACE_DIRECTORY"], "tests", "testdata")
+        if os.environ.get("BUILD_WORKSPACE_DIRECTORY") else
+        os.path.dirname(os.path.abspath(__file__)))
 
 
 class Block(nn.Module):
@@ -126,6 +135,7 @@ class InPlace(nn.Module):
 
 def record(name, model, inputs, hook_paths):
     model.eval()
+    print("torch %s: %s" % (torch.__version__, name))
     scripted = torch.jit.script(model)
     scripted.save(os.path.join(HERE, name + ".pt"))
 
@@ -151,8 +161,8 @@ def record(name, model, inputs, hook_paths):
     for a, b in zip(flat, flat_s):
         assert torch.allclose(a, b, atol=1e-6), name
 
-    # Sequences are saved as tuples: libtorch 1.13's unpickler cannot read the APPEND opcode
-    # that Python's pickler writes for a one-element list.
+    # Sequences are saved as tuples (libtorch 1.13's unpickler could not read the APPEND opcode
+    # that Python's pickler writes for a one-element list).
     expected = {
         "inputs": tuple(inputs),
         "output": output,
@@ -189,7 +199,7 @@ def make_small():
            ["stem", "stem.0", "layer1.0.relu", "layer1.1.conv2", "layer2.0", "fc"])
     # The same module traced instead of scripted: teachers exported with torch.jit.trace.
     torch.jit.trace(cnn, x).save(os.path.join(HERE, "small_cnn_traced.pt"))
-    # A plain dict: libtorch 1.13 reads a pickled OrderedDict as None.
+    # A plain dict: libtorch reads a pickled OrderedDict as None.
     torch.save(dict(cnn.state_dict()), os.path.join(HERE, "small_cnn.state.pt"))
 
     torch.manual_seed(1)
