@@ -79,10 +79,11 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
       absl::StatusCode::kInvalidArgument);
   if (!loaded.ok() && absl::StrContains(loaded.status().message(),
                                         "Expected GenericDict but got None")) {
-    // libtorch 1.13's unpickler reads collections.OrderedDict as None, then fails on its items.
+    // libtorch's unpickler (1.13 and 2.x alike) reads collections.OrderedDict as None, then
+    // fails on its items.
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": holds a collections.OrderedDict (Python's model.state_dict()), which libtorch "
-              "1.13 cannot read; save a plain dict instead: torch.save(dict(model.state_dict()), "
+              "cannot read; save a plain dict instead: torch.save(dict(model.state_dict()), "
               "path)"));
   }
   if (!loaded.ok()) {

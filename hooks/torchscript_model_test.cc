@@ -169,7 +169,7 @@ TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
   EXPECT_THAT(tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("holds a collections.OrderedDict (Python's model.state_dict()), "
-                                 "which libtorch 1.13 cannot read; save a plain dict instead: "
+                                 "which libtorch cannot read; save a plain dict instead: "
                                  "torch.save(dict(model.state_dict()), path)")));
   EXPECT_THAT(cnn->LoadState("/nonexistent/state.pt"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));

@@ -33,9 +33,8 @@
 
 ABSL_FLAG(std::string, model, "", "TorchScript file (torch.jit.save). Required.");
 ABSL_FLAG(std::string, input, "",
-          "File written by Python's torch.save of the forward's input: a tensor, a tuple of "
-          "tensors (positional arguments) or a dict (keyword arguments). Required. (Use a tuple, "
-          "not a one-element list: libtorch 1.13 cannot read those.)");
+          "File written by Python's torch.save of the forward's input: a tensor, a tuple or list "
+          "of tensors (positional arguments) or a dict (keyword arguments). Required.");
 ABSL_FLAG(std::string, paths, "",
           "Comma-separated module paths to record, e.g. layer1,layer2.0 (\"\" is not allowed "
           "here; use the model's output instead). Required.");
@@ -64,13 +63,8 @@ absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
       [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
       absl::StatusCode::kInvalidArgument);
   if (!value.ok()) {
-    std::string hint;
-    if (absl::StrContains(value.status().message(), "Unknown opcode")) {
-      hint = " (a one-element Python list is written with an opcode libtorch 1.13 cannot read: "
-             "save a tuple instead)";
-    }
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a file written by torch.save: ", LastLine(value.status().message()), hint));
+        path, ": not a file written by torch.save: ", LastLine(value.status().message())));
   }
   ForwardInput input;
   if (value->isTensor()) {

@@ -36,6 +36,11 @@ for path in io:
         want = expected[path][kind][-1]  # the last call wins without --accumulate
         assert torch.allclose(io[path][kind], want, atol=1e-5), (path, kind)
 PY
+  # A one-element Python list of arguments (libtorch 1.13 could not unpickle those).
+  "$python" -c 'import sys, torch; torch.save([torch.load(sys.argv[1])], sys.argv[2])' \
+    "$data/small_cnn.input.pt" "$TEST_TMPDIR/list.pt"
+  out=$("$tool" --model="$data/small_cnn.pt" --input="$TEST_TMPDIR/list.pt" --paths=fc)
+  check "a one-element list of arguments" grep -qE '^fc output float32\[2, 10\] sum=' <<<"$out"
 else
   echo "SKIP python comparison (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
 fi

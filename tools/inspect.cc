@@ -2,6 +2,7 @@
 // --input_shape the output shape of each module from one forward on zeros.
 //
 //   bazel run //tools:inspect -- --model=m.pt --input_shape=1,1,28,28 --format=json
+//   bazel run //tools:inspect -- --model=m.pt --input_shape=1,1,28,28 --device=cuda:0
 //
 // Exit codes: 0 OK, 2 bad input (missing/unreadable/non-TorchScript file, bad flags, a forward
 // that fails on the given shape).
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/device.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
@@ -36,6 +38,8 @@ ABSL_FLAG(std::string, input_shape, "",
           "forward on zeros of that shape in eval mode and prints each module's output shape "
           "(of its first call; modules called more than once show the number of calls).");
 ABSL_FLAG(std::string, format, "text", "Output format: text (an aligned table) or json.");
+ABSL_FLAG(std::string, device, "cpu",
+          "Where the model and its input live for --input_shape: cpu, cuda or cuda:N.");
 
 namespace kd {
 namespace {
@@ -69,7 +73,8 @@ int64_t ParamsUnder(const std::string& path, const std::vector<NamedTensor>& par
   return total;
 }
 
-absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_shape) {
+absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_shape,
+                                         c10::Device device) {
   std::vector<Row> rows;
   const std::vector<NamedTensor> params = model.NamedParameters();
   for (const ModuleInfo& m : model.NamedModules()) {
@@ -91,7 +96,8 @@ absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_
     }
   }
   model.SetTraining(false);
-  absl::Status ran = CallTorch([&] { model.Forward({at::zeros(shape)}); },
+  model.To(device);
+  absl::Status ran = CallTorch([&] { model.Forward({at::zeros(shape, device)}); },
                                absl::StatusCode::kInvalidArgument);
   if (!ran.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("forward on zeros of shape [", input_shape,
@@ -141,7 +147,7 @@ int Main(int argc, char** argv) {
       "Prints every module of a TorchScript model: path, type, parameter count (including "
       "submodules), and with --input_shape each module's output shape.\n"
       "Usage: bazel run //tools:inspect -- --model=m.pt [--input_shape=1,3,32,32] "
-      "[--format=text|json]");
+      "[--format=text|json] [--device=cpu|cuda:N]");
   absl::ParseCommandLine(argc, argv);
   const std::string model_flag = absl::GetFlag(FLAGS_model);
   const std::string format = absl::GetFlag(FLAGS_format);
@@ -149,11 +155,13 @@ int Main(int argc, char** argv) {
   if (format != "text" && format != "json") {
     return Fail("inspect", absl::StrCat("--format=", format, ": use text or json"));
   }
+  absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!device.ok()) return Fail("inspect", absl::StrCat("--device: ", device.status().message()));
   absl::StatusOr<std::unique_ptr<Model>> model =
       LoadTorchScriptModel(ResolveUserPath(model_flag));
   if (!model.ok()) return Fail("inspect", model.status().message());
   const std::string shape = absl::GetFlag(FLAGS_input_shape);
-  absl::StatusOr<std::vector<Row>> rows = Inspect(**model, shape);
+  absl::StatusOr<std::vector<Row>> rows = Inspect(**model, shape, *device);
   if (!rows.ok()) return Fail("inspect", rows.status().message());
   if (format == "json") {
     PrintJson(*rows, !shape.empty());

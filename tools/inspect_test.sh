@@ -26,6 +26,16 @@ if command -v python3 >/dev/null; then
   check "json parses" python3 -c 'import json,sys; assert len(json.load(sys.stdin)) == 5' <<<"$out"
 fi
 
+# CUDA: the tool links libtorch's CUDA backend; without a GPU it says so, with one it runs.
+if err=$("$tool" --model="$data/small_cnn.pt" --input_shape=2,1,28,28 --device=cuda:0 2>&1 >/dev/null); then
+  check "runs on cuda:0" true
+else
+  check "no GPU: one clear line" test "$err" = \
+    "inspect: --device: device cuda:0: no CUDA device is available here (no GPU, or no driver); use cpu"
+fi
+expect_exact_error "bad device" 'inspect: --device: bad device "gpu": use cpu, cuda or cuda:N' \
+  --model="$data/small_cnn.pt" --device=gpu
+
 expect_error "missing file" "inspect: /nonexistent.pt: cannot open: No such file or directory" \
   --model=/nonexistent.pt
 printf 'not a model' >"$TEST_TMPDIR/garbage.pt"

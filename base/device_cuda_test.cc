@@ -1,0 +1,34 @@
+// ParseDevice in a binary linked with @libtorch//:cuda: on a machine without a GPU the error
+// says so; where GPUs exist, every index is accepted and the one past the end is refused.
+#include <torch/cuda.h>
+
+#include "base/device.h"
+#include "base/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kd {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(DeviceCudaTest, BackendIsLinked) { EXPECT_TRUE(CudaBackendLinked()); }
+
+TEST(DeviceCudaTest, AvailabilityMatchesDeviceCount) {
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count == 0) {
+    EXPECT_THAT(ParseDevice("cuda"),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("cuda: no CUDA device is available here")));
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    EXPECT_THAT(ParseDevice(absl::StrCat("cuda:", i)),
+                IsOkAndHolds(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  }
+  EXPECT_THAT(ParseDevice(absl::StrCat("cuda:", count)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("there are only")));
+}
+
+}  // namespace
+}  // namespace kd
