@@ -30,7 +30,7 @@ inline constexpr char kOutput[] = "output";
 absl::StatusOr<c10::IValue> GetIo(const IoDict& io, absl::string_view path,
                                   absl::string_view io_type);
 
-// The dict as an IValue (Dict[str, Dict[str, Any]]): torch::pickle_save writes it so that
+// The dict as an IValue (Dict[str, Dict[str, Any]]): kd::WriteTorchFile writes it so that
 // Python's torch.load returns {path: {"input": ..., "output": ...}}.
 c10::IValue IoDictToIValue(const IoDict& io);
 
