@@ -15,7 +15,7 @@ Use from another workspace (TensorStore's `tensorstore_dependencies()` pattern):
 """
 
 load("//third_party:repositories.bzl", "libtorch_repository", "offline_stand_in", "system_library")
-load("//third_party:system_build_files.bzl", "SYSTEM_BUILD_FILES", "STAND_IN_FILES")
+load("//third_party:system_build_files.bzl", "STAND_IN_FILES", "SYSTEM_LIBRARIES")
 
 def _maybe(rule, name, **kwargs):
     if name not in native.existing_rules():
@@ -37,6 +37,7 @@ def libkd_dependencies():
         build_file_template = Label("//third_party/libtorch:BUILD.tpl.bazel"),
     )
 
-    # System libraries from Debian's -dev packages.
-    for name, build_file_content in SYSTEM_BUILD_FILES.items():
-        _maybe(system_library, name, build_file_content = build_file_content)
+    # System libraries from Debian's -dev packages; their BUILD files are libkd's
+    # third_party/<name>/system.BUILD.bazel (and, for abseil, one file per package).
+    for name, attrs in SYSTEM_LIBRARIES.items():
+        _maybe(system_library, name, **attrs)

@@ -30,7 +30,8 @@ absl::StatusOr<c10::Device> ParseDevice(absl::string_view spec) {
   if (device.is_cpu()) return c10::Device(c10::kCPU);
   if (!CudaBackendLinked()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "device ", spec, ": this binary has no CUDA backend (link it with @libtorch//:cuda)"));
+        "device ", spec, ": this binary has no CUDA backend (libtorch_cuda is not loaded: link "
+        "@libtorch//:cuda, with torch's CUDA libraries installed)"));
   }
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (count == 0) {

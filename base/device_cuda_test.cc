@@ -12,9 +12,20 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// @libtorch//:cuda defines LIBKD_CUDA_BACKEND where it links libtorch_cuda; a lean install
+// (torch without its CUDA libraries) leaves it empty.
+#ifdef LIBKD_CUDA_BACKEND
 TEST(DeviceCudaTest, BackendIsLinked) { EXPECT_TRUE(CudaBackendLinked()); }
+#else
+TEST(DeviceCudaTest, LeanInstallHasNoBackend) {
+  EXPECT_FALSE(CudaBackendLinked());
+  EXPECT_THAT(ParseDevice("cuda"), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                            HasSubstr("this binary has no CUDA backend")));
+}
+#endif
 
 TEST(DeviceCudaTest, AvailabilityMatchesDeviceCount) {
+  if (!CudaBackendLinked()) GTEST_SKIP() << "no CUDA backend in this build";
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (count == 0) {
     EXPECT_THAT(ParseDevice("cuda"),

@@ -27,8 +27,8 @@ TEST(DeviceTest, CudaWithoutBackendSaysHowToLinkIt) {
   ASSERT_FALSE(CudaBackendLinked());
   EXPECT_THAT(ParseDevice("cuda:0"),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("cuda:0: this binary has no CUDA backend (link it with "
-                                 "@libtorch//:cuda)")));
+                       HasSubstr("cuda:0: this binary has no CUDA backend (libtorch_cuda is not "
+                                 "loaded: link @libtorch//:cuda")));
 }
 
 }  // namespace

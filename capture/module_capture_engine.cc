@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
-#include "hooks/io_dict.h"
+#include "base/ivalue_util.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 

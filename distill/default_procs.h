@@ -26,7 +26,6 @@
 #include "absl/status/status.h"
 #include "distill/proc_func.h"
 #include "distill/training_context.h"
-#include "hooks/model.h"
 
 namespace kd {
 

@@ -18,10 +18,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
 #include "base/registry.h"
 #include "distill/plugin_config.pb.h"
 #include "google/protobuf/repeated_ptr_field.h"
-#include "hooks/model.h"
 
 namespace kd {
 

@@ -2,9 +2,9 @@
 // of the same function: the cost of the std::function, the kwargs handling and the exception
 // guard.
 //
-//   OMP_WAIT_POLICY=ACTIVE bazel run -c opt //distill:proc_func_benchmark -- \
-//     --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true \
-//     --benchmark_report_aggregates_only=true
+//   OMP_WAIT_POLICY=ACTIVE bazel run -c opt //distill:proc_func_benchmark --
+//     --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true
+//     --benchmark_report_aggregates_only=true                  (one command line)
 #include <memory>
 
 #include <ATen/ATen.h>

@@ -236,6 +236,9 @@ TEST_F(ProcFuncTest, UnknownKeyNamesNearestAndListsRegisteredKeys) {
                        HasSubstr("no post_epoch_proc \"nope\" is registered")));
 }
 
+// The test reads the deprecated long-name fields on purpose.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 TEST_F(ProcFuncTest, DeprecatedLongNamesMeanTheSame) {
   const auto stage = ParseText<StageConfig>(R"pb(
     pre_forward_process { key: "test_pre_forward" }
@@ -264,6 +267,7 @@ TEST_F(ProcFuncTest, DeprecatedLongNamesMeanTheSame) {
                        "\"forward_proc\" is no stage process function; use one of "
                        "pre_epoch_proc, pre_forward_proc, post_forward_proc, post_epoch_proc"));
 }
+#pragma GCC diagnostic pop
 
 TEST_F(ProcFuncTest, UnsetProcessesAreTorchdistillsDefaults) {
   const StageConfig empty;

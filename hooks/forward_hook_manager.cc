@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ivalue_util.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"

@@ -316,5 +316,29 @@ TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
   EXPECT_TRUE(AllClose((*io)["act"]["output"], At(At(At(expected, "hooks"), "act"), "output")));
 }
 
+// One manager hooks a TorchScript teacher and a native student; evaluating the teacher alone
+// pops without complaint about the student, which did not run. Once the student runs, a
+// bypassed hook point is reported.
+TEST(ForwardHookManagerNativeTest, TeacherAloneDoesNotBlameTheStudent) {
+  std::unique_ptr<Model> teacher = testing::TorchScriptFixture("small_cnn");
+  testing::DirectCallNet net;
+  std::unique_ptr<Model> student = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*teacher, "fc"), IsOk());
+  ASSERT_THAT(manager.AddHook(*student, "lin"), IsOk());  // bypassed: lin->forward(x)
+  for (int i = 0; i < 2; ++i) {
+    teacher->Forward({at::zeros({1, 1, 28, 28})});
+    absl::StatusOr<IoDict> io = manager.PopIoDict();
+    ASSERT_THAT(io, IsOk());
+    EXPECT_EQ(io->at("fc").count("output"), 1u);
+    // As in torchdistill, a hooked key is in the dict from registration on: empty here.
+    EXPECT_TRUE(io->at("lin").empty());
+  }
+  student->Forward({at::ones({2, 4})});
+  EXPECT_THAT(manager.PopIoDict(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("\"lin\" (Linear) never ran through a hook point")));
+}
+
 }  // namespace
 }  // namespace kd

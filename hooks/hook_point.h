@@ -7,13 +7,20 @@
 // reported by the hook's owner (ForwardHookManager, Model::CheckTapsFired) as an error.
 //
 //   struct NetImpl : torch::nn::Module {
-//     torch::nn::Conv2d conv{...};
-//     kd::HookedSequential head{torch::nn::Flatten(), torch::nn::Linear(64, 10)};
+//     NetImpl()
+//         : conv(register_module("conv", torch::nn::Conv2d(1, 8, 3))),
+//           head(register_module("head", kd::HookedSequential(torch::nn::Flatten(),
+//                                                             torch::nn::Linear(8 * 26 * 26, 10)))) {}
 //     torch::Tensor forward(torch::Tensor x) {
-//       x = kd::Call(conv, x);         // not conv->forward(x)
-//       return head->forward(x);       // runs the hooks of each of head's children
+//       x = kd::Call(conv, x);     // not conv->forward(x): hooks on "conv" fire
+//       return kd::Call(head, x);  // hooks on "head", "head.0" and "head.1" fire
 //     }
+//     torch::nn::Conv2d conv;
+//     kd::HookedSequential head;
 //   };
+//   TORCH_MODULE(Net);
+//
+// (hooks/examples_test.cc builds this example and checks that every hook fires.)
 //
 // With no hooks registered anywhere, kd::Call costs one relaxed atomic load.
 #ifndef LIBKD_HOOKS_HOOK_POINT_H_
@@ -102,9 +109,12 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
     auto it = begin();
     torch::nn::AnyValue value = CallChild(*it, std::forward<InputTypes>(inputs)...);
     for (++it; it != end(); ++it) value = CallChild(*it, std::move(value));
-    if (auto* result = value.try_get<ReturnType>()) return std::move(*result);
-    AT_ERROR("The type of the return value is ", c10::demangle(value.type_info().name()),
-             ", but you asked for type ", c10::demangle(typeid(ReturnType).name()));
+    // Every path returns (no -Wreturn-type in consumers' builds): the check throws.
+    ReturnType* result = value.try_get<ReturnType>();
+    TORCH_CHECK(result != nullptr, "The type of the return value is ",
+                c10::demangle(value.type_info().name()), ", but you asked for type ",
+                c10::demangle(typeid(ReturnType).name()));
+    return std::move(*result);
   }
 
  private:

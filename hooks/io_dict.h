@@ -13,7 +13,6 @@
 #include <string>
 
 #include <ATen/core/ivalue.h>
-#include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,18 +32,6 @@ absl::StatusOr<c10::IValue> GetIo(const IoDict& io, absl::string_view path,
 // The dict as an IValue (Dict[str, Dict[str, Any]]): kd::WriteTorchFile writes it so that
 // Python's torch.load returns {path: {"input": ..., "output": ...}}.
 c10::IValue IoDictToIValue(const IoDict& io);
-
-// `value` with every tensor in it (tuples, lists, dicts too) moved to `device`.
-c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
-
-// `value` with every tensor in it detached from the autograd graph (sharing memory).
-c10::IValue DetachValue(const c10::IValue& value);
-
-// "[2, 8, 28, 28]": a tensor's shape as messages show it.
-std::string ShapeString(const at::Tensor& tensor);
-
-// The device of the first tensor in `value`, or nullopt if it holds none.
-c10::optional<c10::Device> FirstTensorDevice(const c10::IValue& value);
 
 }  // namespace kd
 

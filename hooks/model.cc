@@ -16,7 +16,6 @@
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
-#include "hooks/io_dict.h"
 
 namespace kd {
 namespace {

@@ -32,11 +32,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
 
 namespace kd {
-
-// Keyword arguments of a forward, as in torch::jit::Kwargs.
-using Kwargs = std::unordered_map<std::string, c10::IValue>;
 
 // A module of a model: its dotted path ("" for the root) and its type's short name as Python
 // prints it ("Conv2d", "BasicBlock"; native "torch::nn::Conv2dImpl" -> "Conv2d").

@@ -53,6 +53,7 @@ class NativeModel final : public Model {
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue output = forward_(args, kwargs);
+    ++forwards_;
     if (tap_root) taps_.Dispatch("", root_args, output);
     return output;
   }
@@ -87,6 +88,7 @@ class NativeModel final : public Model {
         for (int64_t id : ids) RemoveNativeHook(id);
       }
     } remove_hooks{hooks};
+    ++forwards_;
     try {
       return CallTorch([&] { return forward_(args, kwargs); });
     } catch (const StopForward&) {
@@ -133,6 +135,7 @@ class NativeModel final : public Model {
                                    RemoveNativeHook(removed.native_hook);
                                  });
     internal::TapList::Tap& tap = taps_.back();
+    tap.forwards_at_add = forwards_;
     tap.native_hook = AddNativeHook(
         *module, [taps = &taps_, id = tap.id](const std::vector<c10::IValue>& args,
                                               const c10::IValue& output) {
@@ -144,7 +147,11 @@ class NativeModel final : public Model {
   absl::Status CheckTapsFired() const override {
     std::vector<std::string> silent;
     for (const auto& tap : taps_.taps()) {
-      if (!tap.fired && !tap.path.empty()) silent.push_back(tap.path);
+      // A model that has not run since the tap was added (a teacher-only evaluation with a
+      // manager that also hooks this student) has bypassed nothing.
+      if (!tap.fired && !tap.path.empty() && forwards_ > tap.forwards_at_add) {
+        silent.push_back(tap.path);
+      }
     }
     if (silent.empty()) return absl::OkStatus();
     std::vector<std::string> described;
@@ -165,6 +172,8 @@ class NativeModel final : public Model {
   std::shared_ptr<torch::nn::Module> root_;
   NativeForwardFn forward_;
   internal::TapList taps_;
+  // Forwards run (whole or truncated), for CheckTapsFired.
+  int64_t forwards_ = 0;
 };
 
 }  // namespace

@@ -11,17 +11,31 @@ offline_stand_in = repository_rule(
 )
 
 def _system_library_impl(ctx):
-    # Link the parts of /usr the BUILD file refers to; the compiler finds /usr/include itself.
+    # Link the parts of /usr the BUILD files refer to; the compiler finds /usr/include itself.
     for sub in ["include", "lib", "bin"]:
         ctx.symlink(ctx.path("/usr/" + sub), sub)
-    ctx.file("WORKSPACE", "")
-    ctx.file("BUILD.bazel", ctx.attr.build_file_content)
+    ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
+    ctx.symlink(ctx.path(ctx.attr.build_file), "BUILD.bazel")
+    for label, path in ctx.attr.build_files.items():
+        ctx.symlink(ctx.path(label), path)
 
 system_library = repository_rule(
     implementation = _system_library_impl,
-    attrs = {"build_file_content": attr.string(mandatory = True)},
+    attrs = {
+        "build_file": attr.label(
+            mandatory = True,
+            allow_single_file = True,
+            doc = "The repository's top-level BUILD file.",
+        ),
+        "build_files": attr.label_keyed_string_dict(
+            allow_files = True,
+            doc = "More BUILD files: file -> its path in the repository (\"absl/status/BUILD.bazel\").",
+        ),
+    },
     local = True,
-    doc = "A library installed under /usr by a Debian -dev package.",
+    doc = """A library installed under /usr by a Debian -dev package, described by BUILD files
+given by label (Label("//third_party/<name>:system.BUILD.bazel") in a .bzl of libkd, so that they
+resolve to libkd's files from any workspace).""",
 )
 
 # Folders of the wheel's include/ that must not reach the include path: the wheel's protobuf
@@ -72,6 +86,21 @@ def _torch_version(ctx, torch_dir):
         return ctx.read(build_version).strip()
     return "unknown"
 
+def _cuda_backend(ctx, lib):
+    """Whether binaries can link libtorch_cuda: it exists and every library it needs resolves
+    (a lean install, `pip install --no-deps torch nvidia-cuda-runtime nvidia-cuda-cupti`, has
+    libtorch_cuda.so but not cuBLAS, cuDNN, cuFile...). Returns (bool, reason)."""
+    cuda = lib.get_child("libtorch_cuda.so")
+    if not cuda.exists:
+        return False, "this libtorch has no libtorch_cuda.so (a CPU build)"
+    result = ctx.execute(["ldd", str(cuda.realpath)])
+    if result.return_code != 0:
+        return False, "ldd failed on libtorch_cuda.so: " + result.stderr.strip()
+    missing = [line.strip().split(" ")[0] for line in result.stdout.splitlines() if "not found" in line]
+    if missing:
+        return False, "libtorch_cuda.so needs libraries that are not installed: " + ", ".join(missing)
+    return True, "libtorch_cuda.so and every library it needs are installed"
+
 def _libtorch_impl(ctx):
     torch_dir, python, found_by = _find_torch(ctx)
     include = torch_dir.get_child("include")
@@ -90,7 +119,7 @@ def _libtorch_impl(ctx):
     # never to a symlink of it.
     lib_dir = str(lib.realpath)
     ctx.symlink(lib, "lib")
-    has_cuda = lib.get_child("libtorch_cuda.so").exists
+    has_cuda, cuda_note = _cuda_backend(ctx, lib)
 
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
     ctx.template("BUILD.bazel", ctx.attr.build_file_template, {
@@ -100,6 +129,8 @@ def _libtorch_impl(ctx):
         ),
         "%{VERSION}": _torch_version(ctx, torch_dir),
         "%{FOUND_BY}": found_by,
+        "%{CUDA_NOTE}": cuda_note,
+        "%{CUDA_DEFINES}": '"LIBKD_CUDA_BACKEND=1"' if has_cuda else "",
     })
     ctx.file("version.bzl", "\n".join([
         "\"\"\"The libtorch this workspace builds against.\"\"\"",

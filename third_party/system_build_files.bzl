@@ -1,79 +1,43 @@
-"""BUILD files of the system-library repositories and the offline stand-ins."""
+"""The system-library repositories (BUILD files by label) and the offline stand-ins."""
 
-_ABSL_LIBS = [
-    "flags_parse", "flags_usage", "flags_usage_internal", "flags_internal", "flags_marshalling",
-    "flags_reflection", "flags_config", "flags_program_name", "flags_private_handle_accessor",
-    "flags_commandlineflag", "flags_commandlineflag_internal", "statusor", "status", "cord",
-    "cord_internal", "cordz_info", "cordz_handle", "cordz_functions", "cordz_sample_token",
-    "str_format_internal", "strings", "strings_internal", "synchronization", "time",
-    "time_zone", "civil_time", "raw_hash_set", "hash", "city", "low_level_hash",
-    "hashtablez_sampler", "exponential_biased", "stacktrace", "symbolize", "debugging_internal",
-    "demangle_internal", "malloc_internal", "graphcycles_internal", "int128", "throw_delegate",
-    "raw_logging_internal", "log_severity", "spinlock_wait", "base", "bad_optional_access",
-    "bad_variant_access", "strerror",
-]
+def _absl_build_files(packages):
+    return {
+        Label("//third_party/com_google_absl:absl/%s.BUILD.bazel" % package): "absl/%s/BUILD.bazel" % package
+        for package in packages
+    }
 
-_ABSL = """
-package(default_visibility = ["//visibility:public"])
-
-# libabsl-dev 20220623: one target for the libraries libkd uses (status, strings, str_format,
-# containers, synchronization, flags).
-cc_library(
-    name = "absl",
-    linkopts = [%s],
-)
-""" % ", ".join(['"-labsl_%s"' % lib for lib in _ABSL_LIBS])
-
-_PROTOBUF = """
-package(default_visibility = ["//visibility:public"])
-
-# protobuf 3.21 (libprotobuf-dev, protobuf-compiler) for native proto_library/cc_proto_library;
-# .bazelrc points --proto_compiler and --proto_toolchain_for_cc here.
-sh_binary(
-    name = "protoc",
-    srcs = ["bin/protoc"],
-)
-
-cc_library(
-    name = "protobuf",
-    linkopts = ["-lprotobuf", "-lpthread"],
-)
-
-proto_lang_toolchain(
-    name = "cc_toolchain",
-    command_line = "--cpp_out=$(OUT)",
-    runtime = ":protobuf",
-)
-
-# Well-known types (struct.proto, ...) live under /usr/include.
-proto_library(
-    name = "struct_proto",
-    srcs = ["include/google/protobuf/struct.proto"],
-    strip_import_prefix = "include",
-)
-"""
-
-_GOOGLETEST = """
-package(default_visibility = ["//visibility:public"])
-
-cc_library(name = "gtest", linkopts = ["-lgmock", "-lgtest", "-lpthread"])
-
-cc_library(name = "gtest_main", linkopts = ["-lgmock", "-lgtest_main", "-lgtest", "-lpthread"])
-"""
-
-_BENCHMARK = """
-package(default_visibility = ["//visibility:public"])
-
-cc_library(name = "benchmark", linkopts = ["-lbenchmark", "-lpthread"])
-
-cc_library(name = "benchmark_main", linkopts = ["-lbenchmark_main", "-lbenchmark", "-lpthread"])
-"""
-
-SYSTEM_BUILD_FILES = {
-    "com_google_absl": _ABSL,
-    "com_google_protobuf": _PROTOBUF,
-    "com_google_googletest": _GOOGLETEST,
-    "com_github_google_benchmark": _BENCHMARK,
+# Repository name -> attributes of its system_library (third_party/repositories.bzl). The BUILD
+# files are files of libkd, third_party/<name>/system.BUILD.bazel (TensorStore's pattern), given
+# by Label() so that they resolve to libkd's from any workspace.
+SYSTEM_LIBRARIES = {
+    # libabsl-dev 20220623, as targets with upstream abseil's names
+    # (@com_google_absl//absl/status:statusor, ...): one BUILD file per package.
+    "com_google_absl": {
+        "build_file": Label("//third_party/com_google_absl:system.BUILD.bazel"),
+        "build_files": _absl_build_files([
+            "base",
+            "container",
+            "debugging",
+            "flags",
+            "hash",
+            "numeric",
+            "profiling",
+            "status",
+            "strings",
+            "synchronization",
+            "time",
+            "types",
+        ]),
+    },
+    "com_google_protobuf": {
+        "build_file": Label("//third_party/com_google_protobuf:system.BUILD.bazel"),
+    },
+    "com_google_googletest": {
+        "build_file": Label("//third_party/com_google_googletest:system.BUILD.bazel"),
+    },
+    "com_github_google_benchmark": {
+        "build_file": Label("//third_party/com_github_google_benchmark:system.BUILD.bazel"),
+    },
 }
 
 _RULES_CC_DEFS = """

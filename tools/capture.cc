@@ -1,8 +1,8 @@
 // capture: runs a TorchScript model on inputs saved by Python and records the inputs/outputs
 // of chosen modules with a ForwardHookManager.
 //
-//   bazel run //tools:capture -- --model=m.pt --input=in.pt --paths=layer1,layer2.0 \
-//       [--inputs] [--truncate] [--out=io.pt]
+//   bazel run //tools:capture -- --model=m.pt --input=in.pt --paths=layer1,layer2.0
+//       [--inputs] [--truncate] [--out=io.pt]       (one command line)
 //
 // Exit codes: 0 OK, 2 bad input (files, unknown module paths, a failing forward).
 #include <algorithm>

@@ -21,6 +21,9 @@ class TapList {
     bool fired = false;
     // The id of the hook-point entry that feeds this tap (native models), or -1.
     int64_t native_hook = -1;
+    // How many forwards the model had run when the tap was added (native models): a tap that
+    // has not fired only counts as bypassed once the model has run a forward since.
+    int64_t forwards_at_add = 0;
   };
   using OnRemove = std::function<void(const Tap& removed)>;
 
