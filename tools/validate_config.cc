@@ -1,4 +1,4 @@
-// validate_config: checks a distillation config (distill/distill_config.proto) without running
+// validate_config: checks a distillation config (distill/config/distill_config.proto) without running
 // it. Prints "OK" and a paragraph describing the run, or every problem, one per line as
 // file:line:column: message.
 //
@@ -15,13 +15,13 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
-#include "distill/config_loader.h"
-#include "distill/config_validator.h"
+#include "distill/config/config_loader.h"
+#include "distill/config/config_validator.h"
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, config, "",
           "Path of the config to check: a kd.DistillConfig in protobuf text format (see "
-          "distill/distill_config.proto and tools/configs/). Relative paths are taken from the "
+          "distill/config/distill_config.proto and tools/configs/). Relative paths are taken from the "
           "folder `bazel run` was called in. Required.");
 ABSL_FLAG(bool, check_files, false,
           "Also check that the files the config reads exist: TorchScript models, checkpoints to "

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "base/status_matchers.h"
-#include "distill/config_loader.h"
-#include "distill/config_validator.h"
+#include "distill/config/config_loader.h"
+#include "distill/config/config_validator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

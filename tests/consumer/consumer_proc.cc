@@ -1,5 +1,5 @@
 // A pre-forward process function registered from another repository, by key.
-#include "distill/proc_func.h"
+#include "distill/procs/proc_func.h"
 
 namespace consumer {
 

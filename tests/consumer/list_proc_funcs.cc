@@ -1,8 +1,8 @@
-// Builds this repository's own process function by key through @libkd//distill:proc_func,
+// Builds this repository's own process function by key through @libkd//distill/procs:proc_func,
 // and lists the pre-forward process keys libkd's registry knows.
 #include <iostream>
 
-#include "distill/proc_func.h"
+#include "distill/procs/proc_func.h"
 
 int main() {
   auto proc = kd::BuildProcFunc<kd::PreForwardProc>("consumer_halve_samples");

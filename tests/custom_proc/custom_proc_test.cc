@@ -5,10 +5,10 @@
 #include <ATen/ATen.h>
 
 #include "base/status_matchers.h"
-#include "distill/config_loader.h"
-#include "distill/config_validator.h"
-#include "distill/proc_func.h"
-#include "distill/testing/fake_training_context.h"
+#include "distill/config/config_loader.h"
+#include "distill/config/config_validator.h"
+#include "distill/procs/proc_func.h"
+#include "distill/procs/testing/fake_training_context.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

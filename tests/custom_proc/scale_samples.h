@@ -8,7 +8,7 @@
 #define LIBKD_TESTS_CUSTOM_PROC_SCALE_SAMPLES_H_
 
 #include "absl/status/status.h"
-#include "distill/proc_func.h"
+#include "distill/procs/proc_func.h"
 
 namespace kd {
 namespace testing {

@@ -1,0 +1,620 @@
+#include "distill/config/config_validator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/file_util.h"
+#include "base/nearest.h"
+#include "base/registry.h"
+#include "distill/config/internal/suggest.h"
+#include "distill/config/kwargs.h"
+#include "distill/config/plugin_kinds.h"
+#include "distill/procs/proc_func.h"
+
+namespace kd {
+namespace {
+
+std::string At(TextPosition p) { return absl::StrCat(p.line, ":", p.column); }
+
+bool IsDevice(absl::string_view device) {
+  if (device == "cpu" || device == "cuda") return true;
+  int index = 0;
+  return absl::ConsumePrefix(&device, "cuda:") && !device.empty() &&
+         absl::SimpleAtoi(device, &index) && index >= 0 &&
+         std::all_of(device.begin(), device.end(), absl::ascii_isdigit);
+}
+
+const char* RoleName(IoRef::Source source) {
+  return source == IoRef::TEACHER ? "teacher" : "student";
+}
+
+// What the forward hooks and auxiliary modules of one model record in one stage:
+// path -> (input?, output?). The model's own output is always recorded.
+class RecordedIo {
+ public:
+  explicit RecordedIo(const StageModelConfig& model) {
+    output_.insert("");
+    for (const ForwardHookConfig& hook : model.forward_hooks()) {
+      if (hook.requires_input()) input_.insert(hook.module_path());
+      if (hook.requires_output()) output_.insert(hook.module_path());
+    }
+    for (const AuxiliaryModuleConfig& aux : model.auxiliary_modules()) {
+      if (!aux.name().empty()) output_.insert(aux.name());
+    }
+  }
+
+  bool Has(const std::string& path, IoRef::Io io) const {
+    return (io == IoRef::INPUT ? input_ : output_).count(path) > 0;
+  }
+  std::vector<std::string> Paths(IoRef::Io io) const {
+    const std::set<std::string>& paths = io == IoRef::INPUT ? input_ : output_;
+    return std::vector<std::string>(paths.begin(), paths.end());
+  }
+
+ private:
+  std::set<std::string> input_;
+  std::set<std::string> output_;
+};
+
+// What a stage's inputs are checked against.
+struct StageContext {
+  bool has_teacher = false;
+  const RecordedIo* teacher = nullptr;  // null without a teacher
+  const RecordedIo* student = nullptr;
+};
+
+class Validator {
+ public:
+  Validator(const LoadedConfig& loaded, const ValidateOptions& options)
+      : loaded_(loaded), options_(options), problems_(loaded.parse_problems) {}
+
+  std::vector<ConfigProblem> Run() {
+    const DistillConfig& config = loaded_.config;
+    const ConfigLocator root = loaded_.Root();
+    if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
+    CheckDatasets(config, root);
+    if (config.has_student()) {
+      CheckModel(config.student(), root.Nested("student"));
+    } else {
+      Missing(root, "student");
+    }
+    if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"));
+    CheckStages(config, root);
+    if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
+    if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
+    std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) {
+      return std::make_pair(a.at.line, a.at.column) < std::make_pair(b.at.line, b.at.column);
+    });
+    return std::move(problems_);
+  }
+
+ private:
+  void Add(TextPosition at, std::string message) {
+    problems_.push_back({loaded_.file, at, std::move(message)});
+  }
+
+  void Warn(TextPosition at, std::string message) {
+    problems_.push_back({loaded_.file, at, std::move(message), ConfigProblem::Severity::kWarning});
+  }
+
+  void Missing(const ConfigLocator& loc, absl::string_view field, absl::string_view hint = "") {
+    Add(loc.self(),
+        absl::StrCat("missing required field \"", field, "\" in ", loc.type_name(), hint));
+  }
+
+  // `field` (an integer or number the user wrote) must be >= `min`.
+  template <typename T>
+  void AtLeast(const ConfigLocator& loc, absl::string_view field, T value, T min) {
+    if (value < min) {
+      Add(loc.Of(field), absl::StrCat(field, " must be >= ", min, ", got ", value));
+    }
+  }
+
+  // A required integer field that must be >= 1.
+  void RequiredPositive(const ConfigLocator& loc, absl::string_view field, int64_t value) {
+    if (!loc.Written(field)) {
+      Missing(loc, field);
+    } else {
+      AtLeast<int64_t>(loc, field, value, 1);
+    }
+  }
+
+  // The key and kwargs of a plugin of `kind` in the message at `loc` (fields "key", "kwargs").
+  void CheckPlugin(absl::string_view kind, const std::string& key, const KwargList& kwargs,
+                   const ConfigLocator& loc) {
+    if (key.empty()) {
+      Missing(loc, "key");
+      CheckKwargList(kwargs, std::nullopt, absl::StrCat(kind, " (no key)"), loc, "kwargs");
+      return;
+    }
+    const RegistryBase* registry = FindRegistry(kind);
+    std::optional<std::vector<KwargSpec>> specs;
+    if (registry != nullptr) {
+      if (absl::Status known = registry->CheckKey(key); !known.ok()) {
+        Add(loc.Of("key"), std::string(known.message()));
+      } else {
+        specs = registry->KwargSpecs(key);
+      }
+    }
+    CheckKwargList(kwargs, specs, absl::StrCat(kind, " \"", key, "\""), loc, "kwargs");
+  }
+
+  void CheckKwargList(const KwargList& kwargs, const std::optional<std::vector<KwargSpec>>& specs,
+                      absl::string_view owner, const ConfigLocator& loc, absl::string_view field) {
+    for (const KwargProblem& problem : CheckKwargs(kwargs, specs, owner)) {
+      const ConfigLocator kwarg = loc.Nested(field, problem.index);
+      Add(kwarg.Written("name") ? kwarg.Of("name") : kwarg.self(), problem.message);
+    }
+  }
+
+  void CheckFile(const std::string& path, const ConfigLocator& loc, absl::string_view field) {
+    if (!options_.check_files || path.empty()) return;
+    const std::string resolved = ResolveUserPath(path);
+    if (::access(resolved.c_str(), R_OK) != 0) {
+      Add(loc.Of(field), absl::StrCat("cannot read ", field, " \"", path, "\"",
+                                      resolved == path ? "" : absl::StrCat(" (", resolved, ")")));
+    }
+  }
+
+  void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
+    if (!run.device().empty() && !IsDevice(run.device())) {
+      Add(loc.Of("device"), absl::StrCat("unknown device \"", run.device(),
+                                         "\"; use \"cpu\", \"cuda\" or \"cuda:<index>\""));
+    }
+    AtLeast(loc, "log_every_n_steps", run.log_every_n_steps(), 0);
+  }
+
+  void CheckDatasets(const DistillConfig& config, const ConfigLocator& root) {
+    if (config.datasets().empty()) Missing(root, "datasets", " (at least one dataset)");
+    for (int i = 0; i < config.datasets_size(); ++i) {
+      const DatasetConfig& dataset = config.datasets(i);
+      const ConfigLocator loc = root.Nested("datasets", i);
+      if (dataset.id().empty()) {
+        Missing(loc, "id");
+      } else if (auto [it, inserted] = dataset_ids_.try_emplace(dataset.id(), loc.Of("id"));
+                 !inserted) {
+        Add(loc.Of("id"), absl::StrCat("duplicate dataset id \"", dataset.id(), "\" (first at ",
+                                       At(it->second), ")"));
+      }
+      CheckPlugin(kDatasetKind, dataset.key(), dataset.kwargs(), loc);
+    }
+  }
+
+  void CheckModel(const ModelConfig& model, const ConfigLocator& loc) {
+    switch (model.source_case()) {
+      case ModelConfig::SOURCE_NOT_SET:
+        Add(loc.self(), absl::StrCat("missing required field \"torchscript\" or \"native\" in ",
+                                     loc.type_name()));
+        break;
+      case ModelConfig::kTorchscript:
+        if (model.torchscript().empty()) {
+          Add(loc.Of("torchscript"), "empty torchscript path");
+        }
+        CheckFile(model.torchscript(), loc, "torchscript");
+        break;
+      case ModelConfig::kNative: {
+        const ConfigLocator native = loc.Nested("native");
+        CheckPlugin(kModelKind, model.native().key(), model.native().kwargs(), native);
+        break;
+      }
+    }
+    CheckFile(model.src_ckpt(), loc, "src_ckpt");
+  }
+
+  void CheckStages(const DistillConfig& config, const ConfigLocator& root) {
+    if (config.has_train() && !config.stages().empty()) {
+      Add(root.Of("stages", 0), "give \"train\" or \"stages\", not both");
+    } else if (!config.has_train() && config.stages().empty()) {
+      Add(root.self(), "missing required field \"train\" or \"stages\" in DistillConfig");
+    }
+    if (config.has_train()) {
+      CheckStage(config, config.train(), root.Nested("train"), /*first=*/true);
+    }
+    for (int i = 0; i < config.stages_size(); ++i) {
+      CheckStage(config, config.stages(i), root.Nested("stages", i),
+                 /*first=*/i == 0 && !config.has_train());
+    }
+  }
+
+  void CheckStage(const DistillConfig& config, const StageConfig& stage, const ConfigLocator& loc,
+                  bool first) {
+    RequiredPositive(loc, "num_epochs", stage.num_epochs());
+    if (stage.has_train_data_loader()) {
+      CheckLoader(stage.train_data_loader(), loc.Nested("train_data_loader"));
+    } else if (first) {
+      Missing(loc, "train_data_loader", " (required in the first stage)");
+    }
+    if (stage.has_val_data_loader()) {
+      CheckLoader(stage.val_data_loader(), loc.Nested("val_data_loader"));
+    }
+
+    const RecordedIo teacher_io(stage.teacher());
+    const RecordedIo student_io(stage.student());
+    StageContext context{config.has_teacher(), config.has_teacher() ? &teacher_io : nullptr,
+                         &student_io};
+    if (stage.has_teacher() && !config.has_teacher()) {
+      Add(loc.Of("teacher"),
+          "this stage configures a teacher, but the run has none (DistillConfig.teacher is unset)");
+    }
+    if (stage.has_teacher()) {
+      CheckStageModel(stage.teacher(), loc.Nested("teacher"), IoRef::TEACHER, context);
+    }
+    CheckStageModel(stage.student(), loc.Nested("student"), IoRef::STUDENT, context);
+
+    if (stage.has_optimizer()) {
+      CheckOptimizer(stage.optimizer(), loc.Nested("optimizer"), context);
+    } else if (first) {
+      Missing(loc, "optimizer", " (required in the first stage)");
+    }
+    if (stage.has_scheduler()) {
+      const ConfigLocator scheduler = loc.Nested("scheduler");
+      CheckPlugin(kSchedulerKind, stage.scheduler().key(), stage.scheduler().kwargs(), scheduler);
+      AtLeast(scheduler, "scheduling_step", stage.scheduler().scheduling_step(), 0);
+    }
+    if (stage.has_criterion()) {
+      CheckCriterion(stage.criterion(), loc.Nested("criterion"), context);
+    } else {
+      Missing(loc, "criterion");
+    }
+    CheckStageProcs(stage, loc);
+  }
+
+  void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {
+    const std::pair<absl::string_view, absl::string_view> procs[] = {
+        {PreEpochProc::kKind, PreEpochProc::kDeprecatedKey},
+        {PreForwardProc::kKind, PreForwardProc::kDeprecatedKey},
+        {PostForwardProc::kKind, PostForwardProc::kDeprecatedKey},
+        {PostEpochProc::kKind, PostEpochProc::kDeprecatedKey},
+    };
+    for (const auto& [name, deprecated] : procs) {
+      absl::StatusOr<const PluginConfig*> config = GetProcConfig(stage, name);
+      if (!config.ok()) {
+        Add(loc.Of(deprecated), std::string(config.status().message()));
+        continue;
+      }
+      if (*config == nullptr) continue;
+      const absl::string_view field = loc.Written(name) ? name : deprecated;
+      if (field == deprecated) {
+        Warn(loc.Of(deprecated),
+             absl::StrCat("\"", deprecated, "\" is deprecated; call it \"", name, "\""));
+      }
+      CheckPlugin(name, (*config)->key(), (*config)->kwargs(), loc.Nested(field));
+    }
+  }
+
+  void CheckLoader(const LoaderConfig& loader, const ConfigLocator& loc) {
+    if (loader.dataset_id().empty()) {
+      Missing(loc, "dataset_id");
+    } else if (dataset_ids_.count(loader.dataset_id()) == 0) {
+      std::vector<std::string> ids;
+      for (const auto& [id, at] : dataset_ids_) ids.push_back(id);
+      std::string suggestion = internal::DidYouMean(loader.dataset_id(), ids);
+      if (suggestion.empty()) suggestion = internal::ValidNames("datasets", ids);
+      Add(loc.Of("dataset_id"),
+          absl::StrCat("unknown dataset id \"", loader.dataset_id(), "\"", suggestion));
+    }
+    RequiredPositive(loc, "batch_size", loader.batch_size());
+    AtLeast(loc, "num_workers", loader.num_workers(), 0);
+    if (loader.has_sampler()) {
+      if (loader.shuffle()) Add(loc.Of("shuffle"), "give \"shuffle\" or \"sampler\", not both");
+      CheckPlugin(kSamplerKind, loader.sampler().key(), loader.sampler().kwargs(),
+                  loc.Nested("sampler"));
+    }
+  }
+
+  void CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc, IoRef::Source role,
+                       const StageContext& context) {
+    if (model.has_forward_proc()) {
+      CheckPlugin(ForwardProc::kKind, model.forward_proc().key(), model.forward_proc().kwargs(),
+                  loc.Nested("forward_proc"));
+    }
+    std::map<std::string, TextPosition> hooked;
+    for (int i = 0; i < model.forward_hooks_size(); ++i) {
+      const ForwardHookConfig& hook = model.forward_hooks(i);
+      const ConfigLocator hloc = loc.Nested("forward_hooks", i);
+      const std::string quoted = QuoteName(hook.module_path());
+      if (auto [it, inserted] = hooked.try_emplace(hook.module_path(), hloc.self()); !inserted) {
+        Add(hloc.self(), absl::StrCat("duplicate forward hook on module ", quoted, " (first at ",
+                                      At(it->second), ")"));
+      }
+      if (!hook.requires_input() && !hook.requires_output()) {
+        Add(hloc.self(), absl::StrCat("forward hook on module ", quoted,
+                                      " records nothing: set requires_input or requires_output"));
+      }
+      if (hook.stacks_accumulated() && !hook.accumulates()) {
+        Add(hloc.Of("stacks_accumulated"), "stacks_accumulated needs accumulates");
+      }
+    }
+    std::set<std::string> frozen;
+    for (int i = 0; i < model.frozen_modules_size(); ++i) {
+      if (!frozen.insert(model.frozen_modules(i)).second) {
+        Add(loc.Of("frozen_modules", i),
+            absl::StrCat("duplicate frozen module ", QuoteName(model.frozen_modules(i))));
+      }
+    }
+    if (model.find_unused_parameters() &&
+        model.wrapper() != StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
+      Add(loc.Of("find_unused_parameters"),
+          "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL");
+    }
+    std::set<std::string> aux_names;
+    for (int i = 0; i < model.auxiliary_modules_size(); ++i) {
+      const AuxiliaryModuleConfig& aux = model.auxiliary_modules(i);
+      const ConfigLocator aloc = loc.Nested("auxiliary_modules", i);
+      if (aux.name().empty()) {
+        Missing(aloc, "name");
+      } else if (!aux_names.insert(aux.name()).second) {
+        Add(aloc.Of("name"), absl::StrCat("duplicate auxiliary module \"", aux.name(), "\""));
+      } else if (hooked.count(aux.name()) > 0) {
+        Add(aloc.Of("name"), absl::StrCat("auxiliary module \"", aux.name(),
+                                          "\" has the path of a hooked module; rename it"));
+      }
+      CheckPlugin(kAuxiliaryModuleKind, aux.key(), aux.kwargs(), aloc);
+      if (!aux.has_input()) {
+        Missing(aloc, "input");
+        continue;
+      }
+      const ConfigLocator input = aloc.Nested("input");
+      if (aux.input().source() != IoRef::SOURCE_UNSPECIFIED && aux.input().source() != role) {
+        Add(input.Of("source"),
+            absl::StrCat("an auxiliary module of the ", RoleName(role), " reads the ",
+                         RoleName(role), "'s values: source ", IoRef::Source_Name(role)));
+        continue;
+      }
+      CheckIoRef(aux.input(), input, context, /*loss_input=*/false);
+    }
+  }
+
+  // A value read by a loss term (`loss_input`) or an auxiliary module.
+  void CheckIoRef(const IoRef& ref, const ConfigLocator& loc, const StageContext& context,
+                  bool loss_input) {
+    if (ref.source() == IoRef::SOURCE_UNSPECIFIED) {
+      Missing(loc, "source");
+      return;
+    }
+    if (ref.source() == IoRef::TARGETS) {
+      if (!loss_input) {
+        Add(loc.Of("source"), "an auxiliary module reads a model's values, not the targets");
+      } else if (!ref.path().empty() || ref.io() == IoRef::INPUT) {
+        Add(loc.Of(ref.path().empty() ? "io" : "path"), "a TARGETS input has no path or io");
+      }
+      return;
+    }
+    const RecordedIo* recorded = ref.source() == IoRef::TEACHER ? context.teacher : context.student;
+    if (recorded == nullptr) {
+      Add(loc.Of("source"),
+          "reads the teacher, but the run has none (DistillConfig.teacher is unset)");
+      return;
+    }
+    if (recorded->Has(ref.path(), ref.io())) return;
+    const char* io = ref.io() == IoRef::INPUT ? "input" : "output";
+    std::string message =
+        absl::StrCat("the ", RoleName(ref.source()), "'s io[", QuoteName(ref.path()), "][\"", io,
+                     "\"] is not recorded in this stage");
+    const std::string suggestion = internal::DidYouMean(ref.path(), recorded->Paths(ref.io()));
+    if (!suggestion.empty() && !ref.path().empty()) {
+      absl::StrAppend(&message, suggestion);
+    } else {
+      absl::StrAppend(&message, ": add forward_hooks { module_path: \"", ref.path(), "\" requires_",
+                      io, ": true } to the stage's ", RoleName(ref.source()));
+    }
+    Add(loc.Written("path") ? loc.Of("path") : loc.self(), message);
+  }
+
+  void CheckCriterion(const CriterionConfig& criterion, const ConfigLocator& loc,
+                      const StageContext& context) {
+    if (criterion.terms().empty()) Missing(loc, "terms", " (at least one term)");
+    std::map<std::string, TextPosition> names;
+    for (int i = 0; i < criterion.terms_size(); ++i) {
+      const LossTermConfig& term = criterion.terms(i);
+      const ConfigLocator tloc = loc.Nested("terms", i);
+      CheckPlugin(kLossKind, term.key(), term.kwargs(), tloc);
+      const std::string name = term.name().empty() ? term.key() : term.name();
+      const TextPosition name_at = tloc.Of(term.name().empty() ? "key" : "name");
+      if (auto [it, inserted] = names.try_emplace(name, name_at); !inserted && !name.empty()) {
+        Add(name_at, absl::StrCat("duplicate term name \"", name, "\" (first at ", At(it->second),
+                                  "); give the terms distinct names"));
+      }
+      if (term.has_weight() && !std::isfinite(term.weight())) {
+        Add(tloc.Of("weight"), absl::StrCat("weight must be finite, got ", term.weight()));
+      }
+      if (term.inputs().empty()) Missing(tloc, "inputs", " (at least one)");
+      std::set<std::string> args;
+      for (int j = 0; j < term.inputs_size(); ++j) {
+        const IoRef& input = term.inputs(j);
+        const ConfigLocator iloc = tloc.Nested("inputs", j);
+        if (input.arg().empty()) {
+          Missing(iloc, "arg");
+        } else if (!args.insert(input.arg()).second) {
+          Add(iloc.Of("arg"),
+              absl::StrCat("duplicate input arg \"", input.arg(), "\" in term \"", name, "\""));
+        }
+        CheckIoRef(input, iloc, context, /*loss_input=*/true);
+      }
+    }
+  }
+
+  void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
+                      const StageContext& context) {
+    CheckPlugin(kOptimizerKind, optimizer.key(), optimizer.kwargs(), loc);
+    const RegistryBase* registry = FindRegistry(kOptimizerKind);
+    const std::optional<std::vector<KwargSpec>> specs =
+        registry != nullptr ? registry->KwargSpecs(optimizer.key()) : std::nullopt;
+    for (int i = 0; i < optimizer.param_groups_size(); ++i) {
+      const ParamGroupConfig& group = optimizer.param_groups(i);
+      const ConfigLocator gloc = loc.Nested("param_groups", i);
+      if (group.model() == ParamGroupConfig::TEACHER && !context.has_teacher) {
+        Add(gloc.Of("model"), "a parameter group of the teacher, but the run has none");
+      }
+      CheckKwargList(group.kwargs(), specs,
+                     absl::StrCat(kOptimizerKind, " \"", optimizer.key(), "\""), gloc, "kwargs");
+    }
+    if (optimizer.has_max_grad_norm() &&
+        !(optimizer.max_grad_norm() > 0 && std::isfinite(optimizer.max_grad_norm()))) {
+      Add(loc.Of("max_grad_norm"),
+          absl::StrCat("max_grad_norm must be > 0, got ", optimizer.max_grad_norm()));
+    }
+    AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
+  }
+
+  void CheckEvaluation(const DistillConfig& config, const ConfigLocator& loc) {
+    const EvaluationConfig& evaluation = config.evaluation();
+    if (evaluation.metrics().empty()) Missing(loc, "metrics", " (at least one metric)");
+    std::vector<std::string> names;
+    for (int i = 0; i < evaluation.metrics_size(); ++i) {
+      const MetricConfig& metric = evaluation.metrics(i);
+      const ConfigLocator mloc = loc.Nested("metrics", i);
+      CheckPlugin(kMetricKind, metric.key(), metric.kwargs(), mloc);
+      const std::string name = metric.name().empty() ? metric.key() : metric.name();
+      if (std::find(names.begin(), names.end(), name) != names.end()) {
+        Add(mloc.Of(metric.name().empty() ? "key" : "name"),
+            absl::StrCat("duplicate metric name \"", name, "\"; give the metrics distinct names"));
+      }
+      names.push_back(name);
+    }
+    if (!evaluation.primary_metric().empty() &&
+        std::find(names.begin(), names.end(), evaluation.primary_metric()) == names.end()) {
+      std::string suggestion = internal::DidYouMean(evaluation.primary_metric(), names);
+      if (suggestion.empty()) suggestion = internal::ValidNames("metrics", names);
+      Add(loc.Of("primary_metric"), absl::StrCat("unknown metric \"", evaluation.primary_metric(),
+                                                 "\" in primary_metric", suggestion));
+    }
+    AtLeast(loc, "every_n_epochs", evaluation.every_n_epochs(), 0);
+    bool any_val_loader = config.train().has_val_data_loader();
+    for (const StageConfig& stage : config.stages()) {
+      any_val_loader = any_val_loader || stage.has_val_data_loader();
+    }
+    if (!any_val_loader)
+      Add(loc.self(), "evaluation needs a val_data_loader, and no stage has one");
+  }
+
+  void CheckCheckpoint(const DistillConfig& config, const ConfigLocator& loc) {
+    const CheckpointConfig& checkpoint = config.checkpoint();
+    AtLeast(loc, "every_n_epochs", checkpoint.every_n_epochs(), 0);
+    if (checkpoint.has_save_best() && checkpoint.save_best() && !config.has_evaluation()) {
+      Add(loc.Of("save_best"), "save_best needs evaluation (DistillConfig.evaluation is unset)");
+    }
+    CheckFile(checkpoint.resume_from(), loc, "resume_from");
+  }
+
+  const LoadedConfig& loaded_;
+  const ValidateOptions& options_;
+  std::vector<ConfigProblem> problems_;
+  std::map<std::string, TextPosition> dataset_ids_;
+};
+
+// "x.pt (TorchScript)", "native model \"fashion_cnn\"".
+std::string DescribeModel(const ModelConfig& model) {
+  if (model.has_native()) return absl::StrCat("native model \"", model.native().key(), "\"");
+  return absl::StrCat("TorchScript ", model.torchscript());
+}
+
+std::string DescribeLoader(const LoaderConfig& loader, const DistillConfig& config) {
+  std::string key;
+  for (const DatasetConfig& dataset : config.datasets()) {
+    if (dataset.id() == loader.dataset_id()) key = dataset.key();
+  }
+  return absl::StrCat("\"", loader.dataset_id(), "\" (", key, ", batch ", loader.batch_size(),
+                      loader.shuffle() ? ", shuffled" : "", ")");
+}
+
+std::string DescribeCriterion(const CriterionConfig& criterion) {
+  std::vector<std::string> terms;
+  for (const LossTermConfig& term : criterion.terms()) {
+    const std::string name = term.name().empty() ? term.key() : term.name();
+    terms.push_back(absl::StrCat(term.has_weight() ? term.weight() : 1.0, " * ", name,
+                                 name == term.key() ? "" : absl::StrCat(" (", term.key(), ")")));
+  }
+  return absl::StrJoin(terms, " + ");
+}
+
+std::string DescribeStage(const StageConfig& stage, int index, const DistillConfig& config) {
+  std::string out = absl::StrCat(
+      "Stage \"", stage.name().empty() ? absl::StrCat("stage", index) : stage.name(),
+      "\": ", stage.num_epochs(), stage.num_epochs() == 1 ? " epoch" : " epochs", " on ",
+      stage.has_train_data_loader() ? DescribeLoader(stage.train_data_loader(), config)
+                                    : std::string("the previous stage's data"),
+      ", loss ", DescribeCriterion(stage.criterion()));
+  if (stage.has_optimizer()) {
+    absl::StrAppend(&out, ", optimizer ", stage.optimizer().key());
+    if (stage.optimizer().grad_accum_step() > 1) {
+      absl::StrAppend(&out, " every ", stage.optimizer().grad_accum_step(), " batches");
+    }
+  }
+  if (stage.has_scheduler()) {
+    const int step = stage.scheduler().scheduling_step();
+    absl::StrAppend(&out, ", scheduler ", stage.scheduler().key(),
+                    step <= 0   ? " per epoch"
+                    : step == 1 ? " per batch"
+                                : absl::StrCat(" every ", step, " batches"));
+  }
+  return absl::StrCat(out, ".");
+}
+
+}  // namespace
+
+std::vector<ConfigProblem> ValidateConfig(const LoadedConfig& loaded,
+                                          const ValidateOptions& options) {
+  return Validator(loaded, options).Run();
+}
+
+bool HasErrors(const std::vector<ConfigProblem>& problems) {
+  return std::any_of(problems.begin(), problems.end(),
+                     [](const ConfigProblem& p) { return p.is_error(); });
+}
+
+std::vector<std::string> UncheckedPluginKinds() {
+  std::vector<std::string> kinds;
+  for (absl::string_view kind : kConfigPluginKinds) {
+    if (FindRegistry(kind) == nullptr) kinds.emplace_back(kind);
+  }
+  return kinds;
+}
+
+std::string SummarizeConfig(const DistillConfig& config) {
+  std::vector<const StageConfig*> stages;
+  if (config.has_train()) stages.push_back(&config.train());
+  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
+  int epochs = 0;
+  for (const StageConfig* stage : stages) epochs += stage->num_epochs();
+
+  std::string out = config.has_teacher()
+                        ? absl::StrCat("Distills the teacher (", DescribeModel(config.teacher()),
+                                       ") into the student (", DescribeModel(config.student()), ")")
+                        : absl::StrCat("Trains the student (", DescribeModel(config.student()),
+                                       ") without a teacher");
+  absl::StrAppend(&out, " in ", stages.size(), stages.size() == 1 ? " stage" : " stages", " of ",
+                  epochs, epochs == 1 ? " epoch" : " epochs", " in all.");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    absl::StrAppend(&out, " ", DescribeStage(*stages[i], static_cast<int>(i), config));
+  }
+  if (config.has_evaluation()) {
+    std::vector<std::string> metrics;
+    for (const MetricConfig& metric : config.evaluation().metrics()) {
+      metrics.push_back(metric.name().empty() ? metric.key() : metric.name());
+    }
+    absl::StrAppend(&out, " Evaluates ", absl::StrJoin(metrics, ", "), " on the validation data");
+    const int every = std::max(1, config.evaluation().every_n_epochs());
+    absl::StrAppend(
+        &out, every == 1 ? " after every epoch." : absl::StrCat(" every ", every, " epochs."));
+  }
+  const RunConfig& run = config.run();
+  const std::string name = run.name().empty() ? "run" : run.name();
+  absl::StrAppend(&out, " Run \"", name, "\" writes to ",
+                  run.run_dir().empty() ? absl::StrCat("runs/", name) : run.run_dir(), " on ",
+                  run.device().empty() ? "cpu" : run.device(), ", seed ", run.seed(), ".");
+  return out;
+}
+
+}  // namespace kd

@@ -1,0 +1,433 @@
+#include "distill/config/config_validator.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/registry.h"
+#include "base/status_matchers.h"
+#include "distill/config/config_loader.h"
+#include "distill/config/plugin_kinds.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// Stand-ins for the registries of later parts of libkd (losses, datasets, ...), of the kinds
+// configs use, with a few keys and the kwargs they declare.
+Registry<int>& Kind(absl::string_view kind);
+
+#define KD_TEST_PLUGIN(kind, ...) KD_REGISTER(Kind(kind), __VA_ARGS__)
+
+Registry<int>& Kind(absl::string_view kind) {
+  static auto* const registries = new std::map<std::string, Registry<int>*, std::less<>>;
+  auto it = registries->find(kind);
+  if (it == registries->end()) {
+    it = registries->emplace(kind, NewGlobalRegistry<int>(std::string(kind))).first;
+  }
+  return *it->second;
+}
+
+KD_TEST_PLUGIN(kLossKind, "KDLoss", 0,
+               {{"temperature", KwargType::kNumber, ""}, {"alpha", KwargType::kNumber, ""}});
+KD_TEST_PLUGIN(kLossKind, "CrossEntropyLoss", 0, {{"reduction", KwargType::kString, ""}});
+KD_TEST_PLUGIN(kLossKind, "MSELoss", 0);
+KD_TEST_PLUGIN(kDatasetKind, "fashion_mnist", 0,
+               {{"root", KwargType::kString, ""}, {"split", KwargType::kString, ""}});
+KD_TEST_PLUGIN(kModelKind, "fashion_cnn", 0, {{"width", KwargType::kInteger, ""}});
+KD_TEST_PLUGIN(kOptimizerKind, "SGD", 0,
+               {{"lr", KwargType::kNumber, ""}, {"momentum", KwargType::kNumber, ""}});
+KD_TEST_PLUGIN(kSchedulerKind, "MultiStepLR", 0,
+               {{"milestones", KwargType::kIntegerList, ""}, {"gamma", KwargType::kNumber, ""}});
+KD_TEST_PLUGIN(kMetricKind, "accuracy", 0, {{"top_k", KwargType::kInteger, ""}});
+KD_TEST_PLUGIN(kSamplerKind, "weighted", 0);
+KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0);
+
+using Lines = std::vector<std::string>;
+
+// A valid config; the cases below break one thing in it. Line N is kBase[N - 1].
+const Lines kBase = {
+    R"(run { name: "t" device: "cpu" })",  // 1
+    R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: "train" } })",
+    R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })",
+    R"(teacher { torchscript: "teacher.pt" })",  // 4
+    R"(student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } })",
+    R"(train {)",                                                                   // 6
+    R"(  num_epochs: 2)",                                                           // 7
+    R"(  train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true })",  // 8
+    R"(  val_data_loader { dataset_id: "val" batch_size: 64 })",                    // 9
+    R"(  teacher { forward_hooks { module_path: "layer2" requires_output: true } })",
+    R"(  student { forward_hooks { module_path: "layer2" requires_output: true } })",
+    R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } })",  // 12
+    R"(  scheduler { key: "MultiStepLR" kwargs { name: "milestones" integers { values: [1] } } })",
+    R"(  criterion {)",                                                   // 14
+    R"(    terms {)",                                                     // 15
+    R"(      name: "kd")",                                                // 16
+    R"(      key: "KDLoss")",                                             // 17
+    R"(      kwargs { name: "temperature" number: 4 })",                  // 18
+    R"(      inputs { arg: "student" source: STUDENT })",                 // 19
+    R"(      inputs { arg: "teacher" source: TEACHER })",                 // 20
+    R"(      inputs { arg: "targets" source: TARGETS })",                 // 21
+    R"(    })",                                                           // 22
+    R"(    terms {)",                                                     // 23
+    R"(      name: "hint" key: "MSELoss")",                               // 24
+    R"(      inputs { arg: "student" source: STUDENT path: "layer2" })",  // 25
+    R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" })",  // 26
+    R"(    })",                                                           // 27
+    R"(  })",                                                             // 28
+    R"(})",                                                               // 29
+    R"(evaluation { metrics { key: "accuracy" } })",                      // 30
+};
+
+// `lines` with line `n` (1-based) replaced by `with` (several lines, or none).
+Lines Replace(Lines lines, int n, const Lines& with) {
+  lines.erase(lines.begin() + (n - 1));
+  lines.insert(lines.begin() + (n - 1), with.begin(), with.end());
+  return lines;
+}
+
+// `lines` with `more` inserted before line `n`.
+Lines Insert(Lines lines, int n, const Lines& more) {
+  lines.insert(lines.begin() + (n - 1), more.begin(), more.end());
+  return lines;
+}
+
+// "t.pbtxt:<n>:<column of the `occurrence`-th needle in line n>: ": where the test expects a
+// message, found by searching the test's own text.
+std::string At(const Lines& lines, int n, const std::string& needle, int occurrence = 1) {
+  size_t column = lines[n - 1].find(needle);
+  for (int i = 1; i < occurrence && column != std::string::npos; ++i) {
+    column = lines[n - 1].find(needle, column + 1);
+  }
+  EXPECT_NE(column, std::string::npos) << needle << " not in line " << n;
+  return absl::StrCat("t.pbtxt:", n, ":", column + 1, ": ");
+}
+
+std::vector<std::string> Validate(const Lines& lines, const ValidateOptions& options = {}) {
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(lines, "\n"), "t.pbtxt");
+  EXPECT_THAT(loaded, IsOk());
+  if (!loaded.ok()) return {std::string(loaded.status().message())};
+  std::vector<std::string> out;
+  for (const ConfigProblem& problem : ValidateConfig(*loaded, options)) {
+    out.push_back(problem.ToString());
+  }
+  return out;
+}
+
+TEST(ConfigValidatorTest, TheBaseConfigIsValid) { EXPECT_THAT(Validate(kBase), IsEmpty()); }
+
+TEST(ConfigValidatorTest, MisspelledKwargNamesTheNearest) {
+  const Lines lines = Replace(kBase, 18, {R"(      kwargs { name: "temprature" number: 4 })"});
+  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 18, "name") +
+                                           "unknown kwarg \"temprature\" for loss \"KDLoss\" "
+                                           "(did you mean \"temperature\"?)"));
+}
+
+TEST(ConfigValidatorTest, KwargOfTheWrongType) {
+  const Lines lines = Replace(kBase, 18, {R"(      kwargs { name: "temperature" str: "4" })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 18, "name") +
+                          "kwarg \"temperature\" for loss \"KDLoss\" must be a number, not a "
+                          "string"));
+}
+
+TEST(ConfigValidatorTest, MisspelledFieldIsReportedWithTheRest) {
+  const Lines lines = Replace(kBase, 16, {R"(      name: "kd" wieght: 0.5)"});
+  const Lines both = Replace(lines, 7, {R"(  num_epochs: 0)"});
+  EXPECT_THAT(Validate(both),
+              ElementsAre(At(both, 7, "num_epochs") + "num_epochs must be >= 1, got 0",
+                          At(both, 16, "wieght") +
+                              "unknown field \"wieght\" in LossTermConfig (did you mean "
+                              "\"weight\"?)"));
+}
+
+TEST(ConfigValidatorTest, UnknownRegistryKeysNameTheNearestAndListTheRest) {
+  const Lines lines = Replace(kBase, 17, {R"(      key: "KDLos")"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 17, "key") +
+                          "no loss \"KDLos\" is registered; nearest: KDLoss; registered: "
+                          "CrossEntropyLoss, KDLoss, MSELoss"));
+  const Lines model = Replace(kBase, 5, {R"(student { native { key: "fashion_nn" } })"});
+  EXPECT_THAT(Validate(model),
+              ElementsAre(At(model, 5, "key") +
+                          "no model \"fashion_nn\" is registered; nearest: fashion_cnn; "
+                          "registered: fashion_cnn"));
+}
+
+TEST(ConfigValidatorTest, UnknownDatasetId) {
+  const Lines lines =
+      Replace(kBase, 8, {R"(  train_data_loader { dataset_id: "trian" batch_size: 32 })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 8, "dataset_id") + "unknown dataset id \"trian\" (did you mean "
+                                                       "\"train\"?)"));
+  const Lines far =
+      Replace(kBase, 9, {R"(  val_data_loader { dataset_id: "test" batch_size: 64 })"});
+  EXPECT_THAT(Validate(far), ElementsAre(At(far, 9, "dataset_id") +
+                                         "unknown dataset id \"test\"; datasets: train, val"));
+}
+
+TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
+  const Lines near =
+      Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer3" })"});
+  EXPECT_THAT(Validate(near),
+              ElementsAre(At(near, 25, "path") +
+                          "the student's io[\"layer3\"][\"output\"] is not recorded in this stage "
+                          "(did you mean \"layer2\"?)"));
+  const Lines input = Replace(
+      kBase, 26, {R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" io: INPUT })"});
+  EXPECT_THAT(Validate(input),
+              ElementsAre(At(input, 26, "path") +
+                          "the teacher's io[\"layer2\"][\"input\"] is not recorded in this stage: "
+                          "add forward_hooks { module_path: \"layer2\" requires_input: true } to "
+                          "the stage's teacher"));
+  const Lines root_input =
+      Replace(kBase, 19, {R"(      inputs { arg: "student" source: STUDENT io: INPUT })"});
+  EXPECT_THAT(Validate(root_input),
+              ElementsAre(At(root_input, 19, "inputs") +
+                          "the student's io[\"\" (root)][\"input\"] is not recorded in this stage: "
+                          "add forward_hooks { module_path: \"\" requires_input: true } to the "
+                          "stage's student"));
+}
+
+TEST(ConfigValidatorTest, MissingRequiredFields) {
+  const Lines lines = Replace(kBase, 7, {});  // no num_epochs
+  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 6, "train") +
+                                           "missing required field \"num_epochs\" in StageConfig"));
+  const Lines no_student = Replace(kBase, 5, {});
+  EXPECT_THAT(Validate(no_student),
+              ElementsAre("t.pbtxt:1:1: missing required field \"student\" in DistillConfig"));
+  const Lines no_source = Replace(kBase, 5, {R"(student { src_ckpt: "s.pt" })"});
+  EXPECT_THAT(Validate(no_source),
+              ElementsAre(At(no_source, 5, "student") +
+                          "missing required field \"torchscript\" or \"native\" in ModelConfig"));
+  Lines no_criterion(kBase.begin(), kBase.begin() + 13);  // up to the scheduler
+  no_criterion.push_back("}");
+  no_criterion.push_back(kBase[29]);
+  EXPECT_THAT(Validate(no_criterion),
+              ElementsAre(At(no_criterion, 6, "train") +
+                          "missing required field \"criterion\" in StageConfig"));
+  const Lines no_arg = Replace(kBase, 21, {R"(      inputs { source: TARGETS })"});
+  EXPECT_THAT(Validate(no_arg),
+              ElementsAre(At(no_arg, 21, "inputs") + "missing required field \"arg\" in IoRef"));
+}
+
+TEST(ConfigValidatorTest, OutOfRangeValues) {
+  Lines lines = Replace(kBase, 1, {R"(run { name: "t" device: "gpu" log_every_n_steps: -5 })"});
+  lines = Replace(
+      lines, 8, {R"(  train_data_loader { dataset_id: "train" batch_size: -1 num_workers: -2 })"});
+  lines =
+      Replace(lines, 12, {R"(  optimizer { key: "SGD" max_grad_norm: -1 grad_accum_step: -2 })"});
+  lines = Replace(lines, 13, {R"(  scheduler { key: "MultiStepLR" scheduling_step: -1 })"});
+  lines = Replace(lines, 16, {R"(      name: "kd" weight: inf)"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 1, "device") +
+                      "unknown device \"gpu\"; use \"cpu\", \"cuda\" or \"cuda:<index>\"",
+                  At(lines, 1, "log_every_n_steps") + "log_every_n_steps must be >= 0, got -5",
+                  At(lines, 8, "batch_size") + "batch_size must be >= 1, got -1",
+                  At(lines, 8, "num_workers") + "num_workers must be >= 0, got -2",
+                  At(lines, 12, "max_grad_norm") + "max_grad_norm must be > 0, got -1",
+                  At(lines, 12, "grad_accum_step") + "grad_accum_step must be >= 0, got -2",
+                  At(lines, 13, "scheduling_step") + "scheduling_step must be >= 0, got -1",
+                  At(lines, 16, "weight") + "weight must be finite, got inf"));
+}
+
+TEST(ConfigValidatorTest, EveryProblemOfARunWithoutTeacherAtOnce) {
+  const Lines lines = Replace(kBase, 4, {});  // no teacher; the stage still uses one
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 9, "teacher") + "this stage configures a teacher, but the run has none "
+                                            "(DistillConfig.teacher is unset)",
+                  At(lines, 19, "source") +
+                      "reads the teacher, but the run has none (DistillConfig.teacher is unset)",
+                  At(lines, 25, "source") +
+                      "reads the teacher, but the run has none (DistillConfig.teacher is unset)"));
+}
+
+TEST(ConfigValidatorTest, DeprecatedAndCurrentProcessNamesTogether) {
+  const Lines lines = Insert(kBase, 14,
+                             {R"(  pre_forward_proc { key: "default_pre_forward_process" })",
+                              R"(  pre_forward_process { key: "default_pre_forward_process" })"});
+  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 15, "pre_forward_process") +
+                                           "give \"pre_forward_proc\" or its deprecated name "
+                                           "\"pre_forward_process\", not both"));
+}
+
+TEST(ConfigValidatorTest, DeprecatedNamesWorkWithAWarning) {
+  const Lines lines = Insert(
+      kBase, 14, {R"(  pre_epoch_process { key: "default_pre_epoch_process_with_teacher" })"});
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(lines, "\n"), "t.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  const std::vector<ConfigProblem> problems = ValidateConfig(*loaded);
+  EXPECT_FALSE(HasErrors(problems));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].ToString(), At(lines, 14, "pre_epoch_process") +
+                                        "warning: \"pre_epoch_process\" is deprecated; call it "
+                                        "\"pre_epoch_proc\"");
+}
+
+TEST(ConfigValidatorTest, ProcessFunctionKeysAndKwargsAreChecked) {
+  const Lines lines = Insert(
+      kBase, 14,
+      {R"(  post_epoch_process { key: "default_post_epoch" })",
+       R"(  post_forward_proc { key: "default_post_forward_process" kwargs { name: "x" integer: 1 } })"});
+  const Lines forward = Replace(
+      lines, 11,
+      {R"(  student { forward_proc { key: "forward_batch_only" kwargs { name: "scale" number: 2 } })",
+       R"(    forward_hooks { module_path: "layer2" requires_output: true } })"});
+  EXPECT_THAT(
+      Validate(forward),
+      ElementsAre(At(forward, 11, "name") +
+                      "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; it takes "
+                      "none",
+                  At(forward, 15, "post_epoch_process") +
+                      "warning: \"post_epoch_process\" is deprecated; call it \"post_epoch_proc\"",
+                  At(forward, 15, "key") +
+                      "no post_epoch_proc \"default_post_epoch\" is registered; nearest: "
+                      "default_post_epoch_process_with_teacher; registered: "
+                      "default_post_epoch_process_with_teacher, "
+                      "default_post_epoch_process_without_teacher",
+                  At(forward, 16, "name") +
+                      "unknown kwarg \"x\" for post_forward_proc \"default_post_forward_process\"; "
+                      "it takes none"));
+}
+
+TEST(ConfigValidatorTest, HookProblems) {
+  const Lines lines = Replace(
+      kBase, 11,
+      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
+       R"(    forward_hooks { module_path: "layer2" requires_input: true })",
+       R"(    forward_hooks { module_path: "fc" })",
+       R"(    forward_hooks { module_path: "layer1" requires_output: true stacks_accumulated: true })",
+       R"(    frozen_modules: "layer1" frozen_modules: "layer1")",
+       R"(    find_unused_parameters: true)", R"(  })"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 13, "forward_hooks") +
+                      "duplicate forward hook on module \"layer2\" (first at 12:5)",
+                  At(lines, 14, "forward_hooks") +
+                      "forward hook on module \"fc\" records nothing: set requires_input "
+                      "or requires_output",
+                  At(lines, 15, "stacks_accumulated") + "stacks_accumulated needs accumulates",
+                  At(lines, 16, "frozen_modules", 2) + "duplicate frozen module \"layer1\"",
+                  At(lines, 17, "find_unused_parameters") +
+                      "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
+}
+
+TEST(ConfigValidatorTest, TrainAndStagesExcludeEachOther) {
+  Lines both = kBase;
+  both.push_back(
+      R"(stages { num_epochs: 1 criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } } })");
+  EXPECT_THAT(Validate(both),
+              ElementsAre(At(both, 31, "stages") + "give \"train\" or \"stages\", not both"));
+  const Lines neither(kBase.begin(), kBase.begin() + 5);
+  EXPECT_THAT(Validate(neither),
+              ElementsAre("t.pbtxt:1:1: missing required field \"train\" or \"stages\" in "
+                          "DistillConfig"));
+}
+
+TEST(ConfigValidatorTest, MultiStageRunsInheritLoadersAndOptimizers) {
+  Lines lines(kBase.begin(), kBase.begin() + 5);
+  lines.push_back(R"(stages {)");         // 6
+  lines.push_back(R"(  num_epochs: 1)");  // 7
+  lines.push_back(
+      R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
+  lines.push_back(R"(})");                // 9
+  lines.push_back(R"(stages {)");         // 10
+  lines.push_back(R"(  num_epochs: 1)");  // 11
+  lines.push_back(
+      R"(  criterion { terms { key: "MSELoss" inputs { arg: "a" source: STUDENT } } })");
+  lines.push_back(R"(})");
+  // The first stage needs a loader and an optimizer; the second keeps the first's.
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 6, "stages") +
+                              "missing required field \"train_data_loader\" in StageConfig "
+                              "(required in the first stage)",
+                          At(lines, 6, "stages") +
+                              "missing required field \"optimizer\" in StageConfig (required in "
+                              "the first stage)"));
+  lines = Insert(lines, 8,
+                 {R"(  train_data_loader { dataset_id: "train" batch_size: 8 })",
+                  R"(  optimizer { key: "SGD" })"});
+  EXPECT_THAT(Validate(lines), IsEmpty());
+}
+
+TEST(ConfigValidatorTest, DuplicateIdsAndNames) {
+  Lines lines = Replace(kBase, 3, {R"(datasets { id: "train" key: "fashion_mnist" })"});
+  lines = Replace(lines, 16, {R"(      name: "hint")"});
+  lines = Replace(lines, 30,
+                  {R"(evaluation { metrics { key: "accuracy" } metrics { key: "accuracy" } })"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 3, "id") + "duplicate dataset id \"train\" (first at 2:12)",
+                  At(lines, 9, "dataset_id") + "unknown dataset id \"val\"; datasets: train",
+                  At(lines, 24, "name") +
+                      "duplicate term name \"hint\" (first at 16:7); give the terms distinct names",
+                  At(lines, 30, "key", 2) +
+                      "duplicate metric name \"accuracy\"; give the metrics distinct names"));
+}
+
+TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
+  Lines lines = Replace(kBase, 9, {});  // no val loader
+  lines = Replace(lines, 29,
+                  {R"(evaluation { metrics { key: "accuracy" } primary_metric: "acc" })",
+                   R"(checkpoint { save_best: true every_n_epochs: -1 })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 29, "evaluation") +
+                              "evaluation needs a val_data_loader, and no stage has one",
+                          At(lines, 29, "primary_metric") +
+                              "unknown metric \"acc\" in primary_metric; metrics: accuracy",
+                          At(lines, 30, "every_n_epochs") + "every_n_epochs must be >= 0, got -1"));
+  const Lines no_evaluation = Replace(kBase, 30, {R"(checkpoint { save_best: true })"});
+  EXPECT_THAT(Validate(no_evaluation),
+              ElementsAre(At(no_evaluation, 30, "save_best") +
+                          "save_best needs evaluation (DistillConfig.evaluation is unset)"));
+}
+
+TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
+  const Lines lines = Replace(
+      kBase, 11,
+      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
+       R"(    auxiliary_modules { name: "connector" key: "conv_connector")",
+       R"(                        input { source: STUDENT path: "layer2" } })",
+       R"(    auxiliary_modules { name: "bad" key: "conv_connector" input { source: TEACHER } })",
+       R"(  })"});
+  const Lines reads =
+      Replace(lines, 30, {R"(      inputs { arg: "student" source: STUDENT path: "connector" })"});
+  EXPECT_THAT(Validate(reads),
+              ElementsAre(At(reads, 15, "source") +
+                          "an auxiliary module of the student reads the student's values: source "
+                          "STUDENT"));
+}
+
+TEST(ConfigValidatorTest, MissingFilesOnlyWhenAsked) {
+  EXPECT_THAT(Validate(kBase), IsEmpty());
+  ValidateOptions options;
+  options.check_files = true;
+  EXPECT_THAT(Validate(kBase, options),
+              ElementsAre(At(kBase, 4, "torchscript") + "cannot read torchscript \"teacher.pt\""));
+}
+
+TEST(ConfigValidatorTest, SummaryDescribesTheRun) {
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(kBase, "\n"), "t.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(SummarizeConfig(loaded->config),
+            "Distills the teacher (TorchScript teacher.pt) into the student (native model "
+            "\"fashion_cnn\") in 1 stage of 2 epochs in all. Stage \"stage0\": 2 epochs on "
+            "\"train\" (fashion_mnist, batch 32, shuffled), loss 1 * kd (KDLoss) + 1 * hint "
+            "(MSELoss), optimizer SGD, scheduler MultiStepLR per epoch. Evaluates accuracy on the "
+            "validation data after every epoch. Run \"t\" writes to runs/t on cpu, seed 0.");
+}
+
+TEST(ConfigValidatorTest, EveryConfigPluginKindIsCheckedHere) {
+  // This test links a registry of every kind, so nothing goes unchecked.
+  EXPECT_THAT(UncheckedPluginKinds(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace kd

@@ -1,0 +1,55 @@
+// Keyword arguments written in configs (kd.Kwarg, distill/config/plugin_config.proto) as IValues,
+// checked against the kwargs a plugin declared when it registered.
+//
+//   KD_ASSIGN_OR_RETURN(kd::Kwargs kwargs,
+//                       kd::KwargsFromConfig(config.kwargs(), registry.KwargSpecs(key),
+//                                            "loss \"KDLoss\""));
+//   double t = kwargs.at("temperature").toDouble();
+//
+// Values: number -> double, integer -> int (double where the spec says number), boolean ->
+// bool, str -> string, numbers / integers / strs -> List[float] / List[int] / List[str],
+// dict -> Dict[str, Any].
+#ifndef LIBKD_DISTILL_CONFIG_KWARGS_H_
+#define LIBKD_DISTILL_CONFIG_KWARGS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
+#include "base/registry.h"
+#include "distill/config/plugin_config.pb.h"
+#include "google/protobuf/repeated_ptr_field.h"
+
+namespace kd {
+
+using KwargList = google::protobuf::RepeatedPtrField<Kwarg>;
+
+// A problem with one kwarg of a config: its index in the list and what is wrong.
+struct KwargProblem {
+  int index = 0;
+  std::string message;
+};
+
+// Every problem of `kwargs`: unnamed, duplicate or valueless entries (nested dicts too), and,
+// when `specs` is given, unknown names (with the nearest) and values of the wrong type.
+// `owner` names the plugin in messages: `loss "KDLoss"`.
+std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
+                                      const std::optional<std::vector<KwargSpec>>& specs,
+                                      absl::string_view owner);
+
+// The kwargs as IValues; InvalidArgument listing every problem CheckKwargs finds.
+absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
+                                        const std::optional<std::vector<KwargSpec>>& specs,
+                                        absl::string_view owner);
+
+// InvalidArgument if a name in `kwargs` is not among `specs` (when given).
+absl::Status CheckKwargNames(const Kwargs& kwargs,
+                             const std::optional<std::vector<KwargSpec>>& specs,
+                             absl::string_view owner);
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_CONFIG_KWARGS_H_
