@@ -1,6 +1,6 @@
 #include "base/device.h"
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

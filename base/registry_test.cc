@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

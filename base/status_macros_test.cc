@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -6,7 +6,7 @@
 #include <ATen/core/Dict.h>
 
 #include "base/file_util.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -22,8 +22,8 @@
 #include "capture/module_capture_engine.h"
 #include "hooks/torchscript_model.h"
 #include "memdiag/tracking_allocator.h"
-#include "tests/testdata/bench_models.h"
-#include "tests/testdata/ratio_reporter.h"
+#include "testing/bench_models.h"
+#include "testing/ratio_reporter.h"
 
 namespace kd {
 namespace {
@@ -138,24 +138,24 @@ std::pair<int64_t, int64_t> CaptureMemory(Model& model, const at::Tensor& input,
 int Main(int argc, char** argv) {
   at::set_num_threads(1);
   TrackingAllocator::Install();  // before any tensor, so that every activation is seen
-  absl::StatusOr<std::string> path = testing::GeneratedResNet18();
+  absl::StatusOr<std::string> path = test::GeneratedResNet18();
   Check(path.status());
   const at::Tensor input = at::randn({kBatch, 3, 224, 224});
 
-  std::shared_ptr<Model> full = testing::LoadTorchScriptOrDie(*path);
+  std::shared_ptr<Model> full = test::LoadTorchScriptOrDie(*path);
   benchmark::RegisterBenchmark("full/resnet18", [full, input](benchmark::State& state) {
     at::NoGradGuard no_grad;
     for (auto _ : state) benchmark::DoNotOptimize(full->Forward({input}));
   })->Unit(benchmark::kMillisecond)->UseRealTime();
 
-  std::vector<testing::Ratio> ratios;
-  std::shared_ptr<Model> flop_model = testing::LoadTorchScriptOrDie(*path);
+  std::vector<test::Ratio> ratios;
+  std::shared_ptr<Model> flop_model = test::LoadTorchScriptOrDie(*path);
   const FlopCount flops = CountFlops(*flop_model, input);
   std::printf("ResNet-18 FLOPs (2 x multiply-accumulates of Conv2d and Linear): %.3f G\n",
               flops.total() / 1e9);
   const std::map<std::string, double> fractions = TimeFractions(*flop_model, input, 15);
   for (const std::string& cut : kCuts) {
-    std::shared_ptr<Model> model = testing::LoadTorchScriptOrDie(*path);
+    std::shared_ptr<Model> model = test::LoadTorchScriptOrDie(*path);
     auto engine = std::make_shared<ModuleCaptureEngine>(*model, std::vector<std::string>{cut},
                                                         CaptureOptions{.auto_truncate = true});
     Check(engine->Register());
@@ -184,7 +184,7 @@ int Main(int argc, char** argv) {
                       }});
   }
 
-  std::shared_ptr<Model> memory_model = testing::LoadTorchScriptOrDie(*path);
+  std::shared_ptr<Model> memory_model = test::LoadTorchScriptOrDie(*path);
   const auto [peak_in, held_in] = CaptureMemory(*memory_model, input, true);
   const auto [peak_out, held_out] = CaptureMemory(*memory_model, input, false);
   std::printf(
@@ -195,7 +195,7 @@ int Main(int argc, char** argv) {
       "  saving: peak %.1f%%, held %.1f%%\n\n",
       peak_in / 1e6, held_in / 1e6, peak_out / 1e6, held_out / 1e6,
       100.0 * (peak_in - peak_out) / peak_in, 100.0 * (held_in - held_out) / held_in);
-  return testing::RunWithRatios(argc, argv, ratios);
+  return test::RunWithRatios(argc, argv, ratios);
 }
 
 }  // namespace

@@ -8,32 +8,32 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/optim/adam.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/small_cnn.h"
-#include "tests/models/fixture_models.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/fixture_models.h"
+#include "testing/fixtures.h"
 
 namespace kd {
 namespace {
 
-using ::kd::testing::AllClose;
-using ::kd::testing::At;
-using ::kd::testing::FixtureInputs;
-using ::kd::testing::FixturePath;
-using ::kd::testing::LastPythonHook;
-using ::kd::testing::LoadExpected;
-using ::kd::testing::SmallCnnModel;
-using ::kd::testing::TorchScriptFixture;
+using ::kd::test::AllClose;
+using ::kd::test::At;
+using ::kd::test::FixtureInputs;
+using ::kd::test::FixturePath;
+using ::kd::test::LastPythonHook;
+using ::kd::test::LoadExpected;
+using ::kd::test::SmallCnnModel;
+using ::kd::test::TorchScriptFixture;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const std::vector<std::string> kPaths = {"stem", "layer1.1.conv2", "layer2.0", "fc"};
 
-class ModuleCaptureEngineTest : public ::testing::TestWithParam<testing::ModelKind> {};
+class ModuleCaptureEngineTest : public ::testing::TestWithParam<test::ModelKind> {};
 
 TEST_P(ModuleCaptureEngineTest, InputsAndOutputsEqualPython) {
   for (bool truncate : {false, true}) {
@@ -228,8 +228,8 @@ TEST_P(ModuleCaptureEngineTest, ScopeRegistersAndDeregisters) {
   EXPECT_FALSE(engine.is_registered());
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest, testing::kBothKinds,
-                         testing::ModelKindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest, test::kBothKinds,
+                         test::ModelKindName);
 
 TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValues) {
   std::unique_ptr<Model> model = TorchScriptFixture("inplace");
@@ -264,7 +264,7 @@ TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValue
 }
 
 TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
-  testing::SmallCnn net;
+  test::SmallCnn net;
   std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
   model->SetTraining(false);
   ModuleCaptureEngine engine(*model, ModuleHandles{{net->layer1.ptr(), net->fc.ptr()}});
@@ -274,7 +274,7 @@ TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {
   ASSERT_THAT(y, IsOk());
   EXPECT_TRUE(AllClose(engine.GetCaptured(1)->output, *y, 0));
 
-  testing::SmallCnn other;
+  test::SmallCnn other;
   ModuleCaptureEngine stranger(*model, ModuleHandles{{other->fc.ptr()}});
   EXPECT_THAT(stranger.Register(),
               StatusIs(absl::StatusCode::kNotFound,
@@ -307,7 +307,7 @@ TEST(ModuleCaptureEngineBlockwiseTest, StudentBlockLearnsFromTeacherBlockInput) 
   std::unique_ptr<Model> teacher = TorchScriptFixture("small_cnn");
   ModuleCaptureEngine engine(*teacher, {"layer1.1"}, {.auto_truncate = true});
   ASSERT_THAT(engine.Register(), IsOk());
-  testing::Block student(8);
+  test::Block student(8);
   torch::optim::Adam optimizer(student->parameters(), torch::optim::AdamOptions(1e-2));
   std::vector<double> losses;
   for (int step = 0; step < 30; ++step) {

@@ -7,14 +7,14 @@
 #include <torch/nn/modules/linear.h>
 
 #include "base/status_macros.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/forward_hook_manager.h"
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/fixtures.h"
 
 // --- README.md, "Native models: the one rule" (and hooks/hook_point.h) ---
 struct StudentImpl : torch::nn::Module {
@@ -80,7 +80,7 @@ TEST(ExamplesTest, NativeStudentAsTheReadmeWritesIt) {
 
 TEST(ExamplesTest, OneManagerForTeacherAndStudent) {
   absl::StatusOr<std::unique_ptr<Model>> teacher =
-      LoadTorchScriptModel(testing::FixturePath("small_cnn.pt"));
+      LoadTorchScriptModel(test::FixturePath("small_cnn.pt"));
   ASSERT_THAT(teacher, IsOk());
   (*teacher)->SetTraining(false);
   std::unique_ptr<Model> student = MakeNativeModel(Student().ptr());

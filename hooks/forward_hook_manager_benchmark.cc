@@ -22,9 +22,9 @@
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/small_cnn.h"
-#include "tests/testdata/bench_models.h"
-#include "tests/testdata/ratio_reporter.h"
+#include "testing/small_cnn.h"
+#include "testing/bench_models.h"
+#include "testing/ratio_reporter.h"
 
 namespace kd {
 namespace {
@@ -109,13 +109,13 @@ int Main(int argc, char** argv) {
                                                 "fc"};
   const at::Tensor small_input = at::randn({1, 1, 28, 28});
   const std::string small_cnn = "tests/testdata/small_cnn.pt";
-  Register("plain/small_cnn/torchscript", testing::LoadTorchScriptOrDie(small_cnn), small_input,
+  Register("plain/small_cnn/torchscript", test::LoadTorchScriptOrDie(small_cnn), small_input,
            {});
-  Register("hooked/small_cnn/torchscript", testing::LoadTorchScriptOrDie(small_cnn), small_input,
+  Register("hooked/small_cnn/torchscript", test::LoadTorchScriptOrDie(small_cnn), small_input,
            small_paths);
   {
     // Hooks added, run, and removed: the module's own forward (and cost) must be back.
-    std::shared_ptr<Model> model = testing::LoadTorchScriptOrDie(small_cnn);
+    std::shared_ptr<Model> model = test::LoadTorchScriptOrDie(small_cnn);
     ForwardHookManager manager;
     for (const std::string& path : small_paths) (void)manager.AddHook(*model, path);
     at::NoGradGuard no_grad;
@@ -124,7 +124,7 @@ int Main(int argc, char** argv) {
     Register("hooks_removed/small_cnn/torchscript", model, small_input, {});
   }
   auto native = [] {
-    std::shared_ptr<Model> m = MakeNativeModel(testing::SmallCnn().ptr());
+    std::shared_ptr<Model> m = MakeNativeModel(test::SmallCnn().ptr());
     m->SetTraining(false);
     return m;
   };
@@ -138,31 +138,31 @@ int Main(int argc, char** argv) {
   Register("plain/chain5/native", NativeChain(), one, {});
   Register("hooked/chain5/native", NativeChain(), one, chain_paths);
 
-  std::vector<testing::Ratio> ratios = {
+  std::vector<test::Ratio> ratios = {
       {"hooked/small_cnn/torchscript", "plain/small_cnn/torchscript", NsPerHookedCall},
       {"hooks_removed/small_cnn/torchscript", "plain/small_cnn/torchscript"},
       {"hooked/small_cnn/native", "plain/small_cnn/native", NsPerHookedCall},
       {"hooked/chain5/torchscript", "plain/chain5/torchscript", NsPerHookedCall},
       {"hooked/chain5/native", "plain/chain5/native", NsPerHookedCall},
   };
-  absl::StatusOr<std::string> resnet = testing::GeneratedResNet18();
+  absl::StatusOr<std::string> resnet = test::GeneratedResNet18();
   if (resnet.ok()) {
     const at::Tensor input = at::randn({1, 3, 224, 224});
     const std::vector<std::string> resnet_paths = {"layer1", "layer2.0", "layer3.1.conv2",
                                                    "layer4", "fc"};
-    std::shared_ptr<Model> plain = testing::LoadTorchScriptOrDie(*resnet);
-    std::shared_ptr<Model> hooked = testing::LoadTorchScriptOrDie(*resnet);
+    std::shared_ptr<Model> plain = test::LoadTorchScriptOrDie(*resnet);
+    std::shared_ptr<Model> hooked = test::LoadTorchScriptOrDie(*resnet);
     Register("plain/resnet18/torchscript", plain, input, {});
     Register("hooked/resnet18/torchscript", hooked, input, resnet_paths);
     {
       // The same comparison as alternating pairs, the steadier statistic on a shared machine
       // (on models of their own: the registered ones carry their benchmark's hooks).
-      std::shared_ptr<Model> plain = testing::LoadTorchScriptOrDie(*resnet);
-      std::shared_ptr<Model> hooked = testing::LoadTorchScriptOrDie(*resnet);
+      std::shared_ptr<Model> plain = test::LoadTorchScriptOrDie(*resnet);
+      std::shared_ptr<Model> hooked = test::LoadTorchScriptOrDie(*resnet);
       ForwardHookManager manager;
       for (const std::string& path : resnet_paths) (void)manager.AddHook(*hooked, path);
       at::NoGradGuard no_grad;
-      const double paired = testing::MedianPairedRatio(
+      const double paired = test::MedianPairedRatio(
           [&] { plain->Forward({input}); },
           [&] {
             hooked->Forward({input});
@@ -181,7 +181,7 @@ int Main(int argc, char** argv) {
   } else {
     std::fprintf(stderr, "skipping ResNet-18: %s\n", std::string(resnet.status().message()).c_str());
   }
-  return testing::RunWithRatios(argc, argv, ratios);
+  return test::RunWithRatios(argc, argv, ratios);
 }
 
 }  // namespace

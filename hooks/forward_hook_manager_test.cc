@@ -8,24 +8,24 @@
 
 #include <ATen/ATen.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/small_cnn.h"
-#include "tests/models/fixture_models.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/fixture_models.h"
+#include "testing/fixtures.h"
 
 namespace kd {
 namespace {
 
-using ::kd::testing::AllClose;
-using ::kd::testing::At;
-using ::kd::testing::FixtureInputs;
-using ::kd::testing::FixturePath;
-using ::kd::testing::LoadExpected;
-using ::kd::testing::SmallCnnModel;
+using ::kd::test::AllClose;
+using ::kd::test::At;
+using ::kd::test::FixtureInputs;
+using ::kd::test::FixturePath;
+using ::kd::test::LoadExpected;
+using ::kd::test::SmallCnnModel;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -35,7 +35,7 @@ at::Tensor Input(int64_t batch = 2) {
   return at::randn({batch, 1, 28, 28});
 }
 
-class ForwardHookManagerTest : public ::testing::TestWithParam<testing::ModelKind> {};
+class ForwardHookManagerTest : public ::testing::TestWithParam<test::ModelKind> {};
 
 TEST_P(ForwardHookManagerTest, PopIoDictOutputEqualsModelOutput) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
@@ -269,11 +269,11 @@ TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
   EXPECT_TRUE(AllClose((*from_cpu)["fc"]["output"], y, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, testing::kBothKinds,
-                         testing::ModelKindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, test::kBothKinds,
+                         test::ModelKindName);
 
 TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
-  testing::DirectCallNet net;
+  test::DirectCallNet net;
   std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
   ForwardHookManager manager;
   // A module reached directly, keyed by a path of the caller's choice.
@@ -320,8 +320,8 @@ TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
 // pops without complaint about the student, which did not run. Once the student runs, a
 // bypassed hook point is reported.
 TEST(ForwardHookManagerNativeTest, TeacherAloneDoesNotBlameTheStudent) {
-  std::unique_ptr<Model> teacher = testing::TorchScriptFixture("small_cnn");
-  testing::DirectCallNet net;
+  std::unique_ptr<Model> teacher = test::TorchScriptFixture("small_cnn");
+  test::DirectCallNet net;
   std::unique_ptr<Model> student = MakeNativeModel(net.ptr());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*teacher, "fc"), IsOk());

@@ -6,28 +6,28 @@
 
 #include <ATen/ATen.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/hook_point.h"
-#include "tests/models/small_cnn.h"
-#include "tests/models/fixture_models.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/fixture_models.h"
+#include "testing/fixtures.h"
 
 namespace kd {
 namespace {
 
-using ::kd::testing::AllClose;
-using ::kd::testing::At;
-using ::kd::testing::FixtureInputs;
-using ::kd::testing::FixturePath;
-using ::kd::testing::LoadExpected;
-using ::kd::testing::SmallCnnModel;
-using ::kd::testing::TapRecorder;
+using ::kd::test::AllClose;
+using ::kd::test::At;
+using ::kd::test::FixtureInputs;
+using ::kd::test::FixturePath;
+using ::kd::test::LoadExpected;
+using ::kd::test::SmallCnnModel;
+using ::kd::test::TapRecorder;
 using ::testing::HasSubstr;
 
 TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   const c10::IValue expected = LoadExpected("small_cnn");
   std::vector<std::string> actual_paths, expected_paths;
   for (const ModuleInfo& m : model->NamedModules()) actual_paths.push_back(m.path);
@@ -41,7 +41,7 @@ TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
 }
 
 TEST(NativeModelTest, TypeNamesAsPythonPrintsThem) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   std::map<std::string, std::string> types;
   for (const ModuleInfo& m : model->NamedModules()) types[m.path] = m.type;
   EXPECT_EQ(types[""], "SmallCnn");
@@ -52,13 +52,13 @@ TEST(NativeModelTest, TypeNamesAsPythonPrintsThem) {
 }
 
 TEST(NativeModelTest, ForwardWithPythonWeightsEqualsPython) {
-  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
+  std::unique_ptr<Model> model = SmallCnnModel(test::ModelKind::kNative);
   const c10::IValue expected = LoadExpected("small_cnn");
   EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
 }
 
 TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
-  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
+  std::unique_ptr<Model> model = SmallCnnModel(test::ModelKind::kNative);
   const c10::IValue expected = LoadExpected("small_cnn");
   const auto& hooks = At(expected, "hooks").toGenericDict();
   std::vector<std::unique_ptr<TapRecorder>> recorders;
@@ -81,7 +81,7 @@ TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
 }
 
 TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::DirectCallNet().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::DirectCallNet().ptr());
   TapRecorder lin, act;
   auto lin_tap = model->AddTap("lin", lin.Fn());
   auto act_tap = model->AddTap("act", act.Fn());
@@ -98,7 +98,7 @@ TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
 }
 
 TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
-  std::unique_ptr<Model> model = SmallCnnModel(testing::ModelKind::kNative);
+  std::unique_ptr<Model> model = SmallCnnModel(test::ModelKind::kNative);
   const int64_t before = hook_point_internal::num_hooks.load();
   TapRecorder r;
   {
@@ -117,7 +117,7 @@ TEST(NativeModelTest, TapHandleMayOutliveModel) {
   TapRecorder r;
   TapHandle tap;
   {
-    std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+    std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
     auto added = model->AddTap("fc", r.Fn());
     ASSERT_THAT(added, IsOk());
     tap = *std::move(added);
@@ -127,7 +127,7 @@ TEST(NativeModelTest, TapHandleMayOutliveModel) {
 }
 
 TEST(NativeModelTest, UnknownPathNamesNearest) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   TapRecorder r;
   EXPECT_THAT(model->AddTap("layer1.0.conv3", r.Fn()),
               StatusIs(absl::StatusCode::kNotFound,
@@ -136,7 +136,7 @@ TEST(NativeModelTest, UnknownPathNamesNearest) {
 }
 
 TEST(NativeModelTest, DeducedForwardChecksArguments) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   try {
     model->Forward({at::ones({1, 1, 28, 28}), at::ones({1})});
     FAIL() << "expected an error";
@@ -166,10 +166,10 @@ TEST(NativeModelTest, ExplicitForwardFnReadsKwargs) {
 TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
   // Train-mode-free check that the twins agree on names and shapes: a state saved from the
   // native model loads strictly into a fresh native model and gives the same output.
-  std::unique_ptr<Model> a = SmallCnnModel(testing::ModelKind::kNative);
-  const std::string path = testing::TempPath("native_state.pt");
+  std::unique_ptr<Model> a = SmallCnnModel(test::ModelKind::kNative);
+  const std::string path = test::TempPath("native_state.pt");
   ASSERT_THAT(a->SaveState(path), IsOk());
-  std::unique_ptr<Model> b = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> b = MakeNativeModel(test::SmallCnn().ptr());
   ASSERT_THAT(b->LoadState(path), IsOk());
   b->SetTraining(false);
   const at::Tensor x = at::randn({3, 1, 28, 28});
@@ -177,7 +177,7 @@ TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
 }
 
 TEST(NativeModelTest, ToMovesDtype) {
-  std::unique_ptr<Model> model = MakeNativeModel(testing::SmallCnn().ptr());
+  std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   model->To(c10::Device(c10::kCPU), at::kDouble);
   for (const auto& [name, p] : model->NamedParameters()) {
     EXPECT_EQ(p.scalar_type(), at::kDouble) << name;

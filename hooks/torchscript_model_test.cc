@@ -9,22 +9,22 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "base/file_util.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/models/fixture_models.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/fixture_models.h"
+#include "testing/fixtures.h"
 
 namespace kd {
 namespace {
 
-using ::kd::testing::AllClose;
-using ::kd::testing::At;
-using ::kd::testing::FixtureInputs;
-using ::kd::testing::FixturePath;
-using ::kd::testing::LoadExpected;
-using ::kd::testing::TapRecorder;
-using ::kd::testing::TorchScriptFixture;
+using ::kd::test::AllClose;
+using ::kd::test::At;
+using ::kd::test::FixtureInputs;
+using ::kd::test::FixturePath;
+using ::kd::test::LoadExpected;
+using ::kd::test::TapRecorder;
+using ::kd::test::TorchScriptFixture;
 using ::testing::HasSubstr;
 
 TEST(TorchScriptModelTest, ModulesAndParameterCountEqualPython) {
@@ -68,7 +68,7 @@ TEST(TorchScriptModelTest, FileSavedByTorch113LoadsAndMatches) {
     ASSERT_THAT(tap, IsOk());
     old_model->Forward(inputs);
     EXPECT_TRUE(AllClose(recorder.outputs.back(),
-                         testing::LastPythonHook(old_expected, path, "output")));
+                         test::LastPythonHook(old_expected, path, "output")));
   }
   std::unique_ptr<Model> new_model = TorchScriptFixture("small_cnn");
   EXPECT_TRUE(AllClose(new_model->Forward(inputs), old_output));
@@ -114,7 +114,7 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
   EXPECT_THAT(LoadTorchScriptModel("/nonexistent/model.pt"),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("/nonexistent/model.pt: cannot open: No such file")));
-  const std::string garbage = testing::TempPath("garbage.pt");
+  const std::string garbage = test::TempPath("garbage.pt");
   ASSERT_THAT(WriteFileAtomically(garbage, "this is not a model"), IsOk());
   EXPECT_THAT(LoadTorchScriptModel(garbage),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -122,7 +122,7 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
   // A truncated archive.
   auto bytes = ReadFile(FixturePath("small_cnn.pt"));
   ASSERT_THAT(bytes, IsOk());
-  const std::string truncated = testing::TempPath("truncated.pt");
+  const std::string truncated = test::TempPath("truncated.pt");
   ASSERT_THAT(WriteFileAtomically(truncated, bytes->substr(0, bytes->size() / 2)), IsOk());
   EXPECT_THAT(LoadTorchScriptModel(truncated),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -137,7 +137,7 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
 TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
   std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
-  const std::string path = testing::TempPath("small_cnn_state.pt");
+  const std::string path = test::TempPath("small_cnn_state.pt");
   ASSERT_THAT(model->SaveState(path), IsOk());
   {
     at::NoGradGuard no_grad;
@@ -158,7 +158,7 @@ TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
 
 TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
   std::unique_ptr<Model> tricky = TorchScriptFixture("tricky");
-  const std::string path = testing::TempPath("tricky_state.pt");
+  const std::string path = test::TempPath("tricky_state.pt");
   ASSERT_THAT(tricky->SaveState(path), IsOk());
   std::unique_ptr<Model> cnn = TorchScriptFixture("small_cnn");
   EXPECT_THAT(cnn->LoadState(path),

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

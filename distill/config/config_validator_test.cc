@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/registry.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/plugin_kinds.h"
 #include "gmock/gmock.h"

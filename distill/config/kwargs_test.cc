@@ -6,7 +6,7 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"

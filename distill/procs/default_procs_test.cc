@@ -5,7 +5,7 @@
 
 #include <ATen/ATen.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/procs/proc_func.h"
 #include "distill/procs/testing/fake_training_context.h"
 #include "gmock/gmock.h"
@@ -14,7 +14,7 @@
 namespace kd {
 namespace {
 
-using ::kd::testing::FakeTrainingContext;
+using ::kd::test::FakeTrainingContext;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 

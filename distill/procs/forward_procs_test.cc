@@ -8,21 +8,21 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/procs/proc_func.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/fixture_models.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/fixture_models.h"
+#include "testing/fixtures.h"
 
 namespace kd {
 namespace {
 
-using ::kd::testing::AllClose;
-using ::kd::testing::At;
-using ::kd::testing::LoadExpected;
+using ::kd::test::AllClose;
+using ::kd::test::At;
+using ::kd::test::LoadExpected;
 using ::testing::HasSubstr;
 
 // TorchScript built in C++: x * scale, plus the targets and supp["bias"] when given.
@@ -137,7 +137,7 @@ TEST_F(ForwardProcsTest, DictBatchAsKwargsOnTorchScript) {
 }
 
 // small_cnn as either kind of model, with the input and output Python recorded.
-class ForwardProcsOnFixtureTest : public ::testing::TestWithParam<testing::ModelKind> {
+class ForwardProcsOnFixtureTest : public ::testing::TestWithParam<test::ModelKind> {
  protected:
   absl::StatusOr<c10::IValue> Run(absl::string_view key, Model& model, const at::Tensor& samples) {
     absl::StatusOr<ProcFunc<ForwardProc>> proc = BuildProcFunc<ForwardProc>(key);
@@ -147,9 +147,9 @@ class ForwardProcsOnFixtureTest : public ::testing::TestWithParam<testing::Model
 };
 
 TEST_P(ForwardProcsOnFixtureTest, BatchOnlyAndSskdEqualPython) {
-  std::unique_ptr<Model> model = testing::SmallCnnModel(GetParam());
+  std::unique_ptr<Model> model = test::SmallCnnModel(GetParam());
   const c10::IValue expected = LoadExpected("small_cnn");
-  const at::Tensor input = testing::FixtureInputs(expected)[0].toTensor();  // 2x1x28x28
+  const at::Tensor input = test::FixtureInputs(expected)[0].toTensor();  // 2x1x28x28
   auto only = Run("forward_batch_only", *model, input);
   ASSERT_THAT(only, IsOk());
   EXPECT_TRUE(AllClose(*only, At(expected, "output")));
@@ -164,8 +164,8 @@ TEST_P(ForwardProcsOnFixtureTest, BatchOnlyAndSskdEqualPython) {
                        "2-d tensor"));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardProcsOnFixtureTest, testing::kBothKinds,
-                         testing::ModelKindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardProcsOnFixtureTest, test::kBothKinds,
+                         test::ModelKindName);
 
 TEST_F(ForwardProcsTest, EachProcessPassesWhatTorchdistillPassesToANativeModel) {
   std::vector<Received> received;

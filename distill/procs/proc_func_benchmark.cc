@@ -15,7 +15,7 @@
 #include "distill/procs/forward_procs.h"
 #include "distill/procs/proc_func.h"
 #include "distill/procs/testing/fake_training_context.h"
-#include "tests/models/fixture_models.h"
+#include "testing/fixture_models.h"
 
 namespace kd {
 namespace {
@@ -23,7 +23,7 @@ namespace {
 // The cheapest process function: the default pre-forward process does nothing, so the
 // registry's overhead is all there is to measure.
 void BM_NoOpDirect(benchmark::State& state) {
-  testing::FakeTrainingContext box(/*with_teacher=*/true);
+  test::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch;
   const Kwargs kwargs;
   for (auto _ : state) {
@@ -33,7 +33,7 @@ void BM_NoOpDirect(benchmark::State& state) {
 BENCHMARK(BM_NoOpDirect);
 
 void BM_NoOpThroughRegistry(benchmark::State& state) {
-  testing::FakeTrainingContext box(/*with_teacher=*/true);
+  test::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch;
   ProcFunc<PreForwardProc> proc = *BuildProcFunc<PreForwardProc>("default_pre_forward_process");
   for (auto _ : state) {
@@ -44,7 +44,7 @@ BENCHMARK(BM_NoOpThroughRegistry);
 
 // Config kwargs overridden at the call: the merge copies a map per call.
 void BM_NoOpThroughRegistryMergingKwargs(benchmark::State& state) {
-  testing::FakeTrainingContext box(/*with_teacher=*/true);
+  test::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch;
   ProcFunc<PreForwardProc> proc = *BuildProcFunc<PreForwardProc>(
       "bench_any_kwargs", {{"factor", 0.5}, {"mode", std::string("a")}});
@@ -57,7 +57,7 @@ BENCHMARK(BM_NoOpThroughRegistryMergingKwargs);
 
 // Looking the key up on every call (what a box should not do).
 void BM_NoOpLookupEveryCall(benchmark::State& state) {
-  testing::FakeTrainingContext box(/*with_teacher=*/true);
+  test::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch;
   for (auto _ : state) {
     benchmark::DoNotOptimize(
@@ -67,7 +67,7 @@ void BM_NoOpLookupEveryCall(benchmark::State& state) {
 BENCHMARK(BM_NoOpLookupEveryCall);
 
 // A real forward process: small_cnn (TorchScript) on a 2x1x28x28 batch.
-std::unique_ptr<Model> SmallCnn() { return testing::TorchScriptFixture("small_cnn"); }
+std::unique_ptr<Model> SmallCnn() { return test::TorchScriptFixture("small_cnn"); }
 
 void BM_ForwardBatchOnlyDirect(benchmark::State& state) {
   std::unique_ptr<Model> model = SmallCnn();

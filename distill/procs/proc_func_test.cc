@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/procs/testing/fake_training_context.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -17,7 +17,7 @@
 namespace kd {
 namespace {
 
-using ::kd::testing::FakeTrainingContext;
+using ::kd::test::FakeTrainingContext;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
 #include "gmock/gmock.h"

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "base/status_matchers.h"
+#include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
 #include "distill/procs/proc_func.h"
@@ -40,7 +40,7 @@ TEST(CustomProcTest, AConfigUsesItByKey) {
   auto proc = BuildStageProcFunc<PreForwardProc>(loaded->config.train(), /*with_teacher=*/true);
   ASSERT_THAT(proc, IsOk());
   EXPECT_EQ(proc->key(), "scale_samples");
-  testing::FakeTrainingContext box(/*with_teacher=*/true);
+  test::FakeTrainingContext box(/*with_teacher=*/true);
   Batch batch{at::ones({2, 3}), c10::IValue(), c10::IValue()};
   ASSERT_THAT((*proc)(box, batch), IsOk());
   // The config's factor, 0.5.

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 absl::Status ScaleSamples(TrainingContext&, Batch& batch, const Kwargs& kwargs) {
   if (!batch.samples.isTensor()) {
@@ -19,5 +19,5 @@ absl::Status ScaleSamples(TrainingContext&, Batch& batch, const Kwargs& kwargs) 
 KD_REGISTER_PROC_FUNC(PreForwardProc, "scale_samples", ScaleSamples,
                       {{"factor", KwargType::kNumber, "multiplies the samples; default 1"}});
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

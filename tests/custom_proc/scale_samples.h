@@ -11,12 +11,12 @@
 #include "distill/procs/proc_func.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 // samples *= kwargs["factor"] (default 1). InvalidArgument unless the samples are a tensor.
 absl::Status ScaleSamples(TrainingContext& box, Batch& batch, const Kwargs& kwargs);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
 #endif  // LIBKD_TESTS_CUSTOM_PROC_SCALE_SAMPLES_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 namespace {
 
 const char* RoleName(ModelRole role) { return role == ModelRole::kTeacher ? "teacher" : "student"; }
@@ -62,5 +62,5 @@ void FakeTrainingContext::AuxiliaryPostEpoch(ModelRole role) {
   log.push_back(absl::StrCat("AuxiliaryPostEpoch(", RoleName(role), ")"));
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

@@ -1,7 +1,7 @@
 // Fakes for testing process functions: a Model that records its forward calls and a
 // TrainingContext that records what is done to it.
 //
-//   kd::testing::FakeTrainingContext box(/*with_teacher=*/true);
+//   kd::test::FakeTrainingContext box(/*with_teacher=*/true);
 //   box.grad_accum_step_value = 2;
 //   ASSERT_THAT(kd::DefaultPostForwardProcess(box, loss, std::nullopt, {}), kd::IsOk());
 //   EXPECT_THAT(box.log, ElementsAre("IncrementStageGradCount -> 1", "Backward(0.5)"));
@@ -17,7 +17,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 // A model with no modules whose forward records its arguments and returns the call count.
 class FakeModel final : public Model {
@@ -83,7 +83,7 @@ class FakeTrainingContext final : public TrainingContext {
   const bool with_teacher_;
 };
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_PROCS_TESTING_FAKE_TRAINING_CONTEXT_H_

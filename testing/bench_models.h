@@ -1,8 +1,8 @@
 // Large benchmark models, generated on first use by make_fixtures.py (not committed).
 //
-//   absl::StatusOr<std::string> path = kd::testing::GeneratedResNet18();
-#ifndef LIBKD_TESTS_TESTDATA_BENCH_MODELS_H_
-#define LIBKD_TESTS_TESTDATA_BENCH_MODELS_H_
+//   absl::StatusOr<std::string> path = kd::test::GeneratedResNet18();
+#ifndef LIBKD_TESTING_BENCH_MODELS_H_
+#define LIBKD_TESTING_BENCH_MODELS_H_
 
 #include <string>
 
@@ -12,7 +12,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 // A scripted torchvision ResNet-18 (random weights, ~45 MB) in the user's cache folder
 // ($XDG_CACHE_HOME or ~/.cache, /libkd/resnet18.pt), made with Debian's python3-torch and
@@ -23,7 +23,7 @@ absl::StatusOr<std::string> GeneratedResNet18();
 // loaded (benchmarks have no one to return a status to).
 std::unique_ptr<Model> LoadTorchScriptOrDie(const std::string& path);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
-#endif  // LIBKD_TESTS_TESTDATA_BENCH_MODELS_H_
+#endif  // LIBKD_TESTING_BENCH_MODELS_H_

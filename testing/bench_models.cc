@@ -1,4 +1,4 @@
-#include "tests/testdata/bench_models.h"
+#include "testing/bench_models.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include "hooks/torchscript_model.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 absl::StatusOr<std::string> GeneratedResNet18() {
   std::string cache;
@@ -49,5 +49,5 @@ std::unique_ptr<Model> LoadTorchScriptOrDie(const std::string& path) {
   return *std::move(model);
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

@@ -1,4 +1,4 @@
-#include "tests/testdata/ratio_reporter.h"
+#include "testing/ratio_reporter.h"
 
 #include <time.h>
 
@@ -9,7 +9,7 @@
 #include "benchmark/benchmark.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 namespace {
 
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -105,5 +105,5 @@ int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios) {
   return 0;
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

@@ -1,12 +1,12 @@
-#include "tests/models/fixture_models.h"
+#include "testing/fixture_models.h"
 
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "tests/models/small_cnn.h"
-#include "tests/testdata/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/fixtures.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 std::string ModelKindName(const ::testing::TestParamInfo<ModelKind>& info) {
   return info.param == ModelKind::kTorchScript ? "TorchScript" : "Native";
@@ -28,5 +28,5 @@ std::unique_ptr<Model> SmallCnnModel(ModelKind kind) {
   return model;
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

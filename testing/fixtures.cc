@@ -1,4 +1,4 @@
-#include "tests/testdata/fixtures.h"
+#include "testing/fixtures.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -10,7 +10,7 @@
 #include "base/file_util.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 std::string FixturePath(const std::string& name) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -106,5 +106,5 @@ std::string TempPath(const std::string& name) {
   return std::string(dir ? dir : "/tmp") + "/" + name;
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

@@ -4,10 +4,10 @@
 //
 //   int main(int argc, char** argv) {
 //     ... benchmark::RegisterBenchmark("plain/resnet18", ...); ...
-//     return kd::testing::RunWithRatios(argc, argv, {{"hooked/resnet18", "plain/resnet18"}});
+//     return kd::test::RunWithRatios(argc, argv, {{"hooked/resnet18", "plain/resnet18"}});
 //   }
-#ifndef LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_
-#define LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_
+#ifndef LIBKD_TESTING_RATIO_REPORTER_H_
+#define LIBKD_TESTING_RATIO_REPORTER_H_
 
 #include <functional>
 #include <map>
@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace kd {
-namespace testing {
+namespace test {
 
 struct Ratio {
   std::string numerator;    // benchmark name
@@ -36,7 +36,7 @@ double MedianPairedRatio(const std::function<void()>& a, const std::function<voi
 // main's exit code.
 int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
-#endif  // LIBKD_TESTS_TESTDATA_RATIO_REPORTER_H_
+#endif  // LIBKD_TESTING_RATIO_REPORTER_H_

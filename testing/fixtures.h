@@ -1,9 +1,9 @@
 // Test access to the fixtures in tests/testdata (pass //tests/testdata:fixtures as data).
 //
-//   std::string path = kd::testing::FixturePath("small_cnn.pt");
-//   c10::IValue expected = kd::testing::LoadExpected("small_cnn");  // small_cnn.expected.pt
-#ifndef LIBKD_TESTS_TESTDATA_FIXTURES_H_
-#define LIBKD_TESTS_TESTDATA_FIXTURES_H_
+//   std::string path = kd::test::FixturePath("small_cnn.pt");
+//   c10::IValue expected = kd::test::LoadExpected("small_cnn");  // small_cnn.expected.pt
+#ifndef LIBKD_TESTING_FIXTURES_H_
+#define LIBKD_TESTING_FIXTURES_H_
 
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 // The runfiles path of tests/testdata/`name`.
 std::string FixturePath(const std::string& name);
@@ -45,7 +45,7 @@ bool AllClose(const c10::IValue& actual, const c10::IValue& expected, double ato
 // A file in the test's temporary folder.
 std::string TempPath(const std::string& name);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
-#endif  // LIBKD_TESTS_TESTDATA_FIXTURES_H_
+#endif  // LIBKD_TESTING_FIXTURES_H_

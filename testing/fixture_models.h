@@ -1,11 +1,11 @@
 // The test fixtures as kd::Models, for tests that run on both model kinds.
 //
-//   class MyTest : public ::testing::TestWithParam<kd::testing::ModelKind> {};
-//   std::unique_ptr<kd::Model> model = kd::testing::SmallCnnModel(GetParam());
-//   INSTANTIATE_TEST_SUITE_P(BothKinds, MyTest, kd::testing::kBothKinds,
-//                            kd::testing::ModelKindName);
-#ifndef LIBKD_TESTS_MODELS_FIXTURE_MODELS_H_
-#define LIBKD_TESTS_MODELS_FIXTURE_MODELS_H_
+//   class MyTest : public ::testing::TestWithParam<kd::test::ModelKind> {};
+//   std::unique_ptr<kd::Model> model = kd::test::SmallCnnModel(GetParam());
+//   INSTANTIATE_TEST_SUITE_P(BothKinds, MyTest, kd::test::kBothKinds,
+//                            kd::test::ModelKindName);
+#ifndef LIBKD_TESTING_FIXTURE_MODELS_H_
+#define LIBKD_TESTING_FIXTURE_MODELS_H_
 
 #include <memory>
 #include <string>
@@ -14,7 +14,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 enum class ModelKind { kTorchScript, kNative };
 
@@ -27,10 +27,10 @@ std::string ModelKindName(const ::testing::TestParamInfo<ModelKind>& info);
 std::unique_ptr<Model> TorchScriptFixture(const std::string& name);
 
 // The small_cnn fixture as `kind`, with the weights Python saved for it, in eval mode: the
-// TorchScript file, or the native twin (tests/models/small_cnn.h) loading small_cnn.state.pt.
+// TorchScript file, or the native twin (testing/small_cnn.h) loading small_cnn.state.pt.
 std::unique_ptr<Model> SmallCnnModel(ModelKind kind);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
-#endif  // LIBKD_TESTS_MODELS_FIXTURE_MODELS_H_
+#endif  // LIBKD_TESTING_FIXTURE_MODELS_H_

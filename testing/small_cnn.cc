@@ -1,9 +1,9 @@
-#include "tests/models/small_cnn.h"
+#include "testing/small_cnn.h"
 
 #include <ATen/ATen.h>
 
 namespace kd {
-namespace testing {
+namespace test {
 
 namespace nn = torch::nn;
 
@@ -49,5 +49,5 @@ at::Tensor DirectCallNetImpl::forward(at::Tensor x) {
   return Call(act, lin->forward(x));  // lin bypasses its hook point
 }
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd

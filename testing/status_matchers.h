@@ -3,8 +3,8 @@
 //   EXPECT_THAT(LoadConfig(path), IsOk());
 //   EXPECT_THAT(registry.Get("nope"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
 //   EXPECT_THAT(ParseInt("3"), IsOkAndHolds(3));
-#ifndef LIBKD_BASE_STATUS_MATCHERS_H_
-#define LIBKD_BASE_STATUS_MATCHERS_H_
+#ifndef LIBKD_TESTING_STATUS_MATCHERS_H_
+#define LIBKD_TESTING_STATUS_MATCHERS_H_
 
 #include <ostream>
 #include <string>
@@ -60,4 +60,4 @@ MATCHER_P(IsOkAndHolds, value_matcher, "is OK and holds a matching value") {
 
 }  // namespace kd
 
-#endif  // LIBKD_BASE_STATUS_MATCHERS_H_
+#endif  // LIBKD_TESTING_STATUS_MATCHERS_H_

@@ -2,10 +2,10 @@
 // through one. Module paths, registration order and parameters match make_fixtures.py, so a
 // state file saved by Python loads into them.
 //
-//   auto net = std::make_shared<kd::testing::SmallCnnImpl>();
+//   auto net = std::make_shared<kd::test::SmallCnnImpl>();
 //   std::unique_ptr<kd::Model> model = kd::MakeNativeModel(net);
-#ifndef LIBKD_TESTS_MODELS_SMALL_CNN_H_
-#define LIBKD_TESTS_MODELS_SMALL_CNN_H_
+#ifndef LIBKD_TESTING_SMALL_CNN_H_
+#define LIBKD_TESTING_SMALL_CNN_H_
 
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -16,7 +16,7 @@
 #include "hooks/hook_point.h"
 
 namespace kd {
-namespace testing {
+namespace test {
 
 // make_fixtures.py's Block: conv-bn-relu-conv-bn plus the input, then relu (called twice).
 struct BlockImpl : torch::nn::Module {
@@ -55,7 +55,7 @@ struct DirectCallNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(DirectCallNet);
 
-}  // namespace testing
+}  // namespace test
 }  // namespace kd
 
-#endif  // LIBKD_TESTS_MODELS_SMALL_CNN_H_
+#endif  // LIBKD_TESTING_SMALL_CNN_H_
