@@ -1,0 +1,257 @@
+#include "hooks/internal/graph_transforms.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kd {
+namespace internal {
+namespace {
+
+torch::jit::RegisterOperators register_tap_op({torch::jit::Operator(
+    "kd::tap(int sink, int site, Any args, Any output) -> ()",
+    [](torch::jit::Stack& stack) {
+      c10::IValue output = torch::jit::pop(stack);
+      c10::IValue args = torch::jit::pop(stack);
+      const int64_t site = torch::jit::pop(stack).toInt();
+      auto* sink = reinterpret_cast<TapSink*>(torch::jit::pop(stack).toInt());
+      sink->OnTap(site, std::move(args), std::move(output));
+    },
+    c10::AliasAnalysisKind::CONSERVATIVE)});
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+bool IsProperAncestor(const std::string& ancestor, const std::string& path) {
+  if (ancestor.empty()) return !path.empty();
+  return path.size() > ancestor.size() && path.compare(0, ancestor.size(), ancestor) == 0 &&
+         path[ancestor.size()] == '.';
+}
+
+void CollectNodes(torch::jit::Block* block, std::vector<Node*>* out) {
+  for (Node* node : block->nodes()) {
+    out->push_back(node);
+    for (torch::jit::Block* sub : node->blocks()) CollectNodes(sub, out);
+  }
+}
+
+torch::jit::GraphFunction& Callee(Node* call) {
+  auto cls = call->input(0)->type()->expect<c10::ClassType>();
+  return torch::jit::toGraphFunction(cls->getMethod(call->s(c10::attr::name)));
+}
+
+// Places kd::tap(sink, site, (args...), output) right after `call`.
+void InsertTap(TappedGraph& out, Node* call, const std::string& path, int64_t sink) {
+  Graph& graph = *out.graph;
+  torch::jit::WithInsertPoint guard(call->next());
+  Value* args = graph.insertNode(graph.createTuple(call->inputs().slice(1)))->output();
+  Value* sink_value = graph.insertConstant(c10::IValue(sink));
+  Value* site = graph.insertConstant(c10::IValue(static_cast<int64_t>(out.sites.size())));
+  graph.insertNode(graph.create(c10::Symbol::fromQualString(kTapOp),
+                                {sink_value, site, args, call->outputs().at(0)},
+                                /*num_outputs=*/0));
+  out.sites.push_back(path);
+}
+
+}  // namespace
+
+std::optional<std::string> ModulePathOf(Value* value, Value* self) {
+  std::vector<std::string> parts;
+  while (value != self) {
+    Node* node = value->node();
+    if (node->kind() != c10::prim::GetAttr) return std::nullopt;
+    parts.push_back(node->s(c10::attr::name));
+    value = node->input(0);
+  }
+  std::reverse(parts.begin(), parts.end());
+  return absl::StrJoin(parts, ".");
+}
+
+bool IsForwardCall(const Node* call) {
+  const std::string& name = call->s(c10::attr::name);
+  if (name.compare(0, 7, "forward") != 0) return false;
+  return std::all_of(name.begin() + 7, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::vector<Node*> AllNodes(torch::jit::Block* block) {
+  std::vector<Node*> nodes;
+  CollectNodes(block, &nodes);
+  return nodes;
+}
+
+std::vector<Node*> CallMethods(Graph& graph) {
+  std::vector<Node*> calls;
+  for (Node* node : AllNodes(graph.block())) {
+    if (node->kind() == c10::prim::CallMethod) calls.push_back(node);
+  }
+  return calls;
+}
+
+TappedGraph InsertTaps(Graph& forward, const std::vector<std::string>& paths,
+                       int64_t sink) {
+  TappedGraph out;
+  out.graph = forward.copy();
+  Graph& graph = *out.graph;
+  Value* self = graph.inputs().at(0);
+
+  const std::set<std::string> targets(paths.begin(), paths.end());
+  auto leads_to_target = [&](const std::string& path) {
+    return std::any_of(targets.begin(), targets.end(),
+                       [&](const std::string& t) { return IsProperAncestor(path, t); });
+  };
+  std::set<std::string> found;
+  std::set<Node*> tapped;
+  // Tap every visible call of a target, then inline the calls on ancestors of targets (a
+  // target may be an ancestor of another: its tap stays after its inlined body, where the
+  // inlined outputs replace the call's), until no call is left to inline.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<Node*> calls = CallMethods(graph);
+    for (Node* call : calls) {
+      if (!IsForwardCall(call) || tapped.count(call)) continue;
+      std::optional<std::string> path = ModulePathOf(call->input(0), self);
+      if (!path || !targets.count(*path)) continue;
+      found.insert(*path);
+      InsertTap(out, call, *path, sink);
+      tapped.insert(call);
+    }
+    for (Node* call : calls) {
+      std::optional<std::string> path = ModulePathOf(call->input(0), self);
+      if (!path || !leads_to_target(*path)) continue;
+      if (call->input(0)->type()->cast<c10::ClassType>() == nullptr) {
+        continue;  // a module interface: its callee is not known statically
+      }
+      torch::jit::GraphFunction& callee = Callee(call);
+      tapped.erase(call);
+      torch::jit::inlineCallTo(call, &callee, callee.graph().get());
+      changed = true;
+    }
+  }
+  for (const std::string& path : paths) {
+    if (!found.count(path)) out.missing.push_back(path);
+  }
+  out.tapped_calls.assign(tapped.begin(), tapped.end());
+  return out;
+}
+
+std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::string>& paths) {
+  Graph& graph = *tapped.graph;
+
+  // Before cutting, find every node that may modify a captured value (the tapped calls'
+  // arguments and outputs) in place.
+  std::map<Node*, std::string> writers;
+  Value* self = graph.inputs().at(0);
+  for (Node* call : tapped.tapped_calls) {
+    const std::string path = ModulePathOf(call->input(0), self).value_or("?");
+    std::vector<std::pair<Value*, std::string>> values;
+    for (size_t i = 1; i < call->inputs().size(); ++i) {
+      values.emplace_back(call->input(i), absl::StrCat("the input of \"", path, "\""));
+    }
+    values.emplace_back(call->output(), absl::StrCat("the output of \"", path, "\""));
+    for (const auto& [value, what] : values) {
+      for (const auto& [node, how] : InPlaceWriters(graph, {value}, self)) {
+        writers.emplace(node, absl::StrCat(how, " modifies ", what, " in place"));
+      }
+    }
+  }
+
+  // Cut: return None, then remove unused module calls and dead code until nothing changes.
+  // (Dead-code elimination alone keeps calls: alias analysis takes them to write their
+  // arguments. In eval mode module calls are pure, and in training mode the calls removed
+  // are exactly those after the cut, whose effects — running statistics — are skipped.)
+  {
+    torch::jit::WithInsertPoint guard(graph.return_node());
+    Value* none = graph.insertConstant(c10::IValue());
+    for (size_t i = 0; i < graph.outputs().size(); ++i) graph.return_node()->replaceInput(i, none);
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    torch::jit::EliminateDeadCode(tapped.graph);
+    for (Node* call : CallMethods(graph)) {
+      if (!call->hasUses()) {
+        call->destroy();
+        changed = true;
+      }
+    }
+  }
+  tapped.tapped_calls.clear();  // some were destroyed; the survivors are not needed any more
+  const std::vector<Node*> survivors = AllNodes(graph.block());
+  const std::set<Node*> alive(survivors.begin(), survivors.end());
+  for (const auto& [node, why] : writers) {
+    if (!alive.count(node)) {
+      return absl::StrCat("cannot truncate the forward after ", absl::StrJoin(paths, ", "), ": ",
+                          why,
+                          " after the cut, so a truncated run would capture a different value "
+                          "than a full run; run without truncation");
+    }
+  }
+  return std::nullopt;
+}
+
+std::map<Node*, std::string> InPlaceWriters(Graph& graph, std::set<const Value*> aliases,
+                                            Value* self, bool* returns_alias) {
+  std::map<Node*, std::string> writers;
+  for (Node* node : AllNodes(graph.block())) {
+    bool touches = false;
+    for (const Value* in : node->inputs()) touches = touches || aliases.count(in);
+    if (!touches || node->kind() == c10::Symbol::fromQualString(kTapOp)) continue;
+    if (node->kind() == c10::prim::CallMethod) {
+      if (node->input(0)->type()->cast<c10::ClassType>() == nullptr) {
+        writers.emplace(node, "a call through a module interface");
+        continue;
+      }
+      const std::string callee_name =
+          absl::StrCat(ModulePathOf(node->input(0), self).value_or("a module"), ".",
+                       node->s(c10::attr::name), "()");
+      Graph& callee = *Callee(node).graph();
+      for (size_t i = 1; i < node->inputs().size(); ++i) {
+        if (!aliases.count(node->input(i))) continue;
+        bool returned = false;
+        if (!InPlaceWriters(callee, {callee.inputs().at(i)}, callee.inputs().at(0), &returned)
+                 .empty()) {
+          writers.emplace(node, callee_name);
+        }
+        // The result shares memory with the argument if the callee returns (a view of) it.
+        if (returned) {
+          for (const Value* o : node->outputs()) aliases.insert(o);
+        }
+      }
+      continue;
+    }
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (schema == nullptr) {
+      // prim ops without a schema (containers, control flow): whatever they produce may
+      // share memory with what they take.
+      for (const Value* o : node->outputs()) aliases.insert(o);
+      for (torch::jit::Block* block : node->blocks()) {
+        for (const Value* p : block->inputs()) aliases.insert(p);
+      }
+      continue;
+    }
+    for (size_t i = 0; i < node->inputs().size() && i < schema->arguments().size(); ++i) {
+      const c10::AliasInfo* info = schema->arguments()[i].alias_info();
+      if (info != nullptr && info->isWrite() && aliases.count(node->input(i))) {
+        writers.emplace(node, node->kind().toQualString());
+      }
+    }
+    for (size_t o = 0; o < node->outputs().size() && o < schema->returns().size(); ++o) {
+      if (schema->returns()[o].alias_info() != nullptr) aliases.insert(node->output(o));
+    }
+  }
+  if (returns_alias != nullptr) {
+    *returns_alias = false;
+    for (const Value* o : graph.outputs()) *returns_alias = *returns_alias || aliases.count(o);
+  }
+  return writers;
+}
+
+}  // namespace internal
+}  // namespace kd

@@ -1,0 +1,91 @@
+// Pure transforms of TorchScript graphs: the taps that give TorchScript modules forward hooks,
+// and the cut that truncates a forward after its last captured module. Nothing here knows a
+// kd::Model; hooks/torchscript_model.cc is the adapter that compiles and runs the results.
+//
+//   torch::jit::Graph& forward = *toGraphFunction(module.get_method("forward")).graph();
+//   kd::internal::TappedGraph tapped = kd::internal::InsertTaps(forward, {"layer1"}, sink);
+//   if (!tapped.missing.empty()) ...;  // paths forward never calls
+//   std::optional<std::string> refused = kd::internal::Truncate(tapped, {"layer1"});
+//
+// Graph facts these rely on (verified on libtorch 1.13 and 2.x; see DESIGN.md): a loaded
+// module's forward graph is not inlined (each submodule call is a prim::CallMethod whose
+// receiver is a chain of prim::GetAttr from `self`); nested paths need the enclosing calls
+// inlined with the three-argument inlineCallTo; dead-code elimination alone keeps unused
+// prim::CallMethod nodes (alias analysis assumes they write their arguments).
+#ifndef LIBKD_HOOKS_INTERNAL_GRAPH_TRANSFORMS_H_
+#define LIBKD_HOOKS_INTERNAL_GRAPH_TRANSFORMS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/ir/ir.h>
+
+namespace kd {
+namespace internal {
+
+// The side-effecting op a tap is: kd::tap(int sink, int site, Any args, Any output) -> ().
+// Registered (graph_transforms.cc) with CONSERVATIVE alias analysis, so dead-code elimination
+// keeps it and what it reads. Running it calls sink->OnTap(site, args, output).
+inline constexpr char kTapOp[] = "kd::tap";
+
+// Receives the values of kd::tap ops. The graph carries the sink's address as a constant: the
+// owner of a tapped graph must keep its sink alive while the graph can run.
+class TapSink {
+ public:
+  virtual ~TapSink() = default;
+  virtual void OnTap(int64_t site, c10::IValue args, c10::IValue output) = 0;
+};
+
+// The module path of a module value: the chain of prim::GetAttr from `self` ("layer2.0"),
+// "" for `self`; nullopt if `value` is not reached that way.
+std::optional<std::string> ModulePathOf(torch::jit::Value* value, torch::jit::Value* self);
+
+// Whether a prim::CallMethod calls a module's forward: "forward"; "forward1", "forward2", ...
+// (torch.jit.trace's names of a module's later calls).
+bool IsForwardCall(const torch::jit::Node* call);
+
+// Every node of `block` and of the blocks nested in it, in order.
+std::vector<torch::jit::Node*> AllNodes(torch::jit::Block* block);
+
+// The prim::CallMethod nodes of `graph`, nested blocks included.
+std::vector<torch::jit::Node*> CallMethods(torch::jit::Graph& graph);
+
+// A copy of a forward graph with taps.
+struct TappedGraph {
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<std::string> sites;               // a tap's site index -> its module path
+  std::vector<torch::jit::Node*> tapped_calls;  // the calls a tap follows
+  std::vector<std::string> missing;             // requested paths forward never calls
+};
+
+// Copies `forward` (which is not modified; libtorch's Graph::copy is not const), inlines the
+// calls on the way to `paths` and places kd::tap(sink, site, (args...), output) right after
+// every call of a module in `paths`.
+TappedGraph InsertTaps(torch::jit::Graph& forward, const std::vector<std::string>& paths,
+                       int64_t sink);
+
+// Cuts `tapped` after the last calls of its tapped modules: the graph returns None and every
+// module call and op the taps do not need is removed. Returns the reason when the cut would
+// change a captured value (a removed op or module modifies a tapped call's input or output,
+// or something sharing its memory, in place); the graph is then unusable.
+std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::string>& paths);
+
+// The nodes of `graph` that may modify one of `aliases` in place, with what they are
+// ("aten::mul_", "bump.forward()"). Follows what shares memory through ops whose schema says
+// an output aliases an input (views), containers and control flow, and into module calls.
+// Module state (parameters, buffers) is not followed. `returns_alias` (if given) tells
+// whether the graph's output may share memory with `aliases`.
+std::map<torch::jit::Node*, std::string> InPlaceWriters(torch::jit::Graph& graph,
+                                                        std::set<const torch::jit::Value*> aliases,
+                                                        torch::jit::Value* self,
+                                                        bool* returns_alias = nullptr);
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_INTERNAL_GRAPH_TRANSFORMS_H_
