@@ -9,8 +9,9 @@
 //
 //   // A plugin registers itself at the end of its .cc, whose cc_library has alwayslink = True
 //   // (without it the linker drops the file and the lookup fails at run time):
-//   KD_REGISTER(LossRegistry(), "l1", L1Loss);
+//   KD_REGISTER(LossRegistry(), "l1", L1Loss, {});                 // takes no kwargs
 //   KD_REGISTER(LossRegistry(), "kd", KdLoss, {{"temperature", kd::KwargType::kNumber}});
+//   KD_REGISTER(LossRegistry(), "custom", Custom, kd::kAnyKwargs);  // any kwargs, unchecked
 //
 //   // Lookup; an unknown key gives NotFound naming the nearest key and listing all of them.
 //   KD_ASSIGN_OR_RETURN(const LossFn* loss, LossRegistry().Get("l1"));
@@ -57,6 +58,15 @@ struct KwargSpec {
   KwargType type = KwargType::kAny;
   std::string doc;  // one line: meaning, unit, default
 };
+
+// Given to KD_REGISTER instead of a kwarg spec list: the plugin accepts any keyword arguments,
+// and config validation checks neither their names nor their types. Every registration says
+// which it is: a spec list (`{}`: no kwargs) or this.
+struct AnyKwargs {
+  // Not constructible from `{}`, which must keep meaning "an empty spec list".
+  explicit constexpr AnyKwargs(int) {}
+};
+inline constexpr AnyKwargs kAnyKwargs{0};
 
 // Where a plugin was registered (the KD_REGISTER line).
 struct RegistrationSite {
@@ -172,10 +182,11 @@ bool RegisterOrDie(Registry<T>& registry, RegistrationSite site, const std::stri
   return true;
 }
 
-// KD_REGISTER's entry points: without and with kwarg specs.
+// KD_REGISTER's entry points: any kwargs, or a spec list. (There is deliberately no form
+// without either: "accepts anything" must be said.)
 template <typename T, typename V>
 bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
-                   V&& value) {
+                   V&& value, AnyKwargs) {
   return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::nullopt);
 }
 template <typename T, typename V>
@@ -187,9 +198,10 @@ bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std:
 }  // namespace internal
 }  // namespace kd
 
-// Registers a plugin at start-up: KD_REGISTER(registry, key, value[, kwarg_specs]).
+// Registers a plugin at start-up: KD_REGISTER(registry, key, value, kwarg_specs).
 // `registry` is an expression giving a kd::Registry<T>&; `kwarg_specs` a
-// std::vector<kd::KwargSpec> (a braced list works). Use at namespace scope in a .cc file.
+// std::vector<kd::KwargSpec> (a braced list works; `{}` for none) or kd::kAnyKwargs. Use at
+// namespace scope in a .cc file.
 #define KD_REGISTER(registry, ...) KD_REGISTER_IMPL_(__COUNTER__, registry, __VA_ARGS__)
 
 #define KD_REGISTER_IMPL_(counter, registry, ...)                                   \

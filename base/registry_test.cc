@@ -25,7 +25,7 @@ Registry<IntFn>& TestRegistry() {
 int Twice(int x) { return 2 * x; }
 
 // Registrations at start-up, as a plugin's .cc does them. The line numbers are checked below.
-KD_REGISTER(TestRegistry(), "twice", Twice);  // line 28
+KD_REGISTER(TestRegistry(), "twice", Twice, kAnyKwargs);  // line 28
 KD_REGISTER(TestRegistry(), "plus_one", [](int x) { return x + 1; },
             {{"offset", KwargType::kInteger, "added to x"}});
 
@@ -108,8 +108,8 @@ TEST(RegistryDeathTest, DuplicateAtStartUpStopsTheProgramNamingBothSites) {
   EXPECT_DEATH(
       {
         Registry<int> registry("optimizer");
-        internal::RegisterOrDie(registry, "a.cc", 10, "sgd", 1);
-        internal::RegisterOrDie(registry, "b.cc", 20, "sgd", 2);
+        internal::RegisterOrDie(registry, "a.cc", 10, "sgd", 1, kAnyKwargs);
+        internal::RegisterOrDie(registry, "b.cc", 20, "sgd", 2, kAnyKwargs);
       },
       "libkd: start-up failed: duplicate optimizer key \"sgd\": registered at a.cc:10 and "
       "again at b.cc:20");

@@ -36,7 +36,7 @@ Registry<int>& Kind(absl::string_view kind) {
 KD_TEST_PLUGIN(kLossKind, "KDLoss", 0,
                {{"temperature", KwargType::kNumber, ""}, {"alpha", KwargType::kNumber, ""}});
 KD_TEST_PLUGIN(kLossKind, "CrossEntropyLoss", 0, {{"reduction", KwargType::kString, ""}});
-KD_TEST_PLUGIN(kLossKind, "MSELoss", 0);
+KD_TEST_PLUGIN(kLossKind, "MSELoss", 0, kAnyKwargs);
 KD_TEST_PLUGIN(kDatasetKind, "fashion_mnist", 0,
                {{"root", KwargType::kString, ""}, {"split", KwargType::kString, ""}});
 KD_TEST_PLUGIN(kModelKind, "fashion_cnn", 0, {{"width", KwargType::kInteger, ""}});
@@ -45,8 +45,8 @@ KD_TEST_PLUGIN(kOptimizerKind, "SGD", 0,
 KD_TEST_PLUGIN(kSchedulerKind, "MultiStepLR", 0,
                {{"milestones", KwargType::kIntegerList, ""}, {"gamma", KwargType::kNumber, ""}});
 KD_TEST_PLUGIN(kMetricKind, "accuracy", 0, {{"top_k", KwargType::kInteger, ""}});
-KD_TEST_PLUGIN(kSamplerKind, "weighted", 0);
-KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0);
+KD_TEST_PLUGIN(kSamplerKind, "weighted", 0, kAnyKwargs);
+KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
 
 using Lines = std::vector<std::string>;
 

@@ -56,9 +56,9 @@ absl::StatusOr<c10::IValue> ForwardBatch4Sskd(Model& model, const Batch& batch, 
       {samples.view({-1, samples.size(d - 3), samples.size(d - 2), samples.size(d - 1)})});
 }
 
-// Only forward_all passes kwargs on, so it declares none (any are accepted); the others take
+// Only forward_all passes kwargs on, so it accepts any (kAnyKwargs); the others take
 // none, and a config that gives them some is told so.
-KD_REGISTER_PROC_FUNC(ForwardProc, "forward_all", ForwardAll);
+KD_REGISTER_PROC_FUNC(ForwardProc, "forward_all", ForwardAll, kAnyKwargs);
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_only", ForwardBatchOnly, {});
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_only_as_kwargs", ForwardBatchOnlyAsKwargs, {});
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_target", ForwardBatchTarget, {});

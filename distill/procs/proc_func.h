@@ -166,7 +166,7 @@ template <typename Kind>
 Registry<ProcFn<Kind>>& ProcRegistry();
 
 // Registers a process function at start-up:
-//   KD_REGISTER_PROC_FUNC(kind, key, fn[, kwarg_specs]);
+//   KD_REGISTER_PROC_FUNC(kind, key, fn, kwarg_specs);   // or kd::kAnyKwargs
 // with `kind` one of kd::PreEpochProc, kd::PreForwardProc, kd::ForwardProc,
 // kd::PostForwardProc, kd::PostEpochProc.
 #define KD_REGISTER_PROC_FUNC(kind, ...) KD_REGISTER(::kd::ProcRegistry<kind>(), __VA_ARGS__)

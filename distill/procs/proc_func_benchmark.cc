@@ -94,6 +94,6 @@ BENCHMARK(BM_ForwardBatchOnlyThroughRegistry);
 }  // namespace
 
 // A no-op that accepts any kwargs, for the merging case.
-KD_REGISTER_PROC_FUNC(PreForwardProc, "bench_any_kwargs", DefaultPreForwardProcess);
+KD_REGISTER_PROC_FUNC(PreForwardProc, "bench_any_kwargs", DefaultPreForwardProcess, kAnyKwargs);
 
 }  // namespace kd

@@ -73,12 +73,12 @@ absl::Status Throws(TrainingContext&, Batch&, const Kwargs&) {
   return absl::OkStatus();
 }
 
-KD_REGISTER_PROC_FUNC(PreEpochProc, "test_pre_epoch", TestPreEpoch);
-KD_REGISTER_PROC_FUNC(PreForwardProc, "test_pre_forward", TestPreForward);
-KD_REGISTER_PROC_FUNC(ForwardProc, "test_forward", TestForward);
-KD_REGISTER_PROC_FUNC(PostForwardProc, "test_post_forward", TestPostForward);
-KD_REGISTER_PROC_FUNC(PostEpochProc, "test_post_epoch", TestPostEpoch);
-KD_REGISTER_PROC_FUNC(PreForwardProc, "test_throws", Throws);
+KD_REGISTER_PROC_FUNC(PreEpochProc, "test_pre_epoch", TestPreEpoch, kAnyKwargs);
+KD_REGISTER_PROC_FUNC(PreForwardProc, "test_pre_forward", TestPreForward, kAnyKwargs);
+KD_REGISTER_PROC_FUNC(ForwardProc, "test_forward", TestForward, kAnyKwargs);
+KD_REGISTER_PROC_FUNC(PostForwardProc, "test_post_forward", TestPostForward, kAnyKwargs);
+KD_REGISTER_PROC_FUNC(PostEpochProc, "test_post_epoch", TestPostEpoch, kAnyKwargs);
+KD_REGISTER_PROC_FUNC(PreForwardProc, "test_throws", Throws, kAnyKwargs);
 KD_REGISTER_PROC_FUNC(PreForwardProc, "test_typed", TestPreForward,
                       {{"factor", KwargType::kNumber, "a number"},
                        {"label", KwargType::kString, "a string"}});

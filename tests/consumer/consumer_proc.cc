@@ -8,6 +8,6 @@ absl::Status HalveSamples(kd::TrainingContext&, kd::Batch& batch, const kd::Kwar
   return absl::OkStatus();
 }
 
-KD_REGISTER_PROC_FUNC(kd::PreForwardProc, "consumer_halve_samples", HalveSamples);
+KD_REGISTER_PROC_FUNC(kd::PreForwardProc, "consumer_halve_samples", HalveSamples, {});
 
 }  // namespace consumer
