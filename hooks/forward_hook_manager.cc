@@ -19,9 +19,10 @@ namespace kd {
 namespace {
 
 std::string DeviceKey(const c10::IValue& output, const c10::IValue& input) {
-  c10::optional<c10::Device> device = FirstTensorDevice(output);
+  std::optional<c10::Device> device = FirstTensorDevice(output);
   if (!device) device = FirstTensorDevice(input);
-  return device ? device->str() : "cpu";
+  if (!device || device->is_cpu()) return "cpu";  // short string: no allocation
+  return device->str();
 }
 
 // torchdistill's gather: tensors concatenated on dim 0, tuples and lists element-wise.

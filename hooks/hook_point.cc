@@ -1,5 +1,7 @@
 #include "hooks/hook_point.h"
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_map>
@@ -12,14 +14,17 @@ std::atomic<int64_t> num_hooks{0};
 namespace {
 
 struct Hook {
-  int64_t id;
-  NativeHookFn fn;
-  bool fired = false;
+  Hook(int64_t id, NativeHookFn fn) : id(id), fn(std::move(fn)) {}
+  const int64_t id;
+  const NativeHookFn fn;
+  std::atomic<bool> fired{false};
 };
 
 struct Table {
   std::shared_mutex mutex;
-  std::unordered_map<const torch::nn::Module*, std::vector<Hook>> by_module;
+  // Hooks are shared: a call runs a snapshot of its module's hooks outside the lock, and a
+  // hook removed meanwhile stays alive until that call is done with it.
+  std::unordered_map<const torch::nn::Module*, std::vector<std::shared_ptr<Hook>>> by_module;
   std::unordered_map<int64_t, const torch::nn::Module*> module_of;
   int64_t next_id = 0;
 };
@@ -40,18 +45,23 @@ bool HasHooks(const torch::nn::Module* module) {
 void RunHooks(const torch::nn::Module* module, const std::vector<c10::IValue>& args,
               const c10::IValue& output) {
   Table& table = GetTable();
-  std::vector<NativeHookFn> to_run;
+  // Most modules have one hook: no heap allocation for the snapshot then.
+  std::shared_ptr<Hook> first;
+  std::vector<std::shared_ptr<Hook>> more;
   {
-    std::unique_lock lock(table.mutex);
+    std::shared_lock lock(table.mutex);
     auto it = table.by_module.find(module);
     if (it == table.by_module.end()) return;
-    for (Hook& hook : it->second) {
-      hook.fired = true;
-      to_run.push_back(hook.fn);
-    }
+    first = it->second.front();
+    if (it->second.size() > 1) more.assign(it->second.begin() + 1, it->second.end());
   }
   // Run outside the lock: a hook may add or remove hooks.
-  for (const NativeHookFn& fn : to_run) fn(args, output);
+  first->fired.store(true, std::memory_order_relaxed);
+  first->fn(args, output);
+  for (const std::shared_ptr<Hook>& hook : more) {
+    hook->fired.store(true, std::memory_order_relaxed);
+    hook->fn(args, output);
+  }
 }
 
 }  // namespace hook_point_internal
@@ -63,7 +73,7 @@ int64_t AddNativeHook(const torch::nn::Module& module, NativeHookFn fn) {
   Table& table = GetTable();
   std::unique_lock lock(table.mutex);
   const int64_t id = table.next_id++;
-  table.by_module[&module].push_back(hook_point_internal::Hook{id, std::move(fn)});
+  table.by_module[&module].push_back(std::make_shared<hook_point_internal::Hook>(id, std::move(fn)));
   table.module_of[id] = &module;
   hook_point_internal::num_hooks.fetch_add(1, std::memory_order_relaxed);
   return id;
@@ -77,7 +87,9 @@ void RemoveNativeHook(int64_t id) {
   auto it = table.by_module.find(owner->second);
   auto& hooks = it->second;
   hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
-                             [id](const hook_point_internal::Hook& h) { return h.id == id; }),
+                             [id](const std::shared_ptr<hook_point_internal::Hook>& h) {
+                               return h->id == id;
+                             }),
               hooks.end());
   if (hooks.empty()) table.by_module.erase(it);
   table.module_of.erase(owner);
@@ -90,7 +102,7 @@ bool NativeHookFired(int64_t id) {
   auto owner = table.module_of.find(id);
   if (owner == table.module_of.end()) return false;
   for (const auto& hook : table.by_module.at(owner->second)) {
-    if (hook.id == id) return hook.fired;
+    if (hook->id == id) return hook->fired.load(std::memory_order_relaxed);
   }
   return false;
 }
