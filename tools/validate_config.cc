@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/config_summary.h"
 #include "distill/config/config_validator.h"
 #include "tools/tool_util.h"
 

@@ -113,10 +113,12 @@ class Collector final : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+std::string TextPosition::ToString() const { return absl::StrCat(line, ":", column); }
+
 std::string ConfigProblem::ToString() const {
   const absl::string_view prefix = is_error() ? "" : "warning: ";
   if (at.line <= 0) return absl::StrCat(file, ": ", prefix, message);
-  return absl::StrCat(file, ":", at.line, ":", at.column, ": ", prefix, message);
+  return absl::StrCat(file, ":", at.ToString(), ": ", prefix, message);
 }
 
 const FieldDescriptor* ConfigLocator::Field(absl::string_view name) const {

@@ -28,6 +28,9 @@ namespace kd {
 struct TextPosition {
   int line = 0;
   int column = 0;
+
+  // "14:7", as messages print a position.
+  std::string ToString() const;
 };
 
 // One problem in a config file: an error (the config cannot run) or a warning (it runs, but

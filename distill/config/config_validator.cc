@@ -9,14 +9,13 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/registry.h"
+#include "distill/config/internal/stage_io.h"
 #include "distill/config/internal/suggest.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
@@ -25,7 +24,9 @@
 namespace kd {
 namespace {
 
-std::string At(TextPosition p) { return absl::StrCat(p.line, ":", p.column); }
+using internal::RecordedIo;
+using internal::RoleName;
+using internal::StageContext;
 
 bool IsDevice(absl::string_view device) {
   if (device == "cpu" || device == "cuda") return true;
@@ -34,45 +35,6 @@ bool IsDevice(absl::string_view device) {
          absl::SimpleAtoi(device, &index) && index >= 0 &&
          std::all_of(device.begin(), device.end(), absl::ascii_isdigit);
 }
-
-const char* RoleName(IoRef::Source source) {
-  return source == IoRef::TEACHER ? "teacher" : "student";
-}
-
-// What the forward hooks and auxiliary modules of one model record in one stage:
-// path -> (input?, output?). The model's own output is always recorded.
-class RecordedIo {
- public:
-  explicit RecordedIo(const StageModelConfig& model) {
-    output_.insert("");
-    for (const ForwardHookConfig& hook : model.forward_hooks()) {
-      if (hook.requires_input()) input_.insert(hook.module_path());
-      if (hook.requires_output()) output_.insert(hook.module_path());
-    }
-    for (const AuxiliaryModuleConfig& aux : model.auxiliary_modules()) {
-      if (!aux.name().empty()) output_.insert(aux.name());
-    }
-  }
-
-  bool Has(const std::string& path, IoRef::Io io) const {
-    return (io == IoRef::INPUT ? input_ : output_).count(path) > 0;
-  }
-  std::vector<std::string> Paths(IoRef::Io io) const {
-    const std::set<std::string>& paths = io == IoRef::INPUT ? input_ : output_;
-    return std::vector<std::string>(paths.begin(), paths.end());
-  }
-
- private:
-  std::set<std::string> input_;
-  std::set<std::string> output_;
-};
-
-// What a stage's inputs are checked against.
-struct StageContext {
-  bool has_teacher = false;
-  const RecordedIo* teacher = nullptr;  // null without a teacher
-  const RecordedIo* student = nullptr;
-};
 
 class Validator {
  public:
@@ -185,7 +147,7 @@ class Validator {
       } else if (auto [it, inserted] = dataset_ids_.try_emplace(dataset.id(), loc.Of("id"));
                  !inserted) {
         Add(loc.Of("id"), absl::StrCat("duplicate dataset id \"", dataset.id(), "\" (first at ",
-                                       At(it->second), ")"));
+                                       it->second.ToString(), ")"));
       }
       CheckPlugin(kDatasetKind, dataset.key(), dataset.kwargs(), loc);
     }
@@ -326,7 +288,7 @@ class Validator {
       const std::string quoted = QuoteName(hook.module_path());
       if (auto [it, inserted] = hooked.try_emplace(hook.module_path(), hloc.self()); !inserted) {
         Add(hloc.self(), absl::StrCat("duplicate forward hook on module ", quoted, " (first at ",
-                                      At(it->second), ")"));
+                                      it->second.ToString(), ")"));
       }
       if (!hook.requires_input() && !hook.requires_output()) {
         Add(hloc.self(), absl::StrCat("forward hook on module ", quoted,
@@ -423,8 +385,8 @@ class Validator {
       const std::string name = term.name().empty() ? term.key() : term.name();
       const TextPosition name_at = tloc.Of(term.name().empty() ? "key" : "name");
       if (auto [it, inserted] = names.try_emplace(name, name_at); !inserted && !name.empty()) {
-        Add(name_at, absl::StrCat("duplicate term name \"", name, "\" (first at ", At(it->second),
-                                  "); give the terms distinct names"));
+        Add(name_at, absl::StrCat("duplicate term name \"", name, "\" (first at ",
+                                  it->second.ToString(), "); give the terms distinct names"));
       }
       if (term.has_weight() && !std::isfinite(term.weight())) {
         Add(tloc.Of("weight"), absl::StrCat("weight must be finite, got ", term.weight()));
@@ -514,54 +476,6 @@ class Validator {
   std::map<std::string, TextPosition> dataset_ids_;
 };
 
-// "x.pt (TorchScript)", "native model \"fashion_cnn\"".
-std::string DescribeModel(const ModelConfig& model) {
-  if (model.has_native()) return absl::StrCat("native model \"", model.native().key(), "\"");
-  return absl::StrCat("TorchScript ", model.torchscript());
-}
-
-std::string DescribeLoader(const LoaderConfig& loader, const DistillConfig& config) {
-  std::string key;
-  for (const DatasetConfig& dataset : config.datasets()) {
-    if (dataset.id() == loader.dataset_id()) key = dataset.key();
-  }
-  return absl::StrCat("\"", loader.dataset_id(), "\" (", key, ", batch ", loader.batch_size(),
-                      loader.shuffle() ? ", shuffled" : "", ")");
-}
-
-std::string DescribeCriterion(const CriterionConfig& criterion) {
-  std::vector<std::string> terms;
-  for (const LossTermConfig& term : criterion.terms()) {
-    const std::string name = term.name().empty() ? term.key() : term.name();
-    terms.push_back(absl::StrCat(term.has_weight() ? term.weight() : 1.0, " * ", name,
-                                 name == term.key() ? "" : absl::StrCat(" (", term.key(), ")")));
-  }
-  return absl::StrJoin(terms, " + ");
-}
-
-std::string DescribeStage(const StageConfig& stage, int index, const DistillConfig& config) {
-  std::string out = absl::StrCat(
-      "Stage \"", stage.name().empty() ? absl::StrCat("stage", index) : stage.name(),
-      "\": ", stage.num_epochs(), stage.num_epochs() == 1 ? " epoch" : " epochs", " on ",
-      stage.has_train_data_loader() ? DescribeLoader(stage.train_data_loader(), config)
-                                    : std::string("the previous stage's data"),
-      ", loss ", DescribeCriterion(stage.criterion()));
-  if (stage.has_optimizer()) {
-    absl::StrAppend(&out, ", optimizer ", stage.optimizer().key());
-    if (stage.optimizer().grad_accum_step() > 1) {
-      absl::StrAppend(&out, " every ", stage.optimizer().grad_accum_step(), " batches");
-    }
-  }
-  if (stage.has_scheduler()) {
-    const int step = stage.scheduler().scheduling_step();
-    absl::StrAppend(&out, ", scheduler ", stage.scheduler().key(),
-                    step <= 0   ? " per epoch"
-                    : step == 1 ? " per batch"
-                                : absl::StrCat(" every ", step, " batches"));
-  }
-  return absl::StrCat(out, ".");
-}
-
 }  // namespace
 
 std::vector<ConfigProblem> ValidateConfig(const LoadedConfig& loaded,
@@ -580,41 +494,6 @@ std::vector<std::string> UncheckedPluginKinds() {
     if (FindRegistry(kind) == nullptr) kinds.emplace_back(kind);
   }
   return kinds;
-}
-
-std::string SummarizeConfig(const DistillConfig& config) {
-  std::vector<const StageConfig*> stages;
-  if (config.has_train()) stages.push_back(&config.train());
-  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
-  int epochs = 0;
-  for (const StageConfig* stage : stages) epochs += stage->num_epochs();
-
-  std::string out = config.has_teacher()
-                        ? absl::StrCat("Distills the teacher (", DescribeModel(config.teacher()),
-                                       ") into the student (", DescribeModel(config.student()), ")")
-                        : absl::StrCat("Trains the student (", DescribeModel(config.student()),
-                                       ") without a teacher");
-  absl::StrAppend(&out, " in ", stages.size(), stages.size() == 1 ? " stage" : " stages", " of ",
-                  epochs, epochs == 1 ? " epoch" : " epochs", " in all.");
-  for (size_t i = 0; i < stages.size(); ++i) {
-    absl::StrAppend(&out, " ", DescribeStage(*stages[i], static_cast<int>(i), config));
-  }
-  if (config.has_evaluation()) {
-    std::vector<std::string> metrics;
-    for (const MetricConfig& metric : config.evaluation().metrics()) {
-      metrics.push_back(metric.name().empty() ? metric.key() : metric.name());
-    }
-    absl::StrAppend(&out, " Evaluates ", absl::StrJoin(metrics, ", "), " on the validation data");
-    const int every = std::max(1, config.evaluation().every_n_epochs());
-    absl::StrAppend(
-        &out, every == 1 ? " after every epoch." : absl::StrCat(" every ", every, " epochs."));
-  }
-  const RunConfig& run = config.run();
-  const std::string name = run.name().empty() ? "run" : run.name();
-  absl::StrAppend(&out, " Run \"", name, "\" writes to ",
-                  run.run_dir().empty() ? absl::StrCat("runs/", name) : run.run_dir(), " on ",
-                  run.device().empty() ? "cpu" : run.device(), ", seed ", run.seed(), ".");
-  return out;
 }
 
 }  // namespace kd

@@ -3,7 +3,7 @@
 //
 //   KD_ASSIGN_OR_RETURN(kd::LoadedConfig loaded, kd::LoadConfig(path));
 //   std::vector<kd::ConfigProblem> problems = kd::ValidateConfig(loaded);
-//   if (problems.empty()) std::cout << "OK\n" << kd::SummarizeConfig(loaded.config) << "\n";
+//   if (problems.empty()) std::cout << "OK\n";   // kd::SummarizeConfig: config_summary.h
 //
 // Checked: unknown fields (from parsing); missing required fields; values out of range;
 // registry keys of every plugin kind whose registry is linked into the program (unknown keys
@@ -41,10 +41,6 @@ bool HasErrors(const std::vector<ConfigProblem>& problems);
 // The plugin kinds of configs (kConfigPluginKinds) whose registry is not linked into this
 // program: ValidateConfig cannot check their keys and kwargs.
 std::vector<std::string> UncheckedPluginKinds();
-
-// One paragraph describing the run a valid `config` describes: models, stages with epochs,
-// data, loss terms, optimizer and scheduler, evaluation, run folder and device.
-std::string SummarizeConfig(const DistillConfig& config);
 
 }  // namespace kd
 

@@ -8,6 +8,7 @@
 #include "base/registry.h"
 #include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/config_summary.h"
 #include "distill/config/plugin_kinds.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -6,6 +6,7 @@
 
 #include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/config_summary.h"
 #include "distill/config/config_validator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
