@@ -42,20 +42,20 @@ absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value) {
   return WriteFileAtomically(path, bytes);
 }
 
-absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes, const std::string& name) {
-  absl::StatusOr<c10::IValue> value = CallTorch(
+absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes) {
+  return CallTorch(
       [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
       absl::StatusCode::kInvalidArgument);
-  if (!value.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": not readable as a torch.save file: ", value.status().message()));
-  }
-  return value;
 }
 
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  return DecodeTorchSave(bytes, path);
+  absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not readable as a torch.save file: ", value.status().message()));
+  }
+  return value;
 }
 
 }  // namespace kd

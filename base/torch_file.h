@@ -33,10 +33,11 @@ absl::StatusOr<std::string> EncodeTorchSave(const c10::IValue& value);
 // Writes EncodeTorchSave(value) to `path` atomically.
 absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value);
 
-// Decodes bytes written by torch.save (Python) or EncodeTorchSave; `name` is used in errors.
-absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes, const std::string& name);
+// Decodes bytes written by torch.save (Python) or EncodeTorchSave. InvalidArgument with
+// libtorch's reason (without its backtrace) when they cannot be read; callers name the file.
+absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes);
 
-// Reads and decodes the torch.save file at `path`.
+// Reads and decodes the torch.save file at `path`; errors name it.
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path);
 
 }  // namespace kd

@@ -45,20 +45,15 @@ bool HasHooks(const torch::nn::Module* module) {
 void RunHooks(const torch::nn::Module* module, const std::vector<c10::IValue>& args,
               const c10::IValue& output) {
   Table& table = GetTable();
-  // Most modules have one hook: no heap allocation for the snapshot then.
-  std::shared_ptr<Hook> first;
-  std::vector<std::shared_ptr<Hook>> more;
+  std::vector<std::shared_ptr<Hook>> snapshot;
   {
     std::shared_lock lock(table.mutex);
     auto it = table.by_module.find(module);
     if (it == table.by_module.end()) return;
-    first = it->second.front();
-    if (it->second.size() > 1) more.assign(it->second.begin() + 1, it->second.end());
+    snapshot = it->second;
   }
   // Run outside the lock: a hook may add or remove hooks.
-  first->fired.store(true, std::memory_order_relaxed);
-  first->fn(args, output);
-  for (const std::shared_ptr<Hook>& hook : more) {
+  for (const std::shared_ptr<Hook>& hook : snapshot) {
     hook->fired.store(true, std::memory_order_relaxed);
     hook->fn(args, output);
   }

@@ -6,7 +6,6 @@
 
 #include <ATen/core/Dict.h>
 #include <c10/core/GradMode.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -73,9 +72,7 @@ absl::Status Model::SaveState(const std::string& path) const {
 
 absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& options) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  absl::StatusOr<c10::IValue> loaded = CallTorch(
-      [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
-      absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<c10::IValue> loaded = DecodeTorchSave(bytes);
   if (!loaded.ok() && absl::StrContains(loaded.status().message(),
                                         "Expected GenericDict but got None")) {
     // libtorch's unpickler (1.13 and 2.x alike) reads collections.OrderedDict as None, then

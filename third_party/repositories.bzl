@@ -121,20 +121,21 @@ def _libtorch_impl(ctx):
     ctx.symlink(lib, "lib")
     has_cuda, cuda_note = _cuda_backend(ctx, lib)
 
+    version = _torch_version(ctx, torch_dir)
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
     ctx.template("BUILD.bazel", ctx.attr.build_file_template, {
         "%{LIB_DIR}": lib_dir,
         "%{CUDA_LINKOPTS}": (
             '"-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-Wl,--as-needed"' if has_cuda else ""
         ),
-        "%{VERSION}": _torch_version(ctx, torch_dir),
+        "%{VERSION}": version,
         "%{FOUND_BY}": found_by,
         "%{CUDA_NOTE}": cuda_note,
         "%{CUDA_DEFINES}": '"LIBKD_CUDA_BACKEND=1"' if has_cuda else "",
     })
     ctx.file("version.bzl", "\n".join([
         "\"\"\"The libtorch this workspace builds against.\"\"\"",
-        "TORCH_VERSION = \"%s\"" % _torch_version(ctx, torch_dir),
+        "TORCH_VERSION = \"%s\"" % version,
         "TORCH_HAS_CUDA = %s" % ("True" if has_cuda else "False"),
         "",
     ]))

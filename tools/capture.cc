@@ -12,7 +12,6 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -45,7 +44,7 @@ ABSL_FLAG(bool, truncate, false,
           "median time with and without truncation (5 interleaved runs each, after 3 warm-up rounds). Each module must "
           "run once per forward.");
 ABSL_FLAG(std::string, out, "",
-          "Write the I/O dict here with torch::pickle_save (atomically); Python's torch.load "
+          "Write the I/O dict here (atomically, in torch.save's format); Python's torch.load "
           "returns {path: {\"input\": ..., \"output\": ...}}. Without it, prints each path's "
           "shapes, dtypes and checksums.");
 
@@ -59,9 +58,7 @@ struct ForwardInput {
 
 absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  absl::StatusOr<c10::IValue> value = CallTorch(
-      [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
-      absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a file written by torch.save: ", LastLine(value.status().message())));
