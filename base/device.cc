@@ -19,13 +19,19 @@ bool CudaBackendLinked() {
   return true;
 }
 
-absl::StatusOr<c10::Device> ParseDevice(absl::string_view spec) {
+absl::StatusOr<c10::Device> ParseDeviceName(absl::string_view spec) {
   absl::StatusOr<c10::Device> parsed =
       CallTorch([&] { return c10::Device(std::string(spec)); }, absl::StatusCode::kInvalidArgument);
   if (!parsed.ok() || (!parsed->is_cpu() && !parsed->is_cuda())) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad device \"", spec, "\": use cpu, cuda or cuda:N"));
   }
+  return *parsed;
+}
+
+absl::StatusOr<c10::Device> ParseDevice(absl::string_view spec) {
+  absl::StatusOr<c10::Device> parsed = ParseDeviceName(spec);
+  if (!parsed.ok()) return parsed.status();
   c10::Device device = *parsed;
   if (device.is_cpu()) return c10::Device(c10::kCPU);
   if (!CudaBackendLinked()) {

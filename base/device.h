@@ -22,6 +22,11 @@ namespace kd {
 // FailedPrecondition naming the reason when a CUDA device is unavailable.
 absl::StatusOr<c10::Device> ParseDevice(absl::string_view spec);
 
+// Parses `spec` by its syntax only (the device need not exist here: a config written for
+// another machine); InvalidArgument for a malformed spec or a device type other than cpu and
+// cuda.
+absl::StatusOr<c10::Device> ParseDeviceName(absl::string_view spec);
+
 // Whether libtorch's CUDA backend (libtorch_cuda.so) is loaded into this process.
 bool CudaBackendLinked();
 

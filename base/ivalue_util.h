@@ -20,6 +20,11 @@ namespace kd {
 // Keyword arguments of a forward or a plugin, as in torch::jit::Kwargs.
 using Kwargs = std::unordered_map<std::string, c10::IValue>;
 
+// The kwargs a plugin's KwargsCheck (base/registry.h) sees.
+struct KwargsView {
+  const Kwargs& kwargs;
+};
+
 // `value` with every tensor in it (tuples, lists, dicts too) moved to `device`.
 c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
 

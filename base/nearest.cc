@@ -48,13 +48,53 @@ std::string QuoteName(absl::string_view name) {
   return name.empty() ? std::string("\"\" (root)") : absl::StrCat("\"", name, "\"");
 }
 
-std::string FormatNearest(absl::string_view name, const std::vector<std::string>& candidates,
-                          size_t max_results) {
-  std::vector<std::string> nearest = NearestNames(name, candidates, max_results);
-  if (nearest.empty()) return "there are none";
-  std::vector<std::string> quoted;
-  for (const std::string& n : nearest) quoted.push_back(n.empty() ? "\"\" (root)" : n);
-  return absl::StrCat("nearest: ", absl::StrJoin(quoted, ", "));
+namespace {
+
+// The candidates at the smallest edit distance from `name` (in their order, at most
+// `max_results`), if that distance is within a third of `name`'s length (at least 2).
+std::vector<std::string> NearNames(absl::string_view name,
+                                   const std::vector<std::string>& candidates, size_t max_results) {
+  size_t best = std::max<size_t>(2, (name.size() + 1) / 3);
+  std::vector<std::string> near;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = EditDistance(name, candidate);
+    if (distance < best) {
+      best = distance;
+      near.clear();
+    }
+    if (distance == best && near.size() < max_results) near.push_back(candidate);
+  }
+  return near;
+}
+
+}  // namespace
+
+std::string DidYouMean(absl::string_view name, const std::vector<std::string>& candidates) {
+  std::vector<std::string> near = NearNames(name, candidates, 3);
+  if (near.empty()) return "";
+  for (std::string& n : near) n = n.empty() ? "\"\" (root)" : absl::StrCat("\"", n, "\"");
+  if (near.size() == 1) return absl::StrCat("did you mean ", near[0], "?");
+  const std::string last = near.back();
+  near.pop_back();
+  return absl::StrCat("did you mean ", absl::StrJoin(near, ", "), " or ", last, "?");
+}
+
+std::string ValidNames(const std::vector<std::string>& candidates, size_t max_listed) {
+  if (candidates.empty()) return "there are none";
+  std::vector<std::string> listed;
+  for (size_t i = 0; i < candidates.size() && i < max_listed; ++i) {
+    listed.push_back(candidates[i].empty() ? "\"\" (root)" : candidates[i]);
+  }
+  std::string out = absl::StrCat("valid: ", absl::StrJoin(listed, ", "));
+  if (candidates.size() > listed.size()) {
+    absl::StrAppend(&out, " and ", candidates.size() - listed.size(), " more");
+  }
+  return out;
+}
+
+std::string Suggest(absl::string_view name, const std::vector<std::string>& candidates) {
+  std::string near = DidYouMean(name, candidates);
+  return near.empty() ? ValidNames(candidates) : near;
 }
 
 }  // namespace kd

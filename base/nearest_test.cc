@@ -30,12 +30,18 @@ TEST(NearestNamesTest, DropsFarNamesButAlwaysSuggestsOne) {
   EXPECT_TRUE(NearestNames("x", {}).empty());
 }
 
-TEST(FormatNearestTest, Messages) {
-  // "fc" is 6 edits from "layer5", farther than max(3, 6 / 2): left out.
-  EXPECT_EQ(FormatNearest("layer5", {"layer4", "layer3", "fc"}), "nearest: layer4, layer3");
-  EXPECT_EQ(FormatNearest("layr", {"layer1", "fc"}), "nearest: layer1");  // fc: 4 edits
-  EXPECT_EQ(FormatNearest("x", {}), "there are none");
-  EXPECT_EQ(FormatNearest("a", {""}), "nearest: \"\" (root)");
+TEST(SuggestTest, OneWordingForNearNamesAndForNone) {
+  // Ties at the smallest distance, in the candidates' order.
+  EXPECT_EQ(Suggest("layer5", {"layer4", "layer3", "fc"}), "did you mean \"layer4\" or \"layer3\"?");
+  EXPECT_EQ(Suggest("layer5", {"layer1", "layer2", "layer3", "layer4"}),
+            "did you mean \"layer1\", \"layer2\" or \"layer3\"?");
+  EXPECT_EQ(Suggest("layr", {"layer1", "fc"}), "did you mean \"layer1\"?");  // 2 edits
+  EXPECT_EQ(Suggest("a", {""}), "did you mean \"\" (root)?");
+  // Nothing within a third of the name's length (at least 2 edits): the valid names.
+  EXPECT_EQ(Suggest("xyzzy", {"train", "val"}), "valid: train, val");
+  EXPECT_EQ(Suggest("x", {}), "there are none");
+  EXPECT_EQ(DidYouMean("xyzzy", {"train"}), "");
+  EXPECT_EQ(ValidNames({"a", "b", "c"}, 2), "valid: a, b and 1 more");
   EXPECT_EQ(QuoteName(""), "\"\" (root)");
   EXPECT_EQ(QuoteName("fc"), "\"fc\"");
 }

@@ -84,13 +84,20 @@ std::optional<RegistrationSite> RegistryBase::Site(absl::string_view key) const 
   return it->second.site;
 }
 
+KwargsCheck RegistryBase::GetKwargsCheck(absl::string_view key) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = infos_.find(key);
+  return it == infos_.end() ? nullptr : it->second.check;
+}
+
 absl::Status RegistryBase::AddKeyLocked(const std::string& key, RegistrationSite site,
-                                        std::optional<std::vector<KwargSpec>> kwargs) {
+                                        std::optional<std::vector<KwargSpec>> kwargs,
+                                        KwargsCheck check) {
   if (key.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("empty ", kind_, " key registered at ", FormatSite(site)));
   }
-  auto [it, inserted] = infos_.try_emplace(key, Info{site, std::move(kwargs)});
+  auto [it, inserted] = infos_.try_emplace(key, Info{site, std::move(kwargs), std::move(check)});
   if (!inserted) {
     return absl::AlreadyExistsError(absl::StrCat("duplicate ", kind_, " key \"", key,
                                                  "\": registered at ", FormatSite(it->second.site),
@@ -107,8 +114,9 @@ absl::Status RegistryBase::NotFoundLocked(absl::string_view key) const {
     absl::StrAppend(&message, "; none are (is the library that registers them linked, with ",
                     "alwayslink = True?)");
   } else {
-    absl::StrAppend(&message, "; ", FormatNearest(key, keys, /*max_results=*/1),
-                    "; registered: ", absl::StrJoin(keys, ", "));
+    const std::string near = DidYouMean(key, keys);
+    absl::StrAppend(&message, "; ", near, near.empty() ? "" : " ", "registered: ",
+                    absl::StrJoin(keys, ", "));
   }
   return absl::NotFoundError(message);
 }

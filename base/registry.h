@@ -12,6 +12,11 @@
 //   KD_REGISTER(LossRegistry(), "l1", L1Loss, {});                 // takes no kwargs
 //   KD_REGISTER(LossRegistry(), "kd", KdLoss, {{"temperature", kd::KwargType::kNumber}});
 //   KD_REGISTER(LossRegistry(), "custom", Custom, kd::kAnyKwargs);  // any kwargs, unchecked
+//   // Ranges and choices in the specs; relations between kwargs in a check of the plugin's own:
+//   KD_REGISTER(LossRegistry(), "dkd", DkdLoss,
+//               {{.name = "temperature", .type = kd::KwargType::kNumber, .min = 0,
+//                 .min_exclusive = true}},
+//               [](const kd::KwargsView& view) { return absl::OkStatus(); });
 //
 //   // Lookup; an unknown key gives NotFound naming the nearest key and listing all of them.
 //   KD_ASSIGN_OR_RETURN(const LossFn* loss, LossRegistry().Get("l1"));
@@ -52,12 +57,34 @@ enum class KwargType {
 // "number", "integer", ...: the name used in messages.
 absl::string_view KwargTypeName(KwargType type);
 
-// One keyword argument a plugin accepts.
+// One keyword argument a plugin accepts: its contract, checked by config validation before
+// anything runs (with the file, line and column of the offending value).
+//
+//   {.name = "temperature", .type = KwargType::kNumber, .doc = "softmax temperature; 4",
+//    .min = 0, .min_exclusive = true}
+//   {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum", "none"}}
 struct KwargSpec {
   std::string name;
   KwargType type = KwargType::kAny;
   std::string doc;  // one line: meaning, unit, default
+  // Bounds of a number or integer (of each element of a list); unset: unbounded. Every
+  // number in a config must be finite, bounded or not.
+  std::optional<double> min;
+  std::optional<double> max;
+  bool min_exclusive = false;  // min < value instead of min <= value
+  bool max_exclusive = false;
+  // The values a string (or each string of a list) may take; empty: any.
+  std::vector<std::string> choices;
+  // Whether a config must give it.
+  bool required = false;
 };
+
+// A plugin's own check of its kwargs as a whole (relations between them: "alpha + beta <= 1"),
+// run by config validation after every KwargSpec check has passed. InvalidArgument with a
+// message naming the kwargs; OK otherwise. `view.kwargs` are the values as
+// kd::KwargsFromConfig gives them (KwargsView is defined in base/ivalue_util.h).
+struct KwargsView;
+using KwargsCheck = std::function<absl::Status(const KwargsView& view)>;
 
 // Given to KD_REGISTER instead of a kwarg spec list: the plugin accepts any keyword arguments,
 // and config validation checks neither their names nor their types. Every registration says
@@ -101,10 +128,13 @@ class RegistryBase {
   // Where `key` was registered; nullopt if unknown.
   std::optional<RegistrationSite> Site(absl::string_view key) const;
 
+  // The KwargsCheck `key` registered with; null if none or if `key` is unknown.
+  KwargsCheck GetKwargsCheck(absl::string_view key) const;
+
  protected:
   // Records `key`; AlreadyExists naming both sites if it is taken. Called with mu_ held.
   absl::Status AddKeyLocked(const std::string& key, RegistrationSite site,
-                            std::optional<std::vector<KwargSpec>> kwargs)
+                            std::optional<std::vector<KwargSpec>> kwargs, KwargsCheck check)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NotFoundLocked(absl::string_view key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
@@ -114,6 +144,7 @@ class RegistryBase {
   struct Info {
     RegistrationSite site;
     std::optional<std::vector<KwargSpec>> kwargs;
+    KwargsCheck check;
   };
   const std::string kind_;
   std::map<std::string, Info, std::less<>> infos_ ABSL_GUARDED_BY(mu_);
@@ -125,12 +156,14 @@ class Registry final : public RegistryBase {
  public:
   explicit Registry(std::string kind) : RegistryBase(std::move(kind)) {}
 
-  // Adds `value` under `key`, with the kwargs it accepts (nullopt: any). AlreadyExists naming
-  // the key and both registration sites if `key` is taken; the registry is then unchanged.
+  // Adds `value` under `key`, with the kwargs it accepts (nullopt: any) and its own check of
+  // them. AlreadyExists naming the key and both registration sites if `key` is taken; the
+  // registry is then unchanged.
   absl::Status Register(const std::string& key, T value, RegistrationSite site = {},
-                        std::optional<std::vector<KwargSpec>> kwargs = std::nullopt) {
+                        std::optional<std::vector<KwargSpec>> kwargs = std::nullopt,
+                        KwargsCheck check = nullptr) {
     absl::MutexLock lock(&mu_);
-    absl::Status added = AddKeyLocked(key, std::move(site), std::move(kwargs));
+    absl::Status added = AddKeyLocked(key, std::move(site), std::move(kwargs), std::move(check));
     if (added.ok()) values_.emplace(key, std::move(value));
     return added;
   }
@@ -175,9 +208,9 @@ namespace internal {
 // Registers `value` under `key` at start-up; stops the program if that fails.
 template <typename T>
 bool RegisterOrDie(Registry<T>& registry, RegistrationSite site, const std::string& key, T value,
-                   std::optional<std::vector<KwargSpec>> kwargs) {
-  absl::Status status =
-      registry.Register(key, std::move(value), std::move(site), std::move(kwargs));
+                   std::optional<std::vector<KwargSpec>> kwargs, KwargsCheck check = nullptr) {
+  absl::Status status = registry.Register(key, std::move(value), std::move(site),
+                                          std::move(kwargs), std::move(check));
   if (!status.ok()) DieOfRegistrationError(status);
   return true;
 }
@@ -191,17 +224,18 @@ bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std:
 }
 template <typename T, typename V>
 bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std::string& key,
-                   V&& value, std::vector<KwargSpec> kwargs) {
-  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::move(kwargs));
+                   V&& value, std::vector<KwargSpec> kwargs, KwargsCheck check = nullptr) {
+  return RegisterOrDie(registry, {file, line}, key, T(std::forward<V>(value)), std::move(kwargs),
+                       std::move(check));
 }
 
 }  // namespace internal
 }  // namespace kd
 
-// Registers a plugin at start-up: KD_REGISTER(registry, key, value, kwarg_specs).
+// Registers a plugin at start-up: KD_REGISTER(registry, key, value, kwarg_specs[, check]).
 // `registry` is an expression giving a kd::Registry<T>&; `kwarg_specs` a
-// std::vector<kd::KwargSpec> (a braced list works; `{}` for none) or kd::kAnyKwargs. Use at
-// namespace scope in a .cc file.
+// std::vector<kd::KwargSpec> (a braced list works; `{}` for none) or kd::kAnyKwargs; `check`
+// an optional kd::KwargsCheck (with a spec list). Use at namespace scope in a .cc file.
 #define KD_REGISTER(registry, ...) KD_REGISTER_IMPL_(__COUNTER__, registry, __VA_ARGS__)
 
 #define KD_REGISTER_IMPL_(counter, registry, ...)                                   \

@@ -73,7 +73,8 @@ TEST(RegistryTest, UnknownKeyNamesNearestAndListsAll) {
   ASSERT_THAT(registry.Register("CrossEntropyLoss", 2), IsOk());
   ASSERT_THAT(registry.Register("MSELoss", 3), IsOk());
   const std::string expected =
-      "no loss \"KDLos\" is registered; nearest: KDLoss; registered: CrossEntropyLoss, KDLoss, "
+      "no loss \"KDLos\" is registered; did you mean \"KDLoss\"? registered: CrossEntropyLoss, "
+      "KDLoss, "
       "MSELoss";
   EXPECT_THAT(registry.Get("KDLos"), StatusIs(absl::StatusCode::kNotFound, expected));
   EXPECT_THAT(registry.CheckKey("KDLos"), StatusIs(absl::StatusCode::kNotFound, expected));

@@ -78,7 +78,7 @@ absl::Status ModuleCaptureEngine::Register() {
           "module ", i, " is the root \"\": capture the model's output from Forward instead"));
     }
     const int id = static_cast<int>(i);
-    absl::StatusOr<TapHandle> tap = model_.AddTap(
+    absl::StatusOr<HookHandle> tap = model_.AddHook(
         paths_[i], [this, id](const std::vector<c10::IValue>& args, const c10::IValue& output) {
           OnCall(id, args, output);
         });

@@ -142,7 +142,7 @@ class ModuleCaptureEngine {
   std::vector<std::string> paths_;
   absl::Status paths_status_;  // a handle that is not in the model
   CaptureOptions options_;
-  std::vector<TapHandle> taps_;
+  std::vector<HookHandle> taps_;
   std::map<int, std::vector<c10::IValue>> args_;
   std::map<int, Kwargs> kwargs_;
   std::map<int, c10::IValue> outputs_;

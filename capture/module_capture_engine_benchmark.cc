@@ -57,11 +57,11 @@ FlopCount CountFlops(Model& model, const at::Tensor& input) {
   FlopCount count;
   std::map<std::string, at::Tensor> weights;
   for (auto& [name, p] : model.NamedParameters()) weights[name] = p;
-  std::vector<TapHandle> taps;
+  std::vector<HookHandle> taps;
   for (const ModuleInfo& m : model.NamedModules()) {
     if (m.type == "Conv2d" || m.type == "Linear") {
       const at::Tensor w = weights.at(m.path + ".weight");
-      taps.push_back(*model.AddTap(m.path, [&count, w, type = m.type](
+      taps.push_back(*model.AddHook(m.path, [&count, w, type = m.type](
                                                const std::vector<c10::IValue>&,
                                                const c10::IValue& output) {
         const at::Tensor out = output.toTensor();
@@ -74,7 +74,7 @@ FlopCount CountFlops(Model& model, const at::Tensor& input) {
     }
   }
   for (const std::string& cut : kCuts) {
-    taps.push_back(*model.AddTap(cut, [&count, cut](const std::vector<c10::IValue>&,
+    taps.push_back(*model.AddHook(cut, [&count, cut](const std::vector<c10::IValue>&,
                                                     const c10::IValue&) {
       count.cut_at[cut] = count.flops.size();
     }));
@@ -90,9 +90,9 @@ FlopCount CountFlops(Model& model, const at::Tensor& input) {
 std::map<std::string, double> TimeFractions(Model& model, const at::Tensor& input, int rounds) {
   using Clock = std::chrono::steady_clock;
   std::map<std::string, Clock::time_point> reached;
-  std::vector<TapHandle> taps;
+  std::vector<HookHandle> taps;
   for (const std::string& cut : kCuts) {
-    taps.push_back(*model.AddTap(cut, [&reached, cut](const std::vector<c10::IValue>&,
+    taps.push_back(*model.AddHook(cut, [&reached, cut](const std::vector<c10::IValue>&,
                                                       const c10::IValue&) {
       reached[cut] = Clock::now();
     }));

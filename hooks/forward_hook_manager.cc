@@ -1,7 +1,8 @@
 #include "hooks/forward_hook_manager.h"
 
 #include <algorithm>
-#include <set>
+#include <cstdint>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -17,13 +18,6 @@
 
 namespace kd {
 namespace {
-
-std::string DeviceKey(const c10::IValue& output, const c10::IValue& input) {
-  std::optional<c10::Device> device = FirstTensorDevice(output);
-  if (!device) device = FirstTensorDevice(input);
-  if (!device || device->is_cpu()) return "cpu";  // short string: no allocation
-  return device->str();
-}
 
 // torchdistill's gather: tensors concatenated on dim 0, tuples and lists element-wise.
 c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
@@ -47,24 +41,56 @@ c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
 
 }  // namespace
 
-ForwardHookManager::HookHandle::HookHandle(HookHandle&& other) noexcept
-    : manager_(std::exchange(other.manager_, {})), id_(other.id_) {}
+// One hook: its options, its recorded values, and the handle that keeps its recorder in place.
+struct ForwardHookManager::Hook {
+  // The values of one io type recorded on one device, in call order (one if !accumulates).
+  struct OnDevice {
+    c10::Device device;
+    std::vector<c10::IValue> values;
+  };
+  using Recorded = std::vector<OnDevice>;  // usually one device
 
-ForwardHookManager::HookHandle& ForwardHookManager::HookHandle::operator=(
-    HookHandle&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    manager_ = std::exchange(other.manager_, {});
-    id_ = other.id_;
+  std::string key;
+  HookOptions options;
+  Recorded input, output;
+  const Model* model = nullptr;  // null for a raw native module
+  std::string module_type;       // raw native modules, for messages
+  bool fired = false;            // raw native modules
+  HookHandle handle;             // declared last: removed first
+
+  // The hot path: one call of the hooked module.
+  void Record(const std::vector<c10::IValue>& args, const c10::IValue& output_value) {
+    fired = true;
+    const c10::IValue in =
+        args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args));
+    const c10::IValue& out = output_value.isTuple() &&
+                                     output_value.toTupleRef().elements().size() == 1
+                                 ? output_value.toTupleRef().elements()[0]
+                                 : output_value;
+    std::optional<c10::Device> device = FirstTensorDevice(out);
+    if (!device) device = FirstTensorDevice(in);
+    const c10::Device on = device.value_or(c10::Device(c10::kCPU));
+    if (options.requires_input) Store(input, on, in);
+    if (options.requires_output) Store(output, on, out);
   }
-  return *this;
-}
 
-ForwardHookManager::HookHandle::~HookHandle() { Reset(); }
+  void Store(Recorded& recorded, c10::Device device, const c10::IValue& value) {
+    auto it = std::find_if(recorded.begin(), recorded.end(),
+                           [device](const OnDevice& d) { return d.device == device; });
+    if (it == recorded.end()) {
+      recorded.push_back(OnDevice{device, {}});
+      it = recorded.end() - 1;
+    }
+    if (!options.accumulates) it->values.clear();
+    it->values.push_back(value);
+  }
 
-void ForwardHookManager::HookHandle::Reset() {
-  if (auto manager = std::exchange(manager_, {}).lock()) (*manager)->RemoveHook(id_);
-}
+  void Clear() {
+    for (Recorded* recorded : {&input, &output}) {
+      for (OnDevice& d : *recorded) d.values.clear();  // keeps the capacity
+    }
+  }
+};
 
 ForwardHookManager::ForwardHookManager(c10::Device target_device)
     : target_device_(target_device) {}
@@ -93,37 +119,27 @@ absl::Status ForwardHookManager::CheckNewHook(const std::string& key,
   return absl::OkStatus();
 }
 
-std::unique_ptr<ForwardHookManager::Hook> ForwardHookManager::NewHook(
-    const std::string& io_key, const HookOptions& options) {
-  auto hook = std::make_unique<Hook>();
-  hook->id = next_id_++;
-  hook->key = io_key;
-  hook->options = options;
-  return hook;
-}
-
-NativeHookFn ForwardHookManager::Recorder(const std::string& io_key, const HookOptions& options) {
-  return [this, key = io_key, options](const std::vector<c10::IValue>& args,
-                                       const c10::IValue& output) {
-    Record(key, options, args, output);
-  };
-}
-
-int64_t ForwardHookManager::Keep(std::unique_ptr<Hook> hook) {
-  io_[hook->key];  // the key exists (empty) from now on, as in torchdistill
+absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::Keep(
+    std::unique_ptr<Hook> hook, const std::function<absl::StatusOr<HookHandle>(HookFn)>& attach) {
+  KD_RETURN_IF_ERROR(CheckNewHook(hook->key, hook->options));
+  Hook* raw = hook.get();
+  KD_ASSIGN_OR_RETURN(
+      hook->handle,
+      attach([raw](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+        raw->Record(args, output);
+      }));
   hooks_.push_back(std::move(hook));
-  return hooks_.back()->id;
+  sorted_hooks_.clear();
+  return raw;
 }
 
-absl::StatusOr<int64_t> ForwardHookManager::AddModelHook(Model& model,
-                                                         absl::string_view module_path,
-                                                         std::string io_key,
-                                                         const HookOptions& options) {
-  KD_RETURN_IF_ERROR(CheckNewHook(io_key, options));
-  std::unique_ptr<Hook> hook = NewHook(io_key, options);
+absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::AddModelHook(
+    Model& model, absl::string_view module_path, std::string io_key, const HookOptions& options) {
+  auto hook = std::make_unique<Hook>();
+  hook->key = std::move(io_key);
+  hook->options = options;
   hook->model = &model;
-  KD_ASSIGN_OR_RETURN(hook->tap, model.AddTap(module_path, Recorder(io_key, options)));
-  return Keep(std::move(hook));
+  return Keep(std::move(hook), [&](HookFn fn) { return model.AddHook(module_path, std::move(fn)); });
 }
 
 absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_path,
@@ -140,75 +156,51 @@ absl::Status ForwardHookManager::AddHookToModule(Model& model, absl::string_view
 absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module,
                                                  std::string io_key,
                                                  const HookOptions& options) {
-  KD_RETURN_IF_ERROR(CheckNewHook(io_key, options));
-  std::unique_ptr<Hook> hook = NewHook(io_key, options);
+  auto hook = std::make_unique<Hook>();
+  hook->key = std::move(io_key);
+  hook->options = options;
   hook->module_type = NativeTypeName(module);
-  hook->native_hook = AddNativeHook(module, Recorder(io_key, options));
-  Keep(std::move(hook));
-  return absl::OkStatus();
+  return Keep(std::move(hook), [&](HookFn fn) -> absl::StatusOr<HookHandle> {
+           return AddNativeHook(module, std::move(fn));
+         }).status();
 }
 
-absl::StatusOr<ForwardHookManager::HookHandle> ForwardHookManager::AddScopedHook(
-    Model& model, absl::string_view module_path, const HookOptions& options) {
-  KD_ASSIGN_OR_RETURN(int64_t id,
+absl::StatusOr<HookHandle> ForwardHookManager::AddScopedHook(Model& model,
+                                                             absl::string_view module_path,
+                                                             const HookOptions& options) {
+  KD_ASSIGN_OR_RETURN(Hook * hook,
                       AddModelHook(model, module_path, std::string(module_path), options));
-  return HookHandle(alive_, id);
+  return HookHandle([alive = std::weak_ptr<ForwardHookManager*>(alive_), hook] {
+    if (auto manager = alive.lock()) (*manager)->RemoveHook(hook);
+  });
 }
 
-void ForwardHookManager::Record(const std::string& key, const HookOptions& options,
-                                const std::vector<c10::IValue>& args,
-                                const c10::IValue& output) {
-  const c10::IValue input =
-      args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args));
-  c10::IValue out = output;
-  if (out.isTuple() && out.toTupleRef().elements().size() == 1) {
-    out = out.toTupleRef().elements()[0];
-  }
-  const std::string device = DeviceKey(out, input);
-  auto& entry = io_[key];
-  auto store = [&](const char* io_type, const c10::IValue& value) {
-    std::vector<c10::IValue>& values = entry[io_type][device];
-    if (!options.accumulates) values.clear();
-    values.push_back(value);
-  };
-  if (options.requires_input) store(kInput, input);
-  if (options.requires_output) store(kOutput, out);
-}
-
-void ForwardHookManager::RemoveHook(int64_t id) {
+void ForwardHookManager::RemoveHook(const Hook* hook) {
   auto it = std::find_if(hooks_.begin(), hooks_.end(),
-                         [id](const auto& hook) { return hook->id == id; });
-  if (it == hooks_.end()) return;
-  if ((*it)->native_hook >= 0) RemoveNativeHook((*it)->native_hook);
-  io_.erase((*it)->key);
-  hooks_.erase(it);  // the TapHandle removes the model tap
+                         [hook](const auto& h) { return h.get() == hook; });
+  if (it != hooks_.end()) hooks_.erase(it);  // its handle removes the hook
+  sorted_hooks_.clear();
 }
 
-absl::Status ForwardHookManager::CheckHooksFired() const {
-  std::set<const Model*> models;
+absl::Status ForwardHookManager::CheckHooksFired() {
+  SortedHooks();  // models_ up to date
+  for (const Model* model : models_) KD_RETURN_IF_ERROR(model->CheckHooksFired());
   std::vector<std::string> silent;
   for (const auto& hook : hooks_) {
-    if (hook->model != nullptr) {
-      models.insert(hook->model);
-    } else if (!NativeHookFired(hook->native_hook)) {
+    if (hook->model == nullptr && !hook->fired) {
       silent.push_back(absl::StrCat("\"", hook->key, "\" (", hook->module_type, ")"));
     }
   }
-  for (const Model* model : models) KD_RETURN_IF_ERROR(model->CheckTapsFired());
   if (silent.empty()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "hooked module(s) ", absl::StrJoin(silent, ", "),
-      " never ran through a hook point during forward: a native module's hooks run only when "
-      "its parent calls it through kd::Call(child, ...) or keeps it in a kd::HookedSequential, "
-      "not through child->forward(...) (see hooks/hook_point.h)"));
+  return NeverRanThroughHookPointError(silent);
 }
 
-absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const std::string& key,
-                                                       const HookOptions& options,
+absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook,
                                                        absl::string_view io_type,
                                                        std::vector<c10::IValue> values) const {
-  if (!options.accumulates) return values.back();
-  if (!options.stacks_accumulated) {
+  const std::string& key = hook.key;
+  if (!hook.options.accumulates) return values.back();
+  if (!hook.options.stacks_accumulated) {
     c10::impl::GenericList list(c10::AnyType::get());
     for (c10::IValue& v : values) list.push_back(std::move(v));
     return c10::IValue(list);
@@ -238,34 +230,67 @@ absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const std::string& key,
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   KD_RETURN_IF_ERROR(CheckHooksFired());
   IoDict result;
-  for (const auto& hook : hooks_) {
-    auto& entry = io_[hook->key];
-    auto& out = result[hook->key];
-    for (auto& [io_type, by_device] : entry) {
-      if (by_device.empty()) continue;
-      std::vector<c10::IValue> values;
-      if (by_device.size() == 1) {
-        for (c10::IValue& v : by_device.begin()->second) {
-          values.push_back(ToDevice(v, target_device_));
+  result.reserve(hooks_.size());
+  for (Hook* hook : SortedHooks()) {
+    IoEntry& out = result.Append(hook->key);
+    for (auto [io_type, recorded] : {std::pair(kInput, &hook->input),
+                                     std::pair(kOutput, &hook->output)}) {
+      Hook::OnDevice* only = nullptr;  // the one device with values, if there is one
+      int devices = 0;
+      for (Hook::OnDevice& d : *recorded) {
+        if (!d.values.empty()) {
+          only = &d;
+          ++devices;
         }
+      }
+      if (devices == 0) continue;
+      if (devices == 1 && !hook->options.accumulates) {
+        // The common case, without a vector: the last call's value.
+        out[io_type] = ToDevice(only->values.back(), target_device_);
+        continue;
+      }
+      std::vector<c10::IValue> values;
+      if (devices == 1) {
+        values.reserve(only->values.size());
+        for (const c10::IValue& v : only->values) values.push_back(ToDevice(v, target_device_));
       } else {
         // Several devices (replicas): gather call i of every device.
-        size_t calls = by_device.begin()->second.size();
-        for (const auto& [device, v] : by_device) calls = std::min(calls, v.size());
+        size_t calls = SIZE_MAX;
+        for (const Hook::OnDevice& d : *recorded) {
+          if (!d.values.empty()) calls = std::min(calls, d.values.size());
+        }
         for (size_t i = 0; i < calls; ++i) {
           std::vector<c10::IValue> per_device;
-          for (const auto& [device, v] : by_device) per_device.push_back(v[i]);
+          for (const Hook::OnDevice& d : *recorded) {
+            if (!d.values.empty()) per_device.push_back(d.values[i]);
+          }
           KD_ASSIGN_OR_RETURN(c10::IValue gathered,
                               CallTorch([&] { return Gather(per_device, target_device_); }));
           values.push_back(std::move(gathered));
         }
       }
-      KD_ASSIGN_OR_RETURN(out[io_type],
-                          Finish(hook->key, hook->options, io_type, std::move(values)));
+      KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
     }
-    entry.clear();
+    hook->Clear();
   }
   return result;
+}
+
+const std::vector<ForwardHookManager::Hook*>& ForwardHookManager::SortedHooks() {
+  if (sorted_hooks_.size() != hooks_.size()) {
+    sorted_hooks_.clear();
+    models_.clear();
+    for (const auto& hook : hooks_) {
+      sorted_hooks_.push_back(hook.get());
+      if (hook->model != nullptr &&
+          std::find(models_.begin(), models_.end(), hook->model) == models_.end()) {
+        models_.push_back(hook->model);
+      }
+    }
+    std::sort(sorted_hooks_.begin(), sorted_hooks_.end(),
+              [](const Hook* a, const Hook* b) { return a->key < b->key; });
+  }
+  return sorted_hooks_;
 }
 
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device device) {
@@ -273,13 +298,13 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
   IoDict result;
   for (const auto& hook : hooks_) {
     auto& out = result[hook->key];
-    for (auto& [io_type, by_device] : io_[hook->key]) {
-      auto it = by_device.find(device.str());
-      if (it == by_device.end()) continue;
-      std::vector<c10::IValue> values = std::move(it->second);
-      by_device.erase(it);
-      KD_ASSIGN_OR_RETURN(out[io_type],
-                          Finish(hook->key, hook->options, io_type, std::move(values)));
+    for (auto [io_type, recorded] : {std::pair(kInput, &hook->input),
+                                     std::pair(kOutput, &hook->output)}) {
+      for (Hook::OnDevice& d : *recorded) {
+        if (d.device != device || d.values.empty()) continue;
+        std::vector<c10::IValue> values = std::exchange(d.values, {});
+        KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
+      }
     }
   }
   return result;
@@ -291,15 +316,12 @@ void ForwardHookManager::ChangeTargetDevice(c10::Device device) {
 }
 
 void ForwardHookManager::ClearIoDict() {
-  for (auto& [key, entry] : io_) entry.clear();
+  for (const auto& hook : hooks_) hook->Clear();
 }
 
 void ForwardHookManager::Clear() {
-  for (const auto& hook : hooks_) {
-    if (hook->native_hook >= 0) RemoveNativeHook(hook->native_hook);
-  }
+  sorted_hooks_.clear();
   hooks_.clear();
-  io_.clear();
 }
 
 std::vector<std::string> ForwardHookManager::HookedKeys() const {

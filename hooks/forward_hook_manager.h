@@ -5,16 +5,19 @@
 //   KD_RETURN_IF_ERROR(manager.AddHook(*teacher, "layer2", {.accumulates = true}));
 //   teacher->Forward({x});
 //   KD_ASSIGN_OR_RETURN(kd::IoDict io, manager.PopIoDict());
-//   c10::IValue layer2_out = io["layer2"]["output"];   // a list: one entry per call
+//   KD_ASSIGN_OR_RETURN(c10::IValue layer2_out, kd::GetIo(io, "layer2", kOutput));
+//   // a list, one entry per call (GetIo names a mistyped path; io["layer2"] would insert it)
 //
 // Hooks added with AddHook live until Clear() or the manager's destruction; AddScopedHook
-// returns a handle that removes its hook. Not thread-safe: one manager per model and thread.
+// returns a kd::HookHandle that removes its hook. One manager may hook several models (a
+// teacher and a student, under distinct keys) and pop after any of them ran; it is not
+// thread-safe: use it from one thread. Recorded values keep the autograd graph (feature losses
+// backpropagate through them) and are the module's own tensors, not copies.
 #ifndef LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 #define LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,24 +54,6 @@ struct HookOptions {
 
 class ForwardHookManager {
  public:
-  // Owns one scoped hook: destroying the handle removes the hook and its I/O dict entry.
-  // Safe to destroy after the manager (then it does nothing).
-  class HookHandle {
-   public:
-    HookHandle() = default;
-    HookHandle(HookHandle&& other) noexcept;
-    HookHandle& operator=(HookHandle&& other) noexcept;
-    ~HookHandle();
-    void Reset();
-
-   private:
-    friend class ForwardHookManager;
-    HookHandle(std::weak_ptr<ForwardHookManager*> manager, int64_t id)
-        : manager_(std::move(manager)), id_(id) {}
-    std::weak_ptr<ForwardHookManager*> manager_;
-    int64_t id_ = -1;
-  };
-
   explicit ForwardHookManager(c10::Device target_device = c10::Device(c10::kCPU));
   ~ForwardHookManager();
   ForwardHookManager(const ForwardHookManager&) = delete;
@@ -87,15 +72,17 @@ class ForwardHookManager {
   // Hooks a native module instance directly (it must run through a hook point).
   absl::Status AddHookToModule(const torch::nn::Module& module, std::string io_key,
                                const HookOptions& options = {});
-  // As AddHook; the returned handle removes the hook when destroyed.
+  // As AddHook; the returned handle removes the hook and its I/O dict entry when reset or
+  // destroyed (a no-op after the manager is gone).
   absl::StatusOr<HookHandle> AddScopedHook(Model& model, absl::string_view module_path,
                                            const HookOptions& options = {});
 
   // Returns what the hooks recorded, on the target device, and empties the dict (the hooks
   // stay). Values from several devices are concatenated on dim 0 (torchdistill's gather).
   // Errors: a stacked value with unequal shapes or a non-tensor (InvalidArgument naming the
-  // path and shapes); a hooked native module that never ran through a hook point
-  // (FailedPrecondition naming it and the rule).
+  // path and shapes); a hooked native module that never ran through a hook point although its
+  // model ran (FailedPrecondition naming it and the rule). A model that did not run since the
+  // last pop is no error: its entries are simply empty.
   absl::StatusOr<IoDict> PopIoDict();
   // Returns and removes only the values recorded on `device`, not moved.
   absl::StatusOr<IoDict> PopIoDictFromDevice(c10::Device device);
@@ -113,39 +100,25 @@ class ForwardHookManager {
   std::vector<std::string> HookedKeys() const;
 
  private:
-  struct Hook {
-    int64_t id;
-    std::string key;
-    HookOptions options;
-    TapHandle tap;                // model taps
-    const Model* model = nullptr;
-    int64_t native_hook = -1;     // hooks on raw native modules
-    std::string module_type;      // for messages about raw native modules
-  };
-  // Per key, per io type, per device (str()): the values in call order (one if !accumulates).
-  using DeviceValues = std::map<std::string, std::vector<c10::IValue>>;
+  struct Hook;
 
   absl::Status CheckNewHook(const std::string& key, const HookOptions& options) const;
-  std::unique_ptr<Hook> NewHook(const std::string& io_key, const HookOptions& options);
-  // The callback that records a call under `io_key`.
-  std::function<void(const std::vector<c10::IValue>&, const c10::IValue&)> Recorder(
-      const std::string& io_key, const HookOptions& options);
-  // Takes ownership of a hook whose tap or native hook is in place; returns its id.
-  int64_t Keep(std::unique_ptr<Hook> hook);
-  absl::StatusOr<int64_t> AddModelHook(Model& model, absl::string_view module_path,
-                                       std::string io_key, const HookOptions& options);
-  void Record(const std::string& key, const HookOptions& options,
-              const std::vector<c10::IValue>& args, const c10::IValue& output);
-  void RemoveHook(int64_t id);
-  absl::Status CheckHooksFired() const;
-  absl::StatusOr<c10::IValue> Finish(const std::string& key, const HookOptions& options,
-                                     absl::string_view io_type,
+  // Adds `hook` once `attach` has put its recorder in place (the recorder writes into it).
+  absl::StatusOr<Hook*> Keep(std::unique_ptr<Hook> hook,
+                             const std::function<absl::StatusOr<HookHandle>(HookFn)>& attach);
+  absl::StatusOr<Hook*> AddModelHook(Model& model, absl::string_view module_path,
+                                     std::string io_key, const HookOptions& options);
+  void RemoveHook(const Hook* hook);
+  absl::Status CheckHooksFired();
+  // hooks_ in key order (the I/O dict's order), and models_, rebuilt when hooks change.
+  const std::vector<Hook*>& SortedHooks();
+  absl::StatusOr<c10::IValue> Finish(const Hook& hook, absl::string_view io_type,
                                      std::vector<c10::IValue> values) const;
 
   c10::Device target_device_;
   std::vector<std::unique_ptr<Hook>> hooks_;
-  std::map<std::string, std::map<std::string, DeviceValues>> io_;
-  int64_t next_id_ = 0;
+  std::vector<Hook*> sorted_hooks_;
+  std::vector<const Model*> models_;  // the distinct models hooked
   // Lets a HookHandle that outlives the manager do nothing.
   std::shared_ptr<ForwardHookManager*> alive_ = std::make_shared<ForwardHookManager*>(this);
 };

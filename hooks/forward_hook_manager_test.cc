@@ -16,9 +16,12 @@
 #include "testing/small_cnn.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
+
+using ::kd::test::IValueNear;
 
 using ::kd::test::AllClose;
 using ::kd::test::At;
@@ -46,9 +49,9 @@ TEST_P(ForwardHookManagerTest, PopIoDictOutputEqualsModelOutput) {
   const at::Tensor y = model->Forward({x}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
-  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
-  EXPECT_TRUE(AllClose((*io)[""]["output"], y, 0));
-  EXPECT_TRUE(AllClose((*io)[""]["input"], x, 0));
+  EXPECT_THAT((*io)["fc"]["output"], IValueNear(y, 0));
+  EXPECT_THAT((*io)[""]["output"], IValueNear(y, 0));
+  EXPECT_THAT((*io)[""]["input"], IValueNear(x, 0));
   // fc's input is the flattened pooled feature map: (2, 16).
   EXPECT_EQ((*io)["fc"]["input"].toTensor().sizes(), (std::vector<int64_t>{2, 16}));
 }
@@ -78,12 +81,12 @@ TEST_P(ForwardHookManagerTest, LastCallWinsWithoutAccumulates) {
   const at::Tensor y2 = model->Forward({x2}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
-  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y2, 0));
+  EXPECT_THAT((*io)["fc"]["output"], IValueNear(y2, 0));
   // relu runs twice per forward; its second call is relu(bn2(conv2(.)) + x): non-negative,
   // and its input is not (the residual sum).
   const at::Tensor relu_in = (*io)["layer1.0.relu"]["input"].toTensor();
   const at::Tensor relu_out = (*io)["layer1.0.relu"]["output"].toTensor();
-  EXPECT_TRUE(AllClose(relu_out, at::relu(relu_in), 0));
+  EXPECT_THAT(relu_out, IValueNear(at::relu(relu_in), 0));
   EXPECT_EQ(relu_out.size(0), 3);
 }
 
@@ -98,8 +101,8 @@ TEST_P(ForwardHookManagerTest, AccumulatesInCallOrderAcrossForwards) {
   const c10::IValue outputs = (*io)["fc"]["output"];
   ASSERT_TRUE(outputs.isList());
   ASSERT_EQ(outputs.toListRef().size(), 2u);
-  EXPECT_TRUE(AllClose(outputs.toListRef()[0], y1, 0));
-  EXPECT_TRUE(AllClose(outputs.toListRef()[1], y2, 0));
+  EXPECT_THAT(outputs.toListRef()[0], IValueNear(y1, 0));
+  EXPECT_THAT(outputs.toListRef()[1], IValueNear(y2, 0));
 }
 
 TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
@@ -118,8 +121,8 @@ TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
     const std::string& path = entry.key().toStringRef();
     SCOPED_TRACE(path);
-    EXPECT_TRUE(AllClose((*io)[path]["input"], At(entry.value(), "input")));
-    EXPECT_TRUE(AllClose((*io)[path]["output"], At(entry.value(), "output")));
+    EXPECT_THAT((*io)[path]["input"], IValueNear(At(entry.value(), "input"), 1e-5));
+    EXPECT_THAT((*io)[path]["output"], IValueNear(At(entry.value(), "output"), 1e-5));
   }
 }
 
@@ -186,7 +189,7 @@ TEST_P(ForwardHookManagerTest, ClearIoDictKeepsHooks) {
   const at::Tensor y = model->Forward({Input(1)}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
-  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
+  EXPECT_THAT((*io)["fc"]["output"], IValueNear(y, 0));
   EXPECT_EQ((*io)["fc"].count("input"), 0u);  // requires_input = false
 }
 
@@ -207,7 +210,7 @@ TEST_P(ForwardHookManagerTest, ScopedHookRemovesItself) {
 
 TEST_P(ForwardHookManagerTest, ScopedHandleMayOutliveManager) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
-  ForwardHookManager::HookHandle handle;
+  HookHandle handle;
   {
     ForwardHookManager manager;
     auto added = manager.AddScopedHook(*model, "fc");
@@ -229,8 +232,8 @@ TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
   const at::Tensor y = model->Forward({Input()}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
-  EXPECT_TRUE(AllClose((*io)["fc"]["output"], y, 0));
-  EXPECT_TRUE(AllClose((*io)["student.fc"]["output"], c10::ivalue::Tuple::create({y}), 0));
+  EXPECT_THAT((*io)["fc"]["output"], IValueNear(y, 0));
+  EXPECT_THAT((*io)["student.fc"]["output"], IValueNear(c10::ivalue::Tuple::create({y}), 0));
 }
 
 TEST_P(ForwardHookManagerTest, UnknownPathNamesNearest) {
@@ -239,7 +242,7 @@ TEST_P(ForwardHookManagerTest, UnknownPathNamesNearest) {
   EXPECT_THAT(manager.AddHook(*model, "layer3"),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("no module \"layer3\" in this " + model->kind() +
-                                 " model; nearest: layer1, layer2")));
+                                 " model; did you mean \"layer1\" or \"layer2\"?")));
 }
 
 TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
@@ -266,7 +269,7 @@ TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
   EXPECT_THAT((*from_meta)["fc"], IsEmpty());
   auto from_cpu = manager.PopIoDictFromDevice(c10::Device(c10::kCPU));
   ASSERT_THAT(from_cpu, IsOk());
-  EXPECT_TRUE(AllClose((*from_cpu)["fc"]["output"], y, 0));
+  EXPECT_THAT((*from_cpu)["fc"]["output"], IValueNear(y, 0));
 }
 
 INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, test::kBothKinds,
@@ -281,7 +284,7 @@ TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
   const at::Tensor y = model->Forward({at::ones({2, 4})}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
-  EXPECT_TRUE(AllClose((*io)["head.act"]["output"], y, 0));
+  EXPECT_THAT((*io)["head.act"]["output"], IValueNear(y, 0));
 
   // lin is called as lin->forward(x): its hook can never fire, and popping says why.
   ASSERT_THAT(manager.AddHookToModule(*net->lin, "head.lin"), IsOk());
@@ -311,9 +314,9 @@ TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
   const c10::IValue mix = At(At(expected, "hooks"), "mix");
   // Two positional arguments: a tuple; a tuple output stays a tuple.
   EXPECT_TRUE((*io)["mix"]["input"].isTuple());
-  EXPECT_TRUE(AllClose((*io)["mix"]["input"], At(mix, "input").toTupleRef().elements()[0]));
-  EXPECT_TRUE(AllClose((*io)["mix"]["output"], At(mix, "output").toTupleRef().elements()[0]));
-  EXPECT_TRUE(AllClose((*io)["act"]["output"], At(At(At(expected, "hooks"), "act"), "output")));
+  EXPECT_THAT((*io)["mix"]["input"], IValueNear(At(mix, "input").toTupleRef().elements()[0], 1e-5));
+  EXPECT_THAT((*io)["mix"]["output"], IValueNear(At(mix, "output").toTupleRef().elements()[0], 1e-5));
+  EXPECT_THAT((*io)["act"]["output"], IValueNear(At(At(At(expected, "hooks"), "act"), "output"), 1e-5));
 }
 
 // One manager hooks a TorchScript teacher and a native student; evaluating the teacher alone

@@ -4,7 +4,7 @@
 // child can only be intercepted if it goes through something libkd controls. The one rule:
 // call children through kd::Call (or keep them in a kd::HookedSequential), never through
 // `child->forward(...)` directly. A hook on a module that never ran through a hook point is
-// reported by the hook's owner (ForwardHookManager, Model::CheckTapsFired) as an error.
+// reported by the hook's owner (ForwardHookManager, Model::CheckHooksFired) as an error.
 //
 //   struct NetImpl : torch::nn::Module {
 //     NetImpl()
@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -38,27 +39,28 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 
+#include "hooks/hook.h"
+
 namespace kd {
 
-// Called after a hooked native module's forward with its arguments and output as IValues
-// (an argument or output that has no IValue form is passed as None).
-using NativeHookFn =
-    std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
-
-// Registers `fn` on the module instance `module`; returns an id for RemoveNativeHook.
-int64_t AddNativeHook(const torch::nn::Module& module, NativeHookFn fn);
-// Removes a hook; unknown ids are ignored.
-void RemoveNativeHook(int64_t id);
-// Whether the hook has run at least once since it was added.
-bool NativeHookFired(int64_t id);
+// Registers `fn` on the module instance `module`: it runs after each call of that instance
+// through a hook point (an argument or output with no IValue form is passed as None). The
+// handle removes it. Thread-safe.
+HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn);
 
 namespace hook_point_internal {
 
 extern std::atomic<int64_t> num_hooks;
 
-// Whether any hook is registered on `module`.
-bool HasHooks(const torch::nn::Module* module);
-void RunHooks(const torch::nn::Module* module, const std::vector<c10::IValue>& args,
+// The hooks of one module as they were at one moment: a call runs the list it looked up,
+// whatever hooks are added or removed meanwhile.
+struct HookList {
+  std::vector<std::shared_ptr<const HookFn>> fns;
+};
+
+// The hooks registered on `module` now; null if none.
+std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module);
+void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
               const c10::IValue& output);
 
 template <typename T>
@@ -86,14 +88,14 @@ inline c10::IValue AnyToIValue(const torch::nn::AnyValue& value) {
 template <typename M, typename... Args>
 decltype(auto) Call(M&& module, Args&&... args) {
   auto& impl = *module;
-  const torch::nn::Module* key = &impl;
+  std::shared_ptr<const hook_point_internal::HookList> hooks;
   if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
-      !hook_point_internal::HasHooks(key)) {
+      !(hooks = hook_point_internal::HooksOf(&impl))) {
     return impl.forward(std::forward<Args>(args)...);
   }
   std::vector<c10::IValue> in = {hook_point_internal::ToIValue(args)...};
   auto out = impl.forward(std::forward<Args>(args)...);
-  hook_point_internal::RunHooks(key, in, hook_point_internal::ToIValue(out));
+  hook_point_internal::RunHooks(*hooks, in, hook_point_internal::ToIValue(out));
   return out;
 }
 
@@ -120,14 +122,14 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
  private:
   template <typename... InputTypes>
   static torch::nn::AnyValue CallChild(torch::nn::AnyModule& child, InputTypes&&... inputs) {
-    const torch::nn::Module* key = child.ptr().get();
+    std::shared_ptr<const hook_point_internal::HookList> hooks;
     if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
-        !hook_point_internal::HasHooks(key)) {
+        !(hooks = hook_point_internal::HooksOf(child.ptr().get()))) {
       return child.any_forward(std::forward<InputTypes>(inputs)...);
     }
     std::vector<c10::IValue> in = {ArgToIValue(inputs)...};
     torch::nn::AnyValue out = child.any_forward(std::forward<InputTypes>(inputs)...);
-    hook_point_internal::RunHooks(key, in, hook_point_internal::AnyToIValue(out));
+    hook_point_internal::RunHooks(*hooks, in, hook_point_internal::AnyToIValue(out));
     return out;
   }
 

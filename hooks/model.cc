@@ -36,7 +36,7 @@ absl::Status Model::CheckModulePath(absl::string_view path) const {
     paths.push_back(m.path);
   }
   return absl::NotFoundError(absl::StrCat("no module ", QuoteName(path), " in this ", kind(),
-                                          " model; ", FormatNearest(path, paths)));
+                                          " model; ", Suggest(path, paths)));
 }
 
 int64_t Model::NumParameters() const {

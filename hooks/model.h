@@ -2,7 +2,7 @@
 //
 // Boxes, hook managers and tools see every model through this interface: forward on IValues,
 // module paths ("layer2.0.conv1", "" for the root), parameters and buffers by path, train/eval,
-// device and dtype moves, state save/load, and taps (forward hooks) by module path.
+// device and dtype moves, state save/load, and forward hooks by module path (hooks/hook.h).
 //
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Model> teacher,
 //                       kd::LoadTorchScriptModel("resnet.pt"));     // torchscript_model.h
@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/ivalue_util.h"
+#include "hooks/hook.h"
 
 namespace kd {
 
@@ -45,38 +46,6 @@ struct ModuleInfo {
 
 // A tensor with its dotted path ("layer1.0.conv1.weight").
 using NamedTensor = std::pair<std::string, at::Tensor>;
-
-// Called after each forward call of a tapped module with its positional arguments and its
-// output. The values are the model's own (no copies): keep references, not raw storage.
-using TapFn = std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
-
-// Owns one tap; destroying it or calling Reset() removes the tap. Movable, not copyable.
-// Safe to destroy after the model: removal is then a no-op.
-class TapHandle {
- public:
-  TapHandle() = default;
-  explicit TapHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
-  TapHandle(TapHandle&& other) noexcept : remove_(std::exchange(other.remove_, nullptr)) {}
-  TapHandle& operator=(TapHandle&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      remove_ = std::exchange(other.remove_, nullptr);
-    }
-    return *this;
-  }
-  TapHandle(const TapHandle&) = delete;
-  TapHandle& operator=(const TapHandle&) = delete;
-  ~TapHandle() { Reset(); }
-
-  // Removes the tap now (no-op if already removed).
-  void Reset() {
-    if (remove_) std::exchange(remove_, nullptr)();
-  }
-  bool active() const { return remove_ != nullptr; }
-
- private:
-  std::function<void()> remove_;
-};
 
 // How Model::LoadState matches a file's keys with the model's parameters and buffers.
 struct LoadStateOptions {
@@ -94,13 +63,13 @@ class Model {
   // Runs the model's forward. Throws c10::Error on compute errors, as libtorch does.
   virtual c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs = {}) = 0;
 
-  // Runs forward only as far as the modules in `stop_after` need: their taps fire, and what
+  // Runs forward only as far as the modules in `stop_after` need: their hooks fire, and what
   // comes after their last calls is not computed (TorchScript: the graph is cut; native: the
   // forward exits early once each has run). Returns None when cut short.
   // Skipped work has no effect: later modules' BatchNorm running statistics are not updated
-  // and later random ops draw no numbers. Taps on other modules fire only if they run before
+  // and later random ops draw no numbers. Hooks on other modules fire only if they run before
   // the cut (TorchScript: not at all). FailedPrecondition where a cut would change what the
-  // taps see (an op after the cut modifies a captured value in place), with the reason;
+  // hooks see (an op after the cut modifies a captured value in place), with the reason;
   // Unimplemented for model kinds that cannot stop early.
   virtual absl::StatusOr<c10::IValue> ForwardTruncated(std::vector<c10::IValue> args,
                                                        const Kwargs& kwargs,
@@ -119,14 +88,16 @@ class Model {
   // (as Python's Module.to does; libtorch's native Module::to would convert integer buffers).
   void To(c10::Device device, std::optional<c10::ScalarType> dtype = std::nullopt);
 
-  // Adds `fn` as a tap on the module at `path` ("" taps the whole model). Errors: NotFound
-  // naming the path and the nearest existing paths; FailedPrecondition when the module can
-  // never be tapped (a TorchScript module that forward never calls).
-  virtual absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) = 0;
+  // Adds `fn` as a forward hook on the module at `path` ("" hooks the whole model); the handle
+  // removes it. Errors: NotFound naming the path and the nearest existing paths;
+  // FailedPrecondition when the module can never be hooked (a TorchScript module that forward
+  // never calls).
+  virtual absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) = 0;
 
-  // Checks, after a forward, that every tapped module ran through a hook point at least once
-  // since it was tapped; FailedPrecondition naming the modules and the rule otherwise.
-  virtual absl::Status CheckTapsFired() const = 0;
+  // Checks that every hooked module ran through a hook point at least once since it was hooked,
+  // if the model has run a forward since: a model that did not run (a teacher-only evaluation)
+  // has bypassed nothing. FailedPrecondition from NeverRanThroughHookPointError otherwise.
+  virtual absl::Status CheckHooksFired() const = 0;
 
   // OK if a module has `path`, else NotFound naming it and the nearest paths.
   absl::Status CheckModulePath(absl::string_view path) const;

@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/torch_status.h"
 #include "hooks/hook_point.h"
 #include "hooks/internal/tap_list.h"
@@ -42,10 +41,6 @@ class NativeModel final : public Model {
   NativeModel(std::shared_ptr<torch::nn::Module> root, NativeForwardFn forward)
       : root_(std::move(root)), forward_(std::move(forward)) {}
 
-  ~NativeModel() override {
-    for (const auto& tap : taps_.taps()) RemoveNativeHook(tap.native_hook);
-  }
-
   std::string kind() const override { return "native"; }
 
   c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs) override {
@@ -74,20 +69,14 @@ class NativeModel final : public Model {
     // Early exit: once every module in `stop_after` has run (and its taps, registered
     // earlier, have fired), a hook throws; the exception unwinds the rest of forward.
     struct StopForward {};
-    std::vector<int64_t> hooks;
+    std::vector<HookHandle> stops;  // removed on return
     for (const std::string& path : std::set<std::string>(pending)) {
-      hooks.push_back(AddNativeHook(
+      stops.push_back(AddNativeHook(
           *modules[path], [&pending, path](const std::vector<c10::IValue>&, const c10::IValue&) {
             pending.erase(path);
             if (pending.empty()) throw StopForward{};
           }));
     }
-    struct RemoveHooks {
-      std::vector<int64_t>& ids;
-      ~RemoveHooks() {
-        for (int64_t id : ids) RemoveNativeHook(id);
-      }
-    } remove_hooks{hooks};
     ++forwards_;
     try {
       return CallTorch([&] { return forward_(args, kwargs); });
@@ -123,47 +112,41 @@ class NativeModel final : public Model {
   void SetTraining(bool training) override { root_->train(training); }
   bool is_training() const override { return root_->is_training(); }
 
-  absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) override {
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
     if (key.empty()) return taps_.Add(std::move(key), std::move(fn));
     std::shared_ptr<torch::nn::Module> module = root_->named_modules()[key];
-    // The tap list keeps the callback; the module's hook-point entry forwards to it, and goes
-    // with the tap.
-    TapHandle handle = taps_.Add(std::move(key), std::move(fn),
-                                 [](const internal::TapList::Tap& removed) {
-                                   RemoveNativeHook(removed.native_hook);
-                                 });
-    internal::TapList::Tap& tap = taps_.back();
-    tap.forwards_at_add = forwards_;
-    tap.native_hook = AddNativeHook(
-        *module, [taps = &taps_, id = tap.id](const std::vector<c10::IValue>& args,
-                                              const c10::IValue& output) {
-          taps->Fire(id, args, output);
-        });
+    // The tap list keeps the callback; the module's hook-point entry feeds it, and goes with
+    // the tap.
+    HookHandle handle = taps_.Add(std::move(key), std::move(fn));
+    const std::shared_ptr<internal::TapList::Tap>& tap = taps_.back();
+    tap->forwards_at_add = forwards_;
+    // The feed holds the tap (a call in flight may outlive its removal); the tap list breaks
+    // that cycle by resetting the feed when the tap goes.
+    tap->feed = AddNativeHook(*module, [tap](const std::vector<c10::IValue>& args,
+                                             const c10::IValue& output) {
+      internal::TapList::Fire(*tap, args, output);
+    });
     return handle;
   }
 
-  absl::Status CheckTapsFired() const override {
+  absl::Status CheckHooksFired() const override {
     std::vector<std::string> silent;
     for (const auto& tap : taps_.taps()) {
       // A model that has not run since the tap was added (a teacher-only evaluation with a
       // manager that also hooks this student) has bypassed nothing.
-      if (!tap.fired && !tap.path.empty() && forwards_ > tap.forwards_at_add) {
-        silent.push_back(tap.path);
+      if (!tap->fired.load(std::memory_order_relaxed) && !tap->path.empty() &&
+          forwards_ > tap->forwards_at_add) {
+        silent.push_back(tap->path);
       }
     }
     if (silent.empty()) return absl::OkStatus();
-    std::vector<std::string> described;
     auto modules = root_->named_modules();
-    for (const std::string& path : silent) {
-      described.push_back(absl::StrCat("\"", path, "\" (", NativeTypeName(*modules[path]), ")"));
+    for (std::string& path : silent) {
+      path = absl::StrCat("\"", path, "\" (", NativeTypeName(*modules[path]), ")");
     }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "hooked module(s) ", absl::StrJoin(described, ", "),
-        " never ran through a hook point during forward: a native module's hooks run only "
-        "when its parent calls it through kd::Call(child, ...) or keeps it in a "
-        "kd::HookedSequential, not through child->forward(...) (see hooks/hook_point.h)"));
+    return NeverRanThroughHookPointError(silent);
   }
 
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
@@ -172,7 +155,7 @@ class NativeModel final : public Model {
   std::shared_ptr<torch::nn::Module> root_;
   NativeForwardFn forward_;
   internal::TapList taps_;
-  // Forwards run (whole or truncated), for CheckTapsFired.
+  // Forwards run (whole or truncated), for CheckHooksFired.
   int64_t forwards_ = 0;
 };
 

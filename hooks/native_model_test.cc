@@ -13,11 +13,13 @@
 #include "testing/small_cnn.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
 
 using ::kd::test::AllClose;
+using ::kd::test::IValueNear;
 using ::kd::test::At;
 using ::kd::test::FixtureInputs;
 using ::kd::test::FixturePath;
@@ -25,6 +27,36 @@ using ::kd::test::LoadExpected;
 using ::kd::test::SmallCnnModel;
 using ::kd::test::TapRecorder;
 using ::testing::HasSubstr;
+
+struct TwiceImpl : torch::nn::Module {
+  at::Tensor forward(at::Tensor x) { return x * 2; }
+};
+TORCH_MODULE(Twice);
+
+TEST(NativeHookTest, TheHandleRemovesTheHookAndMayOutliveTheModule) {
+  HookHandle outlives;
+  int calls = 0;
+  {
+    Twice twice;
+    HookHandle handle = AddNativeHook(*twice, [&](const std::vector<c10::IValue>& args,
+                                                  const c10::IValue& output) {
+      ++calls;
+      EXPECT_THAT(output, IValueNear(args[0].toTensor() * 2, 0));
+    });
+    EXPECT_TRUE(handle.active());
+    Call(twice, at::ones({1}));
+    EXPECT_EQ(calls, 1);
+    twice->forward(at::ones({1}));  // not through a hook point: the hook does not run
+    EXPECT_EQ(calls, 1);
+    handle.Reset();
+    EXPECT_FALSE(handle.active());
+    Call(twice, at::ones({1}));
+    EXPECT_EQ(calls, 1);
+    outlives = AddNativeHook(*twice, [&](const std::vector<c10::IValue>&, const c10::IValue&) {});
+  }
+  outlives.Reset();  // the module is gone: removal is a no-op
+  EXPECT_EQ(hook_point_internal::num_hooks.load(), 0);
+}
 
 TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
   std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
@@ -54,7 +86,7 @@ TEST(NativeModelTest, TypeNamesAsPythonPrintsThem) {
 TEST(NativeModelTest, ForwardWithPythonWeightsEqualsPython) {
   std::unique_ptr<Model> model = SmallCnnModel(test::ModelKind::kNative);
   const c10::IValue expected = LoadExpected("small_cnn");
-  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
 }
 
 TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
@@ -62,35 +94,35 @@ TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
   const c10::IValue expected = LoadExpected("small_cnn");
   const auto& hooks = At(expected, "hooks").toGenericDict();
   std::vector<std::unique_ptr<TapRecorder>> recorders;
-  std::vector<TapHandle> handles;
+  std::vector<HookHandle> handles;
   for (const auto& entry : hooks) {
     recorders.push_back(std::make_unique<TapRecorder>());
-    auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
+    auto handle = model->AddHook(entry.key().toStringRef(), recorders.back()->Fn());
     ASSERT_THAT(handle, IsOk());
     handles.push_back(*std::move(handle));
   }
   model->Forward(FixtureInputs(expected));
-  EXPECT_THAT(model->CheckTapsFired(), IsOk());
+  EXPECT_THAT(model->CheckHooksFired(), IsOk());
   size_t i = 0;
   for (const auto& entry : hooks) {
     SCOPED_TRACE(entry.key().toStringRef());
     const TapRecorder& r = *recorders[i++];
-    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
-    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
   }
 }
 
 TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
   std::unique_ptr<Model> model = MakeNativeModel(test::DirectCallNet().ptr());
   TapRecorder lin, act;
-  auto lin_tap = model->AddTap("lin", lin.Fn());
-  auto act_tap = model->AddTap("act", act.Fn());
+  auto lin_tap = model->AddHook("lin", lin.Fn());
+  auto act_tap = model->AddHook("act", act.Fn());
   ASSERT_THAT(lin_tap, IsOk());
   ASSERT_THAT(act_tap, IsOk());
   model->Forward({at::ones({2, 4})});
   EXPECT_EQ(act.outputs.size(), 1u);
   EXPECT_TRUE(lin.outputs.empty());
-  EXPECT_THAT(model->CheckTapsFired(),
+  EXPECT_THAT(model->CheckHooksFired(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        AllOf(HasSubstr("hooked module(s) \"lin\" (Linear) never ran through a "
                                        "hook point during forward"),
@@ -102,7 +134,7 @@ TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
   const int64_t before = hook_point_internal::num_hooks.load();
   TapRecorder r;
   {
-    auto tap = model->AddTap("layer1.0.relu", r.Fn());
+    auto tap = model->AddHook("layer1.0.relu", r.Fn());
     ASSERT_THAT(tap, IsOk());
     EXPECT_EQ(hook_point_internal::num_hooks.load(), before + 1);
     model->Forward({at::zeros({1, 1, 28, 28})});
@@ -115,10 +147,10 @@ TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
 
 TEST(NativeModelTest, TapHandleMayOutliveModel) {
   TapRecorder r;
-  TapHandle tap;
+  HookHandle tap;
   {
     std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
-    auto added = model->AddTap("fc", r.Fn());
+    auto added = model->AddHook("fc", r.Fn());
     ASSERT_THAT(added, IsOk());
     tap = *std::move(added);
   }
@@ -129,10 +161,10 @@ TEST(NativeModelTest, TapHandleMayOutliveModel) {
 TEST(NativeModelTest, UnknownPathNamesNearest) {
   std::unique_ptr<Model> model = MakeNativeModel(test::SmallCnn().ptr());
   TapRecorder r;
-  EXPECT_THAT(model->AddTap("layer1.0.conv3", r.Fn()),
+  EXPECT_THAT(model->AddHook("layer1.0.conv3", r.Fn()),
               StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("no module \"layer1.0.conv3\" in this native model; nearest: "
-                                 "layer1.0.conv1, layer1.0.conv2")));
+                       HasSubstr("no module \"layer1.0.conv3\" in this native model; did you "
+                                 "mean \"layer1.0.conv1\" or \"layer1.0.conv2\"?")));
 }
 
 TEST(NativeModelTest, DeducedForwardChecksArguments) {
@@ -160,7 +192,7 @@ TEST(NativeModelTest, ExplicitForwardFnReadsKwargs) {
       });
   const at::Tensor x = at::ones({1, 2});
   const at::Tensor once = model->Forward({x}).toTensor();
-  EXPECT_TRUE(AllClose(model->Forward({x}, {{"scale", 3.0}}), once * 3));
+  EXPECT_THAT(model->Forward({x}, {{"scale", 3.0}}), IValueNear(once * 3, 1e-5));
 }
 
 TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
@@ -173,7 +205,7 @@ TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
   ASSERT_THAT(b->LoadState(path), IsOk());
   b->SetTraining(false);
   const at::Tensor x = at::randn({3, 1, 28, 28});
-  EXPECT_TRUE(AllClose(b->Forward({x}), a->Forward({x})));
+  EXPECT_THAT(b->Forward({x}), IValueNear(a->Forward({x}), 1e-5));
 }
 
 TEST(NativeModelTest, ToMovesDtype) {

@@ -119,7 +119,7 @@ class TorchScriptModel final : public Model {
   void SetTraining(bool training) override { module_.train(training); }
   bool is_training() const override { return module_.is_training(); }
 
-  absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) override {
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
     if (!key.empty() && !taps_.HasPath(key)) {
@@ -139,7 +139,7 @@ class TorchScriptModel final : public Model {
                      });
   }
 
-  absl::Status CheckTapsFired() const override {
+  absl::Status CheckHooksFired() const override {
     // Every tapped call site in a TorchScript graph is a hook point: nothing can be bypassed.
     return absl::OkStatus();
   }

@@ -1,7 +1,7 @@
 // TorchScript models (torch::jit::Module) behind the kd::Model handle.
 //
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Model> model, kd::LoadTorchScriptModel("m.pt"));
-//   KD_ASSIGN_OR_RETURN(kd::TapHandle tap, model->AddTap("layer2.0.conv1", fn));
+//   KD_ASSIGN_OR_RETURN(kd::HookHandle tap, model->AddHook("layer2.0.conv1", fn));
 //   model->Forward({x});   // fn sees layer2.0.conv1's args and output
 //
 // Taps need no change to the model: forward's graph is copied, the calls on the way to each

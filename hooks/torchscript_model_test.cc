@@ -14,9 +14,12 @@
 #include "gtest/gtest.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
+
+using ::kd::test::IValueNear;
 
 using ::kd::test::AllClose;
 using ::kd::test::At;
@@ -49,7 +52,7 @@ TEST(TorchScriptModelTest, ForwardEqualsPython) {
     SCOPED_TRACE(name);
     std::unique_ptr<Model> model = TorchScriptFixture(name);
     const c10::IValue expected = LoadExpected(name);
-    EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+    EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
   }
 }
 
@@ -60,29 +63,27 @@ TEST(TorchScriptModelTest, FileSavedByTorch113LoadsAndMatches) {
   const c10::IValue old_expected = LoadExpected("small_cnn_torch113");
   const std::vector<c10::IValue> inputs = FixtureInputs(old_expected);
   const c10::IValue old_output = old_model->Forward(inputs);
-  EXPECT_TRUE(AllClose(old_output, At(old_expected, "output")));
+  EXPECT_THAT(old_output, IValueNear(At(old_expected, "output"), 1e-5));
   for (const char* path : {"stem", "layer2.0", "fc"}) {
     SCOPED_TRACE(path);
     TapRecorder recorder;
-    absl::StatusOr<TapHandle> tap = old_model->AddTap(path, recorder.Fn());
+    absl::StatusOr<HookHandle> tap = old_model->AddHook(path, recorder.Fn());
     ASSERT_THAT(tap, IsOk());
     old_model->Forward(inputs);
-    EXPECT_TRUE(AllClose(recorder.outputs.back(),
-                         test::LastPythonHook(old_expected, path, "output")));
+    EXPECT_THAT(recorder.outputs.back(), IValueNear(test::LastPythonHook(old_expected, path, "output"), 1e-5));
   }
   std::unique_ptr<Model> new_model = TorchScriptFixture("small_cnn");
-  EXPECT_TRUE(AllClose(new_model->Forward(inputs), old_output));
+  EXPECT_THAT(new_model->Forward(inputs), IValueNear(old_output, 1e-5));
 }
 
 TEST(TorchScriptModelTest, KwargsAndDefaults) {
   std::unique_ptr<Model> model = TorchScriptFixture("tricky");
   const c10::IValue expected = LoadExpected("tricky");
   const c10::IValue x = FixtureInputs(expected)[0];
-  EXPECT_TRUE(AllClose(model->Forward({x}, {{"scale", 2.0}}), At(expected, "output")));
+  EXPECT_THAT(model->Forward({x}, {{"scale", 2.0}}), IValueNear(At(expected, "output"), 1e-5));
   // scale defaults to 1.0: the first output is then lin(s) * 1.0, half of the recorded one.
   c10::IValue half = model->Forward({x});
-  EXPECT_TRUE(AllClose(half.toTupleRef().elements()[0],
-                       At(expected, "output").toTupleRef().elements()[0].toTensor() / 2));
+  EXPECT_THAT(half.toTupleRef().elements()[0], IValueNear(At(expected, "output").toTupleRef().elements()[0].toTensor() / 2, 1e-5));
 }
 
 TEST(TorchScriptModelTest, TrainingFlagReachesSubmodules) {
@@ -103,11 +104,11 @@ TEST(TorchScriptModelTest, UnknownPathNamesNearest) {
   EXPECT_THAT(model->CheckModulePath(""), IsOk());
   EXPECT_THAT(model->CheckModulePath("layer5"),
               StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("no module \"layer5\" in this torchscript model; nearest: "
-                                 "layer1, layer2")));
+                       HasSubstr("no module \"layer5\" in this torchscript model; "
+                                 "did you mean \"layer1\" or \"layer2\"?")));
   EXPECT_THAT(model->CheckModulePath("layer1.0.conv"),
               StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("nearest: layer1.0.conv1, layer1.0.conv2")));
+                       HasSubstr("did you mean \"layer1.0.conv1\" or \"layer1.0.conv2\"?")));
 }
 
 TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
@@ -143,9 +144,10 @@ TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
     at::NoGradGuard no_grad;
     for (auto& [name, p] : model->NamedParameters()) p.zero_();
   }
-  EXPECT_FALSE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  EXPECT_THAT(model->Forward(FixtureInputs(expected)),
+              ::testing::Not(IValueNear(At(expected, "output"), 1e-5)));
   ASSERT_THAT(model->LoadState(path), IsOk());
-  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
 
   // A state_dict written by Python's torch.save loads too.
   {
@@ -153,7 +155,7 @@ TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
     for (auto& [name, p] : model->NamedParameters()) p.zero_();
   }
   ASSERT_THAT(model->LoadState(FixturePath("small_cnn.state.pt")), IsOk());
-  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
 }
 
 TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
@@ -182,20 +184,20 @@ TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
     const c10::IValue expected = LoadExpected(name);
     const auto& hooks = At(expected, "hooks").toGenericDict();
     std::vector<std::unique_ptr<TapRecorder>> recorders;
-    std::vector<TapHandle> handles;
+    std::vector<HookHandle> handles;
     for (const auto& entry : hooks) {
       recorders.push_back(std::make_unique<TapRecorder>());
-      auto handle = model->AddTap(entry.key().toStringRef(), recorders.back()->Fn());
+      auto handle = model->AddHook(entry.key().toStringRef(), recorders.back()->Fn());
       ASSERT_THAT(handle, IsOk());
       handles.push_back(*std::move(handle));
     }
-    EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+    EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
     size_t i = 0;
     for (const auto& entry : hooks) {
       SCOPED_TRACE(entry.key().toStringRef());
       const TapRecorder& r = *recorders[i++];
-      EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
-      EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
+      EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
+      EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
     }
   }
 }
@@ -205,18 +207,18 @@ TEST(TorchScriptModelTest, TracedModuleTapsSeeWhatPythonHooksSaw) {
   std::unique_ptr<Model> model = TorchScriptFixture("small_cnn_traced");
   const c10::IValue expected = LoadExpected("small_cnn");
   std::map<std::string, TapRecorder> recorders;
-  std::vector<TapHandle> handles;
+  std::vector<HookHandle> handles;
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
-    auto handle = model->AddTap(entry.key().toStringRef(), recorders[entry.key().toStringRef()].Fn());
+    auto handle = model->AddHook(entry.key().toStringRef(), recorders[entry.key().toStringRef()].Fn());
     ASSERT_THAT(handle, IsOk());
     handles.push_back(*std::move(handle));
   }
-  EXPECT_TRUE(AllClose(model->Forward(FixtureInputs(expected)), At(expected, "output")));
+  EXPECT_THAT(model->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 1e-5));
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
     SCOPED_TRACE(entry.key().toStringRef());
     const TapRecorder& r = recorders[entry.key().toStringRef()];
-    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.inputs), At(entry.value(), "input")));
-    EXPECT_TRUE(AllClose(c10::ivalue::Tuple::create(r.outputs), At(entry.value(), "output")));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
   }
 }
 
@@ -224,8 +226,8 @@ TEST(TorchScriptModelTest, CallsInLoopsAndBranchesAreTapped) {
   std::unique_ptr<Model> model = TorchScriptFixture("tricky");
   const c10::IValue x = FixtureInputs(LoadExpected("tricky"))[0];
   TapRecorder act, lin;
-  auto act_tap = model->AddTap("act", act.Fn());
-  auto lin_tap = model->AddTap("lin", lin.Fn());
+  auto act_tap = model->AddHook("act", act.Fn());
+  auto lin_tap = model->AddHook("lin", lin.Fn());
   ASSERT_THAT(act_tap, IsOk());
   ASSERT_THAT(lin_tap, IsOk());
   model->Forward({x, 2.0});
@@ -239,23 +241,23 @@ TEST(TorchScriptModelTest, CallsInLoopsAndBranchesAreTapped) {
 TEST(TorchScriptModelTest, ModuleThatForwardNeverCallsIsRefused) {
   std::unique_ptr<Model> model = TorchScriptFixture("tricky");
   TapRecorder r;
-  EXPECT_THAT(model->AddTap("unused", r.Fn()),
+  EXPECT_THAT(model->AddHook("unused", r.Fn()),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("module \"unused\" (Linear) exists but forward never calls it")));
-  EXPECT_THAT(model->AddTap("mixx", r.Fn()),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nearest: mix")));
+  EXPECT_THAT(model->AddHook("mixx", r.Fn()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("did you mean \"mix\"?")));
 }
 
 TEST(TorchScriptModelTest, RootTapSeesArgsAndOutput) {
   std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   TapRecorder root;
-  auto tap = model->AddTap("", root.Fn());
+  auto tap = model->AddHook("", root.Fn());
   ASSERT_THAT(tap, IsOk());
   model->Forward(FixtureInputs(expected));
   ASSERT_EQ(root.outputs.size(), 1u);
-  EXPECT_TRUE(AllClose(root.inputs[0], FixtureInputs(expected)[0]));
-  EXPECT_TRUE(AllClose(root.outputs[0], At(expected, "output")));
+  EXPECT_THAT(root.inputs[0], IValueNear(FixtureInputs(expected)[0], 1e-5));
+  EXPECT_THAT(root.outputs[0], IValueNear(At(expected, "output"), 1e-5));
 }
 
 TEST(TorchScriptModelTest, LoadedModuleIsNeverModifiedAndRemovalRestores) {
@@ -267,7 +269,7 @@ TEST(TorchScriptModelTest, LoadedModuleIsNeverModifiedAndRemovalRestores) {
   const size_t methods_before = module->get_methods().size();
   TapRecorder r;
   {
-    auto tap = model->AddTap("layer1.1.conv2", r.Fn());
+    auto tap = model->AddHook("layer1.1.conv2", r.Fn());
     ASSERT_THAT(tap, IsOk());
     model->Forward(FixtureInputs(expected));
     EXPECT_EQ(r.outputs.size(), 1u);
@@ -283,7 +285,7 @@ TEST(TorchScriptModelTest, TapsFollowParameterChanges) {
   std::unique_ptr<Model> model = TorchScriptFixture("small_cnn");
   const c10::IValue expected = LoadExpected("small_cnn");
   TapRecorder fc;
-  auto tap = model->AddTap("fc", fc.Fn());
+  auto tap = model->AddHook("fc", fc.Fn());
   ASSERT_THAT(tap, IsOk());
   model->Forward(FixtureInputs(expected));
   {
@@ -293,8 +295,8 @@ TEST(TorchScriptModelTest, TapsFollowParameterChanges) {
     }
   }
   const at::Tensor out = model->Forward(FixtureInputs(expected)).toTensor();
-  EXPECT_TRUE(AllClose(out, At(expected, "output").toTensor() + 1.0));
-  EXPECT_TRUE(AllClose(fc.outputs.back(), out));
+  EXPECT_THAT(out, IValueNear(At(expected, "output").toTensor() + 1.0, 1e-5));
+  EXPECT_THAT(fc.outputs.back(), IValueNear(out, 1e-5));
 }
 
 TEST(TorchScriptModelTest, ToConvertsFloatingTensorsOnly) {
@@ -310,7 +312,7 @@ TEST(TorchScriptModelTest, ToConvertsFloatingTensorsOnly) {
         << name;
   }
   const at::Tensor x = FixtureInputs(expected)[0].toTensor().to(at::kDouble);
-  EXPECT_TRUE(AllClose(model->Forward({x}), At(expected, "output")));
+  EXPECT_THAT(model->Forward({x}), IValueNear(At(expected, "output"), 1e-5));
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include <ATen/ATen.h>
 
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include "base/file_util.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace test {
@@ -42,7 +44,7 @@ c10::IValue LastPythonHook(const c10::IValue& expected, const std::string& path,
   return At(At(At(expected, "hooks"), path), io_type).toTupleRef().elements().back();
 }
 
-TapFn TapRecorder::Fn() {
+HookFn TapRecorder::Fn() {
   return [this](const std::vector<c10::IValue>& args, const c10::IValue& output) {
     inputs.push_back(args.size() == 1 ? args[0] : c10::ivalue::Tuple::create(args));
     outputs.push_back(output);
@@ -51,54 +53,14 @@ TapFn TapRecorder::Fn() {
 
 namespace {
 
-std::vector<c10::IValue> Elements(const c10::IValue& v) {
-  if (v.isTuple()) return v.toTupleRef().elements().vec();
-  return v.toListRef().vec();
-}
 
 }  // namespace
 
 bool AllClose(const c10::IValue& actual, const c10::IValue& expected, double atol) {
-  if (expected.isTensor()) {
-    if (!actual.isTensor()) {
-      std::cerr << "expected a tensor, got " << actual.tagKind() << "\n";
-      return false;
-    }
-    const at::Tensor a = actual.toTensor(), e = expected.toTensor();
-    if (!a.sizes().equals(e.sizes())) {
-      std::cerr << "shape " << a.sizes() << " != expected " << e.sizes() << "\n";
-      return false;
-    }
-    if (!at::allclose(a.to(e.dtype()), e, /*rtol=*/0, atol)) {
-      std::cerr << "max abs difference " << (a - e).abs().max().item<double>() << " > " << atol
-                << "\n";
-      return false;
-    }
-    return true;
-  }
-  if (expected.isTuple() || expected.isList()) {
-    if (!actual.isTuple() && !actual.isList()) {
-      std::cerr << "expected a sequence, got " << actual.tagKind() << "\n";
-      return false;
-    }
-    std::vector<c10::IValue> a = Elements(actual), e = Elements(expected);
-    if (a.size() != e.size()) {
-      std::cerr << "length " << a.size() << " != expected " << e.size() << "\n";
-      return false;
-    }
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!AllClose(a[i], e[i], atol)) {
-        std::cerr << "  at element " << i << "\n";
-        return false;
-      }
-    }
-    return true;
-  }
-  if (actual != expected) {
-    std::cerr << actual << " != expected " << expected << "\n";
-    return false;
-  }
-  return true;
+  std::ostringstream why;
+  if (IValuesClose(actual, expected, atol, &why)) return true;
+  std::cerr << why.str() << "\n";
+  return false;
 }
 
 std::string TempPath(const std::string& name) {

@@ -34,7 +34,7 @@ c10::IValue LastPythonHook(const c10::IValue& expected, const std::string& path,
 // Records every call of a tap, torchdistill-style (a single argument unwrapped).
 struct TapRecorder {
   std::vector<c10::IValue> inputs, outputs;
-  TapFn Fn();
+  HookFn Fn();
 };
 
 // Whether two values are equal structurally with tensors allclose (rtol 0, atol `atol`):

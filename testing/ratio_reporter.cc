@@ -55,8 +55,12 @@ bool HasFlag(int argc, char** argv, const char* prefix) {
 
 }  // namespace
 
-double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
-                         int pairs, int warmup) {
+namespace {
+
+// Thread CPU seconds of each of `pairs` alternating runs (a b, b a, ...) after `warmup` pairs.
+std::vector<std::pair<double, double>> PairedCpuSeconds(const std::function<void()>& a,
+                                                        const std::function<void()>& b,
+                                                        int pairs, int warmup) {
   auto cpu_seconds = [](const std::function<void()>& fn) {
     timespec start, end;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
@@ -68,7 +72,7 @@ double MedianPairedRatio(const std::function<void()>& a, const std::function<voi
     a();
     b();
   }
-  std::vector<double> ratios;
+  std::vector<std::pair<double, double>> times;
   for (int i = 0; i < pairs; ++i) {
     double ta, tb;
     if (i % 2 == 0) {
@@ -78,10 +82,32 @@ double MedianPairedRatio(const std::function<void()>& a, const std::function<voi
       tb = cpu_seconds(b);
       ta = cpu_seconds(a);
     }
-    ratios.push_back(tb / ta);
+    times.emplace_back(ta, tb);
   }
-  std::sort(ratios.begin(), ratios.end());
-  return ratios[ratios.size() / 2];
+  return times;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
+                         int pairs, int warmup) {
+  std::vector<double> ratios;
+  for (const auto& [ta, tb] : PairedCpuSeconds(a, b, pairs, warmup)) ratios.push_back(tb / ta);
+  return Median(std::move(ratios));
+}
+
+double MedianPairedDifference(const std::function<void()>& a, const std::function<void()>& b,
+                              int pairs, int warmup) {
+  std::vector<double> differences;
+  for (const auto& [ta, tb] : PairedCpuSeconds(a, b, pairs, warmup)) {
+    differences.push_back(tb - ta);
+  }
+  return Median(std::move(differences));
 }
 
 int RunWithRatios(int argc, char** argv, const std::vector<Ratio>& ratios) {

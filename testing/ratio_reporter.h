@@ -30,6 +30,11 @@ struct Ratio {
 double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
                          int pairs, int warmup = 3);
 
+// As MedianPairedRatio, the median of cpu_time(b) - cpu_time(a) in seconds: the cost of what
+// b does more than a.
+double MedianPairedDifference(const std::function<void()>& a, const std::function<void()>& b,
+                              int pairs, int warmup = 3);
+
 // Runs the registered benchmarks (10 interleaved repetitions by default, aggregates only),
 // then prints "numerator / denominator = x.xxx" for each pair, from median CPU times (the
 // benchmarks run one thread; CPU time is what another process's load leaves alone). Returns

@@ -54,7 +54,7 @@ check "truncate prints both times" \
   grep -qE '^forward \(median of 5, after 3 warm-up rounds\): full [0-9.]+ ms, truncated after layer1 [0-9.]+ ms \([0-9.]+x faster\)$' <<<"$cut"
 check "truncated values equal full values" test "$(tail -n +2 <<<"$cut")" = "$full"
 
-expect_error "unknown path" 'capture: no module "layer3" in this torchscript model; nearest: layer1, layer2' \
+expect_error "unknown path" 'capture: no module "layer3" in this torchscript model; did you mean "layer1" or "layer2"?' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc,layer3
 expect_error "missing input" "capture: /nonexistent/in.pt: cannot open: No such file" \
   --model="$data/small_cnn.pt" --input=/nonexistent/in.pt --paths=fc

@@ -83,9 +83,9 @@ absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_
   if (input_shape.empty()) return rows;
 
   KD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ParseShape(input_shape));
-  std::vector<TapHandle> taps;
+  std::vector<HookHandle> taps;
   for (Row& row : rows) {
-    auto tap = model.AddTap(row.module.path, [&row](const std::vector<c10::IValue>&,
+    auto tap = model.AddHook(row.module.path, [&row](const std::vector<c10::IValue>&,
                                                     const c10::IValue& output) {
       if (row.calls++ == 0) row.output = DescribeValue(output);
     });

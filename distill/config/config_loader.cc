@@ -8,10 +8,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/nearest.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
-#include "distill/config/internal/suggest.h"
 #include "google/protobuf/io/tokenizer.h"
 
 namespace kd {
@@ -88,9 +88,8 @@ class Collector final : public google::protobuf::io::ErrorCollector {
     if (type == nullptr) return absl::StrCat("unknown field \"", field, "\" in ", type_name);
     std::vector<std::string> names;
     for (int i = 0; i < type->field_count(); ++i) names.push_back(type->field(i)->name());
-    std::string suggestion = internal::DidYouMean(field, names);
-    if (suggestion.empty()) suggestion = internal::ValidNames("fields", names);
-    return absl::StrCat("unknown field \"", field, "\" in ", type->name(), suggestion);
+    return absl::StrCat("unknown field \"", field, "\" in ", type->name(), "; ",
+                        Suggest(field, names));
   }
 
   static std::string UnknownEnumValue(const std::string& value, const std::string& field) {
@@ -102,9 +101,8 @@ class Collector final : public google::protobuf::io::ErrorCollector {
         names.push_back(f->enum_type()->value(i)->name());
       }
     }
-    std::string suggestion = internal::DidYouMean(value, names);
-    if (suggestion.empty()) suggestion = internal::ValidNames("values", names);
-    return absl::StrCat("unknown value \"", value, "\" for field \"", field, "\"", suggestion);
+    return absl::StrCat("unknown value \"", value, "\" for field \"", field, "\"; ",
+                        Suggest(value, names));
   }
 
   std::string file_;

@@ -78,9 +78,9 @@ TEST(ConfigLoaderTest, UnknownFieldsAreKeptAsProblemsAtTheirNames) {
   EXPECT_THAT(
       Strings(loaded->parse_problems),
       ElementsAre(
-          "c.pbtxt:3:3: unknown field \"num_epocs\" in StageConfig (did you mean \"num_epochs\"?)",
-          "c.pbtxt:5:23: unknown field \"wieght\" in LossTermConfig (did you mean \"weight\"?)",
-          "c.pbtxt:6:23: unknown field \"xyzzy\" in LossTermConfig; fields: name, key, kwargs, "
+          "c.pbtxt:3:3: unknown field \"num_epocs\" in StageConfig; did you mean \"num_epochs\"?",
+          "c.pbtxt:5:23: unknown field \"wieght\" in LossTermConfig; did you mean \"weight\"?",
+          "c.pbtxt:6:23: unknown field \"xyzzy\" in LossTermConfig; valid: name, key, kwargs, "
           "weight, inputs"));
   // The rest is parsed.
   EXPECT_EQ(loaded->config.train().criterion().terms_size(), 2);
@@ -107,19 +107,19 @@ TEST(ConfigLoaderTest, UnknownEnumValuesNameTheNearest) {
                           }),
                           "c.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "c.pbtxt:2:40: unknown value \"STUDNET\" for field \"source\" (did you "
-                       "mean \"STUDENT\"?)"));
+                       "c.pbtxt:2:40: unknown value \"STUDNET\" for field \"source\"; did you "
+                       "mean \"STUDENT\"?"));
   EXPECT_THAT(ParseConfig("train { student { wrapper: DDP } }", "c.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "c.pbtxt:1:28: unknown value \"DDP\" for field \"wrapper\"; values: "
+                       "c.pbtxt:1:28: unknown value \"DDP\" for field \"wrapper\"; valid: "
                        "NO_WRAPPER, DISTRIBUTED_DATA_PARALLEL"));
 }
 
 TEST(ConfigLoaderTest, UnknownFieldsBeforeASyntaxErrorAreReportedWithIt) {
   EXPECT_THAT(ParseConfig(Lines({"studnet { }", "train { num_epochs: x }"}), "c.pbtxt"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "c.pbtxt:1:1: unknown field \"studnet\" in DistillConfig (did you mean "
-                       "\"student\"?)\nc.pbtxt:2:21: Expected integer, got: x"));
+                       "c.pbtxt:1:1: unknown field \"studnet\" in DistillConfig; did you mean "
+                       "\"student\"?\nc.pbtxt:2:21: Expected integer, got: x"));
 }
 
 TEST(ConfigLoaderTest, LoadReadsTheFileAndNamesItAsGiven) {
@@ -128,8 +128,8 @@ TEST(ConfigLoaderTest, LoadReadsTheFileAndNamesItAsGiven) {
   auto loaded = LoadConfig(path, "configs/run.pbtxt");
   ASSERT_THAT(loaded, IsOk());
   EXPECT_THAT(Strings(loaded->parse_problems),
-              ElementsAre("configs/run.pbtxt:1:9: unknown field \"num_epochz\" in StageConfig "
-                          "(did you mean \"num_epochs\"?)"));
+              ElementsAre("configs/run.pbtxt:1:9: unknown field \"num_epochz\" in StageConfig; "
+                          "did you mean \"num_epochs\"?"));
   auto plain = LoadConfig(path);
   ASSERT_THAT(plain, IsOk());
   EXPECT_EQ(plain->file, path);

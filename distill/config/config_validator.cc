@@ -1,22 +1,15 @@
 #include "distill/config/config_validator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/registry.h"
+#include "distill/config/internal/checker.h"
 #include "distill/config/internal/stage_io.h"
-#include "distill/config/internal/suggest.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
 #include "distill/procs/proc_func.h"
@@ -28,22 +21,16 @@ using internal::RecordedIo;
 using internal::RoleName;
 using internal::StageContext;
 
-bool IsDevice(absl::string_view device) {
-  if (device == "cpu" || device == "cuda") return true;
-  int index = 0;
-  return absl::ConsumePrefix(&device, "cuda:") && !device.empty() &&
-         absl::SimpleAtoi(device, &index) && index >= 0 &&
-         std::all_of(device.begin(), device.end(), absl::ascii_isdigit);
-}
-
-class Validator {
+// The walk over a config's sections; the generic checks come from internal::Checker.
+class Validator : private internal::Checker {
  public:
   Validator(const LoadedConfig& loaded, const ValidateOptions& options)
-      : loaded_(loaded), options_(options), problems_(loaded.parse_problems) {}
+      : Checker(loaded, options.check_files) {}
 
   std::vector<ConfigProblem> Run() {
-    const DistillConfig& config = loaded_.config;
-    const ConfigLocator root = loaded_.Root();
+    const DistillConfig& config = loaded().config;
+    const ConfigLocator root = loaded().Root();
+    CheckFiniteNumbers(config, root);  // every number; kwargs in CheckPlugin
     if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
     CheckDatasets(config, root);
     if (config.has_student()) {
@@ -55,85 +42,12 @@ class Validator {
     CheckStages(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
     if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
-    std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) {
-      return std::make_pair(a.at.line, a.at.column) < std::make_pair(b.at.line, b.at.column);
-    });
-    return std::move(problems_);
+    return TakeProblems();
   }
 
  private:
-  void Add(TextPosition at, std::string message) {
-    problems_.push_back({loaded_.file, at, std::move(message)});
-  }
-
-  void Warn(TextPosition at, std::string message) {
-    problems_.push_back({loaded_.file, at, std::move(message), ConfigProblem::Severity::kWarning});
-  }
-
-  void Missing(const ConfigLocator& loc, absl::string_view field, absl::string_view hint = "") {
-    Add(loc.self(),
-        absl::StrCat("missing required field \"", field, "\" in ", loc.type_name(), hint));
-  }
-
-  // `field` (an integer or number the user wrote) must be >= `min`.
-  template <typename T>
-  void AtLeast(const ConfigLocator& loc, absl::string_view field, T value, T min) {
-    if (value < min) {
-      Add(loc.Of(field), absl::StrCat(field, " must be >= ", min, ", got ", value));
-    }
-  }
-
-  // A required integer field that must be >= 1.
-  void RequiredPositive(const ConfigLocator& loc, absl::string_view field, int64_t value) {
-    if (!loc.Written(field)) {
-      Missing(loc, field);
-    } else {
-      AtLeast<int64_t>(loc, field, value, 1);
-    }
-  }
-
-  // The key and kwargs of a plugin of `kind` in the message at `loc` (fields "key", "kwargs").
-  void CheckPlugin(absl::string_view kind, const std::string& key, const KwargList& kwargs,
-                   const ConfigLocator& loc) {
-    if (key.empty()) {
-      Missing(loc, "key");
-      CheckKwargList(kwargs, std::nullopt, absl::StrCat(kind, " (no key)"), loc, "kwargs");
-      return;
-    }
-    const RegistryBase* registry = FindRegistry(kind);
-    std::optional<std::vector<KwargSpec>> specs;
-    if (registry != nullptr) {
-      if (absl::Status known = registry->CheckKey(key); !known.ok()) {
-        Add(loc.Of("key"), std::string(known.message()));
-      } else {
-        specs = registry->KwargSpecs(key);
-      }
-    }
-    CheckKwargList(kwargs, specs, absl::StrCat(kind, " \"", key, "\""), loc, "kwargs");
-  }
-
-  void CheckKwargList(const KwargList& kwargs, const std::optional<std::vector<KwargSpec>>& specs,
-                      absl::string_view owner, const ConfigLocator& loc, absl::string_view field) {
-    for (const KwargProblem& problem : CheckKwargs(kwargs, specs, owner)) {
-      const ConfigLocator kwarg = loc.Nested(field, problem.index);
-      Add(kwarg.Written("name") ? kwarg.Of("name") : kwarg.self(), problem.message);
-    }
-  }
-
-  void CheckFile(const std::string& path, const ConfigLocator& loc, absl::string_view field) {
-    if (!options_.check_files || path.empty()) return;
-    const std::string resolved = ResolveUserPath(path);
-    if (::access(resolved.c_str(), R_OK) != 0) {
-      Add(loc.Of(field), absl::StrCat("cannot read ", field, " \"", path, "\"",
-                                      resolved == path ? "" : absl::StrCat(" (", resolved, ")")));
-    }
-  }
-
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
-    if (!run.device().empty() && !IsDevice(run.device())) {
-      Add(loc.Of("device"), absl::StrCat("unknown device \"", run.device(),
-                                         "\"; use \"cpu\", \"cuda\" or \"cuda:<index>\""));
-    }
+    CheckDevice(run.device(), loc, "device");
     AtLeast(loc, "log_every_n_steps", run.log_every_n_steps(), 0);
   }
 
@@ -261,10 +175,8 @@ class Validator {
     } else if (dataset_ids_.count(loader.dataset_id()) == 0) {
       std::vector<std::string> ids;
       for (const auto& [id, at] : dataset_ids_) ids.push_back(id);
-      std::string suggestion = internal::DidYouMean(loader.dataset_id(), ids);
-      if (suggestion.empty()) suggestion = internal::ValidNames("datasets", ids);
-      Add(loc.Of("dataset_id"),
-          absl::StrCat("unknown dataset id \"", loader.dataset_id(), "\"", suggestion));
+      Add(loc.Of("dataset_id"), absl::StrCat("unknown dataset id \"", loader.dataset_id(),
+                                             "\"; ", Suggest(loader.dataset_id(), ids)));
     }
     RequiredPositive(loc, "batch_size", loader.batch_size());
     AtLeast(loc, "num_workers", loader.num_workers(), 0);
@@ -364,9 +276,9 @@ class Validator {
     std::string message =
         absl::StrCat("the ", RoleName(ref.source()), "'s io[", QuoteName(ref.path()), "][\"", io,
                      "\"] is not recorded in this stage");
-    const std::string suggestion = internal::DidYouMean(ref.path(), recorded->Paths(ref.io()));
+    const std::string suggestion = DidYouMean(ref.path(), recorded->Paths(ref.io()));
     if (!suggestion.empty() && !ref.path().empty()) {
-      absl::StrAppend(&message, suggestion);
+      absl::StrAppend(&message, "; ", suggestion);
     } else {
       absl::StrAppend(&message, ": add forward_hooks { module_path: \"", ref.path(), "\" requires_",
                       io, ": true } to the stage's ", RoleName(ref.source()));
@@ -387,9 +299,6 @@ class Validator {
       if (auto [it, inserted] = names.try_emplace(name, name_at); !inserted && !name.empty()) {
         Add(name_at, absl::StrCat("duplicate term name \"", name, "\" (first at ",
                                   it->second.ToString(), "); give the terms distinct names"));
-      }
-      if (term.has_weight() && !std::isfinite(term.weight())) {
-        Add(tloc.Of("weight"), absl::StrCat("weight must be finite, got ", term.weight()));
       }
       if (term.inputs().empty()) Missing(tloc, "inputs", " (at least one)");
       std::set<std::string> args;
@@ -422,8 +331,7 @@ class Validator {
       CheckKwargList(group.kwargs(), specs,
                      absl::StrCat(kOptimizerKind, " \"", optimizer.key(), "\""), gloc, "kwargs");
     }
-    if (optimizer.has_max_grad_norm() &&
-        !(optimizer.max_grad_norm() > 0 && std::isfinite(optimizer.max_grad_norm()))) {
+    if (optimizer.has_max_grad_norm() && optimizer.max_grad_norm() <= 0) {  // NaN: not finite
       Add(loc.Of("max_grad_norm"),
           absl::StrCat("max_grad_norm must be > 0, got ", optimizer.max_grad_norm()));
     }
@@ -447,10 +355,9 @@ class Validator {
     }
     if (!evaluation.primary_metric().empty() &&
         std::find(names.begin(), names.end(), evaluation.primary_metric()) == names.end()) {
-      std::string suggestion = internal::DidYouMean(evaluation.primary_metric(), names);
-      if (suggestion.empty()) suggestion = internal::ValidNames("metrics", names);
-      Add(loc.Of("primary_metric"), absl::StrCat("unknown metric \"", evaluation.primary_metric(),
-                                                 "\" in primary_metric", suggestion));
+      Add(loc.Of("primary_metric"),
+          absl::StrCat("unknown metric \"", evaluation.primary_metric(), "\" in primary_metric; ",
+                       Suggest(evaluation.primary_metric(), names)));
     }
     AtLeast(loc, "every_n_epochs", evaluation.every_n_epochs(), 0);
     bool any_val_loader = config.train().has_val_data_loader();
@@ -470,9 +377,6 @@ class Validator {
     CheckFile(checkpoint.resume_from(), loc, "resume_from");
   }
 
-  const LoadedConfig& loaded_;
-  const ValidateOptions& options_;
-  std::vector<ConfigProblem> problems_;
   std::map<std::string, TextPosition> dataset_ids_;
 };
 

@@ -3,8 +3,11 @@
 #include <string>
 #include <vector>
 
+#include <ATen/core/List.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ivalue_util.h"
 #include "base/registry.h"
 #include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
@@ -46,6 +49,24 @@ KD_TEST_PLUGIN(kOptimizerKind, "SGD", 0,
 KD_TEST_PLUGIN(kSchedulerKind, "MultiStepLR", 0,
                {{"milestones", KwargType::kIntegerList, ""}, {"gamma", KwargType::kNumber, ""}});
 KD_TEST_PLUGIN(kMetricKind, "accuracy", 0, {{"top_k", KwargType::kInteger, ""}});
+// A plugin with a contract: ranges, choices and a required kwarg in its specs, and a check of
+// its own for what no single spec can say.
+KD_TEST_PLUGIN(kMetricKind, "topk_accuracy", 0,
+               {{.name = "ks", .type = KwargType::kIntegerList, .min = 1, .required = true},
+                {.name = "weight", .type = KwargType::kNumber, .min = 0, .max = 1,
+                 .min_exclusive = true},
+                {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum"}}},
+               [](const KwargsView& view) {
+                 const c10::List<int64_t> ks = view.kwargs.at("ks").toIntList();
+                 for (size_t i = 1; i < ks.size(); ++i) {
+                   if (ks[i] <= ks[i - 1]) {
+                     return absl::InvalidArgumentError("ks must increase, got " +
+                                                       std::to_string(ks[i - 1]) + " then " +
+                                                       std::to_string(ks[i]));
+                   }
+                 }
+                 return absl::OkStatus();
+               });
 KD_TEST_PLUGIN(kSamplerKind, "weighted", 0, kAnyKwargs);
 KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
 
@@ -125,8 +146,8 @@ TEST(ConfigValidatorTest, TheBaseConfigIsValid) { EXPECT_THAT(Validate(kBase), I
 TEST(ConfigValidatorTest, MisspelledKwargNamesTheNearest) {
   const Lines lines = Replace(kBase, 18, {R"(      kwargs { name: "temprature" number: 4 })"});
   EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 18, "name") +
-                                           "unknown kwarg \"temprature\" for loss \"KDLoss\" "
-                                           "(did you mean \"temperature\"?)"));
+                                           "unknown kwarg \"temprature\" for loss \"KDLoss\"; "
+                                           "did you mean \"temperature\"?"));
 }
 
 TEST(ConfigValidatorTest, KwargOfTheWrongType) {
@@ -143,20 +164,20 @@ TEST(ConfigValidatorTest, MisspelledFieldIsReportedWithTheRest) {
   EXPECT_THAT(Validate(both),
               ElementsAre(At(both, 7, "num_epochs") + "num_epochs must be >= 1, got 0",
                           At(both, 16, "wieght") +
-                              "unknown field \"wieght\" in LossTermConfig (did you mean "
-                              "\"weight\"?)"));
+                              "unknown field \"wieght\" in LossTermConfig; did you mean "
+                              "\"weight\"?"));
 }
 
 TEST(ConfigValidatorTest, UnknownRegistryKeysNameTheNearestAndListTheRest) {
   const Lines lines = Replace(kBase, 17, {R"(      key: "KDLos")"});
   EXPECT_THAT(Validate(lines),
               ElementsAre(At(lines, 17, "key") +
-                          "no loss \"KDLos\" is registered; nearest: KDLoss; registered: "
+                          "no loss \"KDLos\" is registered; did you mean \"KDLoss\"? registered: "
                           "CrossEntropyLoss, KDLoss, MSELoss"));
   const Lines model = Replace(kBase, 5, {R"(student { native { key: "fashion_nn" } })"});
   EXPECT_THAT(Validate(model),
               ElementsAre(At(model, 5, "key") +
-                          "no model \"fashion_nn\" is registered; nearest: fashion_cnn; "
+                          "no model \"fashion_nn\" is registered; did you mean \"fashion_cnn\"? "
                           "registered: fashion_cnn"));
 }
 
@@ -164,12 +185,12 @@ TEST(ConfigValidatorTest, UnknownDatasetId) {
   const Lines lines =
       Replace(kBase, 8, {R"(  train_data_loader { dataset_id: "trian" batch_size: 32 })"});
   EXPECT_THAT(Validate(lines),
-              ElementsAre(At(lines, 8, "dataset_id") + "unknown dataset id \"trian\" (did you mean "
-                                                       "\"train\"?)"));
+              ElementsAre(At(lines, 8, "dataset_id") + "unknown dataset id \"trian\"; did you mean "
+                                                       "\"train\"?"));
   const Lines far =
       Replace(kBase, 9, {R"(  val_data_loader { dataset_id: "test" batch_size: 64 })"});
   EXPECT_THAT(Validate(far), ElementsAre(At(far, 9, "dataset_id") +
-                                         "unknown dataset id \"test\"; datasets: train, val"));
+                                         "unknown dataset id \"test\"; valid: train, val"));
 }
 
 TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
@@ -177,8 +198,8 @@ TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
       Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer3" })"});
   EXPECT_THAT(Validate(near),
               ElementsAre(At(near, 25, "path") +
-                          "the student's io[\"layer3\"][\"output\"] is not recorded in this stage "
-                          "(did you mean \"layer2\"?)"));
+                          "the student's io[\"layer3\"][\"output\"] is not recorded in this stage; "
+                          "did you mean \"layer2\"?"));
   const Lines input = Replace(
       kBase, 26, {R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" io: INPUT })"});
   EXPECT_THAT(Validate(input),
@@ -228,7 +249,7 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
   EXPECT_THAT(
       Validate(lines),
       ElementsAre(At(lines, 1, "device") +
-                      "unknown device \"gpu\"; use \"cpu\", \"cuda\" or \"cuda:<index>\"",
+                      "bad device \"gpu\": use cpu, cuda or cuda:N",
                   At(lines, 1, "log_every_n_steps") + "log_every_n_steps must be >= 0, got -5",
                   At(lines, 8, "batch_size") + "batch_size must be >= 1, got -1",
                   At(lines, 8, "num_workers") + "num_workers must be >= 0, got -2",
@@ -236,6 +257,41 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
                   At(lines, 12, "grad_accum_step") + "grad_accum_step must be >= 0, got -2",
                   At(lines, 13, "scheduling_step") + "scheduling_step must be >= 0, got -1",
                   At(lines, 16, "weight") + "weight must be finite, got inf"));
+}
+
+TEST(ConfigValidatorTest, PluginContractsAreCheckedWhereTheValuesAreWritten) {
+  const Lines good = Replace(
+      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [1, 5] } } } })"});
+  EXPECT_THAT(Validate(good), IsEmpty());
+  const Lines bad = Replace(
+      kBase, 30,
+      {R"(evaluation { metrics { key: "topk_accuracy")",                          // 30
+       R"(  kwargs { name: "ks" integers { values: [1, 0] } })",                  // 31
+       R"(  kwargs { name: "weight" number: 0 })",                                // 32
+       R"(  kwargs { name: "reduction" str: "man" } } })"});                      // 33
+  EXPECT_THAT(
+      Validate(bad),
+      ElementsAre(
+          At(bad, 31, "name") +
+              "kwarg \"ks\" for metric \"topk_accuracy\" must be in [1, inf], got 0",
+          At(bad, 32, "name") +
+              "kwarg \"weight\" for metric \"topk_accuracy\" must be in (0, 1], got 0",
+          At(bad, 33, "name") + "kwarg \"reduction\" for metric \"topk_accuracy\" is \"man\"; "
+                                "did you mean \"mean\"?"));
+  // Required, and every number finite whatever the specs say.
+  const Lines missing = Replace(
+      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "weight" number: nan } } })"});
+  EXPECT_THAT(Validate(missing),
+              ElementsAre(At(missing, 30, "metrics") +
+                              "missing required kwarg \"ks\" for metric \"topk_accuracy\"",
+                          At(missing, 30, "name") +
+                              "kwarg \"weight\" for metric \"topk_accuracy\" must be finite, got nan"));
+  // The plugin's own check runs once every spec holds, and is reported at its key.
+  const Lines unordered = Replace(
+      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [5, 1] } } } })"});
+  EXPECT_THAT(Validate(unordered),
+              ElementsAre(At(unordered, 30, "key") +
+                          "metric \"topk_accuracy\": ks must increase, got 5 then 1"));
 }
 
 TEST(ConfigValidatorTest, EveryProblemOfARunWithoutTeacherAtOnce) {
@@ -284,18 +340,17 @@ TEST(ConfigValidatorTest, ProcessFunctionKeysAndKwargsAreChecked) {
   EXPECT_THAT(
       Validate(forward),
       ElementsAre(At(forward, 11, "name") +
-                      "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; it takes "
+                      "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; there are "
                       "none",
                   At(forward, 15, "post_epoch_process") +
                       "warning: \"post_epoch_process\" is deprecated; call it \"post_epoch_proc\"",
                   At(forward, 15, "key") +
-                      "no post_epoch_proc \"default_post_epoch\" is registered; nearest: "
-                      "default_post_epoch_process_with_teacher; registered: "
+                      "no post_epoch_proc \"default_post_epoch\" is registered; registered: "
                       "default_post_epoch_process_with_teacher, "
                       "default_post_epoch_process_without_teacher",
                   At(forward, 16, "name") +
                       "unknown kwarg \"x\" for post_forward_proc \"default_post_forward_process\"; "
-                      "it takes none"));
+                      "there are none"));
 }
 
 TEST(ConfigValidatorTest, HookProblems) {
@@ -366,7 +421,7 @@ TEST(ConfigValidatorTest, DuplicateIdsAndNames) {
   EXPECT_THAT(
       Validate(lines),
       ElementsAre(At(lines, 3, "id") + "duplicate dataset id \"train\" (first at 2:12)",
-                  At(lines, 9, "dataset_id") + "unknown dataset id \"val\"; datasets: train",
+                  At(lines, 9, "dataset_id") + "unknown dataset id \"val\"; valid: train",
                   At(lines, 24, "name") +
                       "duplicate term name \"hint\" (first at 16:7); give the terms distinct names",
                   At(lines, 30, "key", 2) +
@@ -382,7 +437,7 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
               ElementsAre(At(lines, 29, "evaluation") +
                               "evaluation needs a val_data_loader, and no stage has one",
                           At(lines, 29, "primary_metric") +
-                              "unknown metric \"acc\" in primary_metric; metrics: accuracy",
+                              "unknown metric \"acc\" in primary_metric; valid: accuracy",
                           At(lines, 30, "every_n_epochs") + "every_n_epochs must be >= 0, got -1"));
   const Lines no_evaluation = Replace(kBase, 30, {R"(checkpoint { save_best: true })"});
   EXPECT_THAT(Validate(no_evaluation),

@@ -1,6 +1,7 @@
 #include "distill/config/kwargs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -8,9 +9,11 @@
 #include <ATen/core/List.h>
 #include <ATen/core/jit_type.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "distill/config/internal/suggest.h"
+#include "base/nearest.h"
+#include "base/status_macros.h"
 
 namespace kd {
 namespace {
@@ -70,9 +73,7 @@ std::string WithArticle(KwargType type) {
 std::string UnknownKwargMessage(absl::string_view name, const std::vector<KwargSpec>& specs,
                                 absl::string_view owner) {
   const std::vector<std::string> names = SpecNames(specs);
-  std::string suggestion = internal::DidYouMean(name, names);
-  if (suggestion.empty()) suggestion = internal::ValidNames("it takes", names);
-  return absl::StrCat("unknown kwarg \"", name, "\" for ", owner, suggestion);
+  return absl::StrCat("unknown kwarg \"", name, "\" for ", owner, "; ", Suggest(name, names));
 }
 
 // Appends the structural problems of `kwargs` (names, duplicates, values), all reported at
@@ -98,6 +99,55 @@ void CheckStructure(const KwargList& kwargs, absl::string_view owner, int index,
                      at, problems);
     }
   }
+}
+
+// The numbers of a number, integer or list value; the strings of a string or list value.
+std::vector<double> Numbers(const Kwarg& kwarg) {
+  switch (kwarg.value_case()) {
+    case Kwarg::kNumber:
+      return {kwarg.number()};
+    case Kwarg::kInteger:
+      return {static_cast<double>(kwarg.integer())};
+    case Kwarg::kNumbers:
+      return {kwarg.numbers().values().begin(), kwarg.numbers().values().end()};
+    case Kwarg::kIntegers:
+      return {kwarg.integers().values().begin(), kwarg.integers().values().end()};
+    default:
+      return {};
+  }
+}
+
+std::vector<std::string> Strings(const Kwarg& kwarg) {
+  if (kwarg.has_str()) return {kwarg.str()};
+  if (kwarg.has_strs()) return {kwarg.strs().values().begin(), kwarg.strs().values().end()};
+  return {};
+}
+
+// "(0, 1]", "[0, inf)": the range a spec allows.
+std::string RangeText(const KwargSpec& spec) {
+  return absl::StrCat(spec.min && spec.min_exclusive ? "(" : "[",
+                      spec.min ? absl::StrCat(*spec.min) : "-inf", ", ",
+                      spec.max ? absl::StrCat(*spec.max) : "inf",
+                      spec.max && spec.max_exclusive ? ")" : "]");
+}
+
+// What is wrong with the value of `kwarg` under `spec` (its type already fits), or "".
+std::string ValueProblem(const Kwarg& kwarg, const KwargSpec& spec, absl::string_view owner) {
+  const std::string what = absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner);
+  for (double v : Numbers(kwarg)) {
+    if (!std::isfinite(v)) return absl::StrCat(what, " must be finite, got ", v);
+    const bool below = spec.min && (spec.min_exclusive ? v <= *spec.min : v < *spec.min);
+    const bool above = spec.max && (spec.max_exclusive ? v >= *spec.max : v > *spec.max);
+    if (below || above) return absl::StrCat(what, " must be in ", RangeText(spec), ", got ", v);
+  }
+  if (!spec.choices.empty()) {
+    for (const std::string& v : Strings(kwarg)) {
+      if (std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end()) {
+        return absl::StrCat(what, " is \"", v, "\"; ", Suggest(v, spec.choices));
+      }
+    }
+  }
+  return "";
 }
 
 c10::IValue ToIValue(const Kwarg& kwarg, KwargType wanted);
@@ -151,6 +201,16 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
                                       absl::string_view owner) {
   std::vector<KwargProblem> problems;
   CheckStructure(kwargs, owner, /*index=*/-1, &problems);
+  // Every number finite, whatever the plugin declared.
+  for (int i = 0; i < kwargs.size(); ++i) {
+    for (double v : Numbers(kwargs[i])) {
+      if (!std::isfinite(v)) {
+        problems.push_back({i, absl::StrCat("kwarg \"", kwargs[i].name(), "\" for ", owner,
+                                            " must be finite, got ", v)});
+        break;
+      }
+    }
+  }
   if (!specs.has_value()) return problems;
   for (int i = 0; i < kwargs.size(); ++i) {
     const Kwarg& kwarg = kwargs[i];
@@ -158,10 +218,25 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
     const KwargSpec* spec = FindSpec(*specs, kwarg.name());
     if (spec == nullptr) {
       problems.push_back({i, UnknownKwargMessage(kwarg.name(), *specs, owner)});
-    } else if (kwarg.value_case() != Kwarg::VALUE_NOT_SET && !Fits(ValueType(kwarg), spec->type)) {
+    } else if (kwarg.value_case() == Kwarg::VALUE_NOT_SET) {
+      // reported by CheckStructure
+    } else if (!Fits(ValueType(kwarg), spec->type)) {
       problems.push_back(
           {i, absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner, " must be ",
                            WithArticle(spec->type), ", not ", WithArticle(ValueType(kwarg)))});
+    } else if (std::string problem = ValueProblem(kwarg, *spec, owner);
+               !problem.empty() && !absl::StrContains(problem, " must be finite")) {
+      problems.push_back({i, std::move(problem)});
+    }
+  }
+  for (const KwargSpec& spec : *specs) {
+    if (!spec.required) continue;
+    const bool given = std::any_of(kwargs.begin(), kwargs.end(),
+                                   [&](const Kwarg& k) { return k.name() == spec.name; });
+    if (!given) {
+      problems.push_back({-1, absl::StrCat("missing required kwarg \"", spec.name, "\" for ",
+                                           owner, spec.doc.empty() ? "" : " (", spec.doc,
+                                           spec.doc.empty() ? "" : ")")});
     }
   }
   return problems;
@@ -181,6 +256,18 @@ absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
     result.emplace(kwarg.name(), ToIValue(kwarg, spec ? spec->type : KwargType::kAny));
   }
   return result;
+}
+
+absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
+                                    const KwargList& kwargs, absl::string_view owner) {
+  KD_ASSIGN_OR_RETURN(Kwargs values, KwargsFromConfig(kwargs, registry.KwargSpecs(key), owner));
+  // Run outside the registry's lock: a check may look up plugins.
+  if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
+    if (absl::Status checked = check(KwargsView{values}); !checked.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
+    }
+  }
+  return values;
 }
 
 absl::Status CheckKwargNames(const Kwargs& kwargs,

@@ -33,8 +33,10 @@ struct KwargProblem {
   std::string message;
 };
 
-// Every problem of `kwargs`: unnamed, duplicate or valueless entries (nested dicts too), and,
-// when `specs` is given, unknown names (with the nearest) and values of the wrong type.
+// Every problem of `kwargs`: unnamed, duplicate or valueless entries (nested dicts too),
+// numbers that are not finite, and, when `specs` is given, unknown names (with the nearest),
+// values of the wrong type, out of their range or not among their choices, and missing
+// required kwargs (index -1: the list itself).
 // `owner` names the plugin in messages: `loss "KDLoss"`.
 std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
                                       const std::optional<std::vector<KwargSpec>>& specs,
@@ -44,6 +46,11 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
 absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
                                         const std::optional<std::vector<KwargSpec>>& specs,
                                         absl::string_view owner);
+
+// The kwargs of the plugin registered as `key` in `registry`, from a config: KwargsFromConfig
+// with the plugin's specs, then the plugin's own KwargsCheck (its message prefixed by `owner`).
+absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
+                                    const KwargList& kwargs, absl::string_view owner);
 
 // InvalidArgument if a name in `kwargs` is not among `specs` (when given).
 absl::Status CheckKwargNames(const Kwargs& kwargs,

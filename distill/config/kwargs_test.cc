@@ -122,10 +122,10 @@ TEST(KwargsTest, EveryProblemIsReportedWithItsIndex) {
                   "duplicate kwarg \"reduction\" for loss \"KDLoss\"",
                   "kwarg \"q\" for dict \"reduction\" of loss \"KDLoss\" has no value",
                   // The spec checks come after the structural ones.
-                  "unknown kwarg \"temprature\" for loss \"KDLoss\" (did you mean "
-                  "\"temperature\"?)",
+                  "unknown kwarg \"temprature\" for loss \"KDLoss\"; did you mean "
+                  "\"temperature\"?",
                   "kwarg \"alpha\" for loss \"KDLoss\" must be a number, not a string",
-                  "unknown kwarg \"xyzzy\" for loss \"KDLoss\"; it takes: temperature, alpha, "
+                  "unknown kwarg \"xyzzy\" for loss \"KDLoss\"; valid: temperature, alpha, "
                   "reduction",
                   "kwarg \"reduction\" for loss \"KDLoss\" must be a string, not a dict"));
 }
@@ -137,8 +137,8 @@ TEST(KwargsTest, WithoutSpecsAnyNamesAreAccepted) {
   EXPECT_THAT(CheckKwargNames({{"anything", 1.0}}, kAnyKwargs, "test"), IsOk());
   EXPECT_THAT(CheckKwargNames({{"b", 1.0}, {"a", 1.0}}, std::vector<KwargSpec>{}, "proc \"p\""),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "unknown kwarg \"a\" for proc \"p\"; it takes none; unknown kwarg \"b\" "
-                       "for proc \"p\"; it takes none"));
+                       "unknown kwarg \"a\" for proc \"p\"; there are none; unknown kwarg \"b\" "
+                       "for proc \"p\"; there are none"));
 }
 
 TEST(KwargsTest, FailureListsEveryProblem) {

@@ -16,9 +16,12 @@
 #include "hooks/torchscript_model.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
+
+using ::kd::test::IValueNear;
 
 using ::kd::test::AllClose;
 using ::kd::test::At;
@@ -97,11 +100,11 @@ TEST_F(ForwardProcsTest, ForwardAllPassesEverythingOnTorchScript) {
   Batch batch{x_, targets_, SuppDict(bias_)};
   auto out = Run("forward_all", *probe, batch, {{"scale", 2.0}});
   ASSERT_THAT(out, IsOk());
-  EXPECT_TRUE(AllClose(*out, x_ * 2 + targets_ + bias_));
+  EXPECT_THAT(*out, IValueNear(x_ * 2 + targets_ + bias_, 1e-5));
   // Without targets and supp, None is passed in their places.
   auto bare = Run("forward_all", *probe, Batch{x_, c10::IValue(), c10::IValue()});
   ASSERT_THAT(bare, IsOk());
-  EXPECT_TRUE(AllClose(*bare, x_));
+  EXPECT_THAT(*bare, IValueNear(x_, 1e-5));
 }
 
 TEST_F(ForwardProcsTest, BatchOnlyTargetAndSuppOnTorchScript) {
@@ -109,14 +112,14 @@ TEST_F(ForwardProcsTest, BatchOnlyTargetAndSuppOnTorchScript) {
   Batch batch{x_, targets_, SuppDict(bias_)};
   auto only = Run("forward_batch_only", *probe, batch);
   ASSERT_THAT(only, IsOk());
-  EXPECT_TRUE(AllClose(*only, x_));
+  EXPECT_THAT(*only, IValueNear(x_, 1e-5));
   auto with_targets = Run("forward_batch_target", *probe, batch);
   ASSERT_THAT(with_targets, IsOk());
-  EXPECT_TRUE(AllClose(*with_targets, x_ + targets_));
+  EXPECT_THAT(*with_targets, IValueNear(x_ + targets_, 1e-5));
   std::unique_ptr<Model> supp_probe = TorchScriptSuppProbe();
   auto with_supp = Run("forward_batch_supp_dict", *supp_probe, batch);
   ASSERT_THAT(with_supp, IsOk());
-  EXPECT_TRUE(AllClose(*with_supp, x_ + bias_));
+  EXPECT_THAT(*with_supp, IValueNear(x_ + bias_, 1e-5));
 }
 
 TEST_F(ForwardProcsTest, DictBatchAsKwargsOnTorchScript) {
@@ -128,7 +131,7 @@ TEST_F(ForwardProcsTest, DictBatchAsKwargsOnTorchScript) {
   auto out =
       Run("forward_batch_only_as_kwargs", *probe, Batch{samples, c10::IValue(), c10::IValue()});
   ASSERT_THAT(out, IsOk());
-  EXPECT_TRUE(AllClose(*out, x_ * 3 + targets_));
+  EXPECT_THAT(*out, IValueNear(x_ * 3 + targets_, 1e-5));
 
   EXPECT_THAT(Run("forward_batch_only_as_kwargs", *probe, Batch{x_, c10::IValue(), c10::IValue()}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -152,11 +155,11 @@ TEST_P(ForwardProcsOnFixtureTest, BatchOnlyAndSskdEqualPython) {
   const at::Tensor input = test::FixtureInputs(expected)[0].toTensor();  // 2x1x28x28
   auto only = Run("forward_batch_only", *model, input);
   ASSERT_THAT(only, IsOk());
-  EXPECT_TRUE(AllClose(*only, At(expected, "output")));
+  EXPECT_THAT(*only, IValueNear(At(expected, "output"), 1e-5));
   // SSKD batches hold several views per sample: [N, V, C, H, W] runs as [N * V, C, H, W].
   auto sskd = Run("forward_batch4sskd", *model, input.view({1, 2, 1, 28, 28}));
   ASSERT_THAT(sskd, IsOk());
-  EXPECT_TRUE(AllClose(*sskd, At(expected, "output")));
+  EXPECT_THAT(*sskd, IValueNear(At(expected, "output"), 1e-5));
 
   EXPECT_THAT(Run("forward_batch4sskd", *model, at::zeros({28, 28})),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -198,9 +198,8 @@ template <typename Kind>
 absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(const PluginConfig& config) {
   Registry<ProcFn<Kind>>& registry = ProcRegistry<Kind>();
   KD_RETURN_IF_ERROR(registry.CheckKey(config.key()));
-  KD_ASSIGN_OR_RETURN(Kwargs kwargs,
-                      KwargsFromConfig(config.kwargs(), registry.KwargSpecs(config.key()),
-                                       ProcOwnerName<Kind>(config.key())));
+  KD_ASSIGN_OR_RETURN(Kwargs kwargs, PluginKwargs(registry, config.key(), config.kwargs(),
+                                                  ProcOwnerName<Kind>(config.key())));
   return BuildProcFunc<Kind>(config.key(), std::move(kwargs));
 }
 

@@ -201,12 +201,12 @@ TEST_F(ProcFuncTest, DeclaredKwargsAreCheckedAndConverted) {
                 kwargs { name: "label" integer: 3 }
               )pb")),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "unknown kwarg \"facter\" for pre_forward_proc \"test_typed\" (did you "
-                       "mean \"factor\"?); kwarg \"label\" for pre_forward_proc \"test_typed\" "
+                       "unknown kwarg \"facter\" for pre_forward_proc \"test_typed\"; did you "
+                       "mean \"factor\"?; kwarg \"label\" for pre_forward_proc \"test_typed\" "
                        "must be a string, not an integer"));
   EXPECT_THAT(BuildProcFunc<PreForwardProc>("test_typed", {{"scale", 1.0}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "unknown kwarg \"scale\" for pre_forward_proc \"test_typed\"; it takes: "
+                       "unknown kwarg \"scale\" for pre_forward_proc \"test_typed\"; valid: "
                        "factor, label"));
   // torchdistill's forward processes other than forward_all take no kwargs.
   EXPECT_THAT(BuildProcFunc<ForwardProc>(ParseText<PluginConfig>(R"pb(
@@ -214,8 +214,8 @@ TEST_F(ProcFuncTest, DeclaredKwargsAreCheckedAndConverted) {
                 kwargs { name: "scale" number: 2 }
               )pb")),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; it "
-                       "takes none"));
+                       "unknown kwarg \"scale\" for forward_proc \"forward_batch_only\"; there "
+                       "are none"));
   EXPECT_THAT(BuildProcFunc<ForwardProc>(ParseText<PluginConfig>(R"pb(
                 key: "forward_all"
                 kwargs { name: "scale" number: 2 }
@@ -227,7 +227,7 @@ TEST_F(ProcFuncTest, UnknownKeyNamesNearestAndListsRegisteredKeys) {
   absl::StatusOr<ProcFunc<ForwardProc>> proc = BuildProcFunc<ForwardProc>("forward_batch_onyl");
   EXPECT_THAT(proc, StatusIs(absl::StatusCode::kNotFound,
                              HasSubstr("no forward_proc \"forward_batch_onyl\" is registered; "
-                                       "nearest: forward_batch_only; registered: forward_all, "
+                                       "did you mean \"forward_batch_only\"? registered: forward_all, "
                                        "forward_batch4sskd, forward_batch_only, "
                                        "forward_batch_only_as_kwargs, forward_batch_supp_dict, "
                                        "forward_batch_target")));

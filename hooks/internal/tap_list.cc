@@ -7,49 +7,48 @@
 namespace kd {
 namespace internal {
 
-TapHandle TapList::Add(std::string path, TapFn fn, OnRemove on_remove) {
-  const int64_t id = next_id_++;
-  taps_.push_back(Tap{id, std::move(path), std::move(fn)});
+TapList::~TapList() {
+  *alive_ = nullptr;
+  // A feed may hold its tap (native models): cut that link.
+  for (const std::shared_ptr<Tap>& tap : taps_) tap->feed.Reset();
+}
+
+HookHandle TapList::Add(std::string path, HookFn fn, OnRemove on_remove) {
+  taps_.push_back(std::make_shared<Tap>(std::move(path), std::move(fn)));
   std::weak_ptr<TapList*> alive = alive_;
-  return TapHandle([alive, id, on_remove = std::move(on_remove)] {
-    if (auto list = alive.lock(); list && *list) (*list)->Remove(id, on_remove);
+  return HookHandle([alive, tap = taps_.back().get(), on_remove = std::move(on_remove)] {
+    if (auto list = alive.lock(); list && *list) (*list)->Remove(tap, on_remove);
   });
 }
 
-void TapList::Remove(int64_t id, const OnRemove& on_remove) {
-  auto it = std::find_if(taps_.begin(), taps_.end(), [id](const Tap& t) { return t.id == id; });
+void TapList::Remove(const Tap* tap, const OnRemove& on_remove) {
+  auto it = std::find_if(taps_.begin(), taps_.end(),
+                         [tap](const std::shared_ptr<Tap>& t) { return t.get() == tap; });
   if (it == taps_.end()) return;
-  const Tap removed = std::move(*it);
+  std::shared_ptr<Tap> removed = std::move(*it);
   taps_.erase(it);
-  if (on_remove) on_remove(removed);
-}
-
-void TapList::Fire(int64_t id, const std::vector<c10::IValue>& args,
-                   const c10::IValue& output) {
-  for (Tap& tap : taps_) {
-    if (tap.id != id) continue;
-    tap.fired = true;
-    tap.fn(args, output);
-    return;
-  }
+  removed->feed.Reset();
+  if (on_remove) on_remove(*removed);
 }
 
 void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
                        const c10::IValue& output) {
-  for (Tap& tap : taps_) {
-    if (tap.path != path) continue;
-    tap.fired = true;
-    tap.fn(args, output);
+  // By index, holding the tap: a tap may remove taps while it runs.
+  for (size_t i = 0; i < taps_.size(); ++i) {
+    if (taps_[i]->path != path) continue;
+    const std::shared_ptr<Tap> tap = taps_[i];
+    Fire(*tap, args, output);
   }
 }
 
 bool TapList::HasPath(const std::string& path) const {
-  return std::any_of(taps_.begin(), taps_.end(), [&](const Tap& t) { return t.path == path; });
+  return std::any_of(taps_.begin(), taps_.end(),
+                     [&](const std::shared_ptr<Tap>& t) { return t->path == path; });
 }
 
 std::vector<std::string> TapList::Paths() const {
   std::set<std::string> paths;
-  for (const Tap& tap : taps_) paths.insert(tap.path);
+  for (const std::shared_ptr<Tap>& tap : taps_) paths.insert(tap->path);
   return {paths.begin(), paths.end()};
 }
 

@@ -15,7 +15,7 @@ c10::IValue FakeModel::Forward(std::vector<c10::IValue> args, const Kwargs& kwar
   return static_cast<int64_t>(calls.size());
 }
 
-absl::StatusOr<TapHandle> FakeModel::AddTap(absl::string_view path, TapFn) {
+absl::StatusOr<HookHandle> FakeModel::AddHook(absl::string_view path, HookFn) {
   return absl::UnimplementedError(absl::StrCat("FakeModel has no taps (", path, ")"));
 }
 

@@ -34,8 +34,8 @@ class FakeModel final : public Model {
   std::vector<NamedTensor> NamedBuffers() const override { return {}; }
   void SetTraining(bool training) override { training_ = training; }
   bool is_training() const override { return training_; }
-  absl::StatusOr<TapHandle> AddTap(absl::string_view path, TapFn fn) override;
-  absl::Status CheckTapsFired() const override { return absl::OkStatus(); }
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override;
+  absl::Status CheckHooksFired() const override { return absl::OkStatus(); }
 
   std::vector<Call> calls;
 

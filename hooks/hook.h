@@ -1,0 +1,71 @@
+// The hook vocabulary shared by every model kind: the function a forward hook runs, the handle
+// that removes it, and the one wording of "this hook never ran".
+//
+//   KD_ASSIGN_OR_RETURN(kd::HookHandle handle,
+//                       model.AddHook("layer2", [](const std::vector<c10::IValue>& args,
+//                                                  const c10::IValue& output) { ... }));
+//   ...                 // the hook runs after each call of "layer2"
+//   handle.Reset();     // or let the handle go out of scope
+//
+// The same HookFn and HookHandle serve TorchScript models, native models (Model::AddHook),
+// native module instances (kd::AddNativeHook in hooks/hook_point.h) and ForwardHookManager's
+// scoped hooks. No public header hands out raw hook ids.
+#ifndef LIBKD_HOOKS_HOOK_H_
+#define LIBKD_HOOKS_HOOK_H_
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace c10 {
+struct IValue;
+}  // namespace c10
+
+namespace kd {
+
+// Called after each forward call of a hooked module with its positional arguments and its
+// output. The values are the model's own, not copies: a later in-place op of the forward
+// changes them (clone what must stay as it was), and they keep the autograd graph.
+using HookFn = std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
+
+// Owns one hook: destroying it or calling Reset() removes the hook. Movable, not copyable.
+// Safe to destroy after whatever it hooked: removal is then a no-op.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  // `remove` runs once, when the handle is reset or destroyed.
+  explicit HookHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  HookHandle(HookHandle&& other) noexcept : remove_(std::exchange(other.remove_, nullptr)) {}
+  HookHandle& operator=(HookHandle&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      remove_ = std::exchange(other.remove_, nullptr);
+    }
+    return *this;
+  }
+  HookHandle(const HookHandle&) = delete;
+  HookHandle& operator=(const HookHandle&) = delete;
+  ~HookHandle() { Reset(); }
+
+  // Removes the hook now (no-op if already removed).
+  void Reset() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+  // Whether the handle still owns a hook.
+  bool active() const { return remove_ != nullptr; }
+
+ private:
+  std::function<void()> remove_;
+};
+
+// The error for hooks on native modules that ran no call through a hook point although their
+// model ran: FailedPrecondition naming `modules` (each described as "\"conv\" (Conv2d)") and the
+// rule of hooks/hook_point.h.
+absl::Status NeverRanThroughHookPointError(const std::vector<std::string>& modules);
+
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_HOOK_H_
