@@ -4,6 +4,7 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
+#include <ATen/ops/_lazy_clone.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -43,6 +44,14 @@ c10::IValue ToDevice(const c10::IValue& value, c10::Device device) {
   return MapTensors(value, [device](const at::Tensor& t) {
     return t.device() == device ? t : t.to(device);
   });
+}
+
+c10::IValue CloneValue(const c10::IValue& value) {
+  return MapTensors(value, [](const at::Tensor& t) { return t.clone(); });
+}
+
+c10::IValue LazyCloneValue(const c10::IValue& value) {
+  return MapTensors(value, [](const at::Tensor& t) { return at::_lazy_clone(t); });
 }
 
 c10::IValue DetachValue(const c10::IValue& value) {

@@ -29,6 +29,12 @@ struct KwargsView {
 c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
 
 // `value` with every tensor in it detached from the autograd graph (sharing memory).
+// `value` with every tensor cloned (a real copy; autograd records it, so gradients flow back).
+c10::IValue CloneValue(const c10::IValue& value);
+// `value` with every tensor lazily cloned (copy-on-write: the copy shares memory until either
+// side is written; autograd records it).
+c10::IValue LazyCloneValue(const c10::IValue& value);
+
 c10::IValue DetachValue(const c10::IValue& value);
 
 // "[2, 8, 28, 28]": a tensor's shape as messages show it.

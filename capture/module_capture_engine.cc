@@ -81,7 +81,8 @@ absl::Status ModuleCaptureEngine::Register() {
     absl::StatusOr<HookHandle> tap = model_.AddHook(
         paths_[i], [this, id](const std::vector<c10::IValue>& args, const c10::IValue& output) {
           OnCall(id, args, output);
-        });
+        },
+        options_.values);
     if (!tap.ok()) {
       Deregister();  // leave nothing half-registered
       return tap.status();

@@ -57,6 +57,10 @@ struct CaptureOptions {
   bool capture_inputs = true;
   // Stop the forward after the last captured module. Default false.
   bool auto_truncate = false;
+  // Captured values as the module took and returned them, whatever the rest of the forward
+  // writes in place (default), or the model's own tensors (kd::HookValues::kReferences, as
+  // silverspoon-kd keeps them; a cut that would skip such a write is then refused).
+  HookValues values = HookValues::kAsReturned;
 };
 
 // What one module's capture holds.

@@ -130,7 +130,7 @@ TEST_P(ModuleCaptureEngineTest, DeepCopiedArgsIgnoreLaterInPlaceChanges) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   const at::Tensor x = at::randn({1, 1, 28, 28});
   const at::Tensor original = x.clone();
-  ModuleCaptureEngine shared(*model, {"stem"});
+  ModuleCaptureEngine shared(*model, {"stem"}, {.values = HookValues::kReferences});
   ModuleCaptureEngine copied(*model, {"stem"}, {.deepcopy_captured_args_and_kwargs = true});
   ASSERT_THAT(shared.Register(), IsOk());
   ASSERT_THAT(copied.Register(), IsOk());
@@ -234,23 +234,27 @@ TEST_P(ModuleCaptureEngineTest, ScopeRegistersAndDeregisters) {
 INSTANTIATE_TEST_SUITE_P(BothKinds, ModuleCaptureEngineTest, test::kBothKinds,
                          test::ModelKindName);
 
-TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValues) {
+TEST(ModuleCaptureEngineTorchScriptTest, CutsNeverChangeCapturedValues) {
   std::unique_ptr<Model> model = TorchScriptFixture("inplace");
   const c10::IValue expected = LoadExpected("inplace");
-  {
-    // After b, forward doubles b's output in place. The cut keeps that op (it changes a value
-    // the tap holds), so the truncated run captures what the full run and Python captured:
-    // the doubled output (Python's hook kept a reference, which mul_ changed too).
-    ModuleCaptureEngine engine(*model, std::vector<std::string>{"b"}, {.auto_truncate = true});
-    ASSERT_THAT(engine.Register(), IsOk());
-    auto out = engine.Forward(FixtureInputs(expected));
-    ASSERT_THAT(out, IsOk());
-    EXPECT_TRUE(out->isNone());
-    EXPECT_THAT(engine.GetCaptured(0)->output, IValueNear(LastPythonHook(expected, "b", "output"), 1e-5));
+  // After b, forward doubles b's output in place; after c, the module bump changes c's output.
+  // Captured values are what the modules returned (Python's hooks cloned them), cut or not.
+  for (const std::string path : {"b", "c"}) {
+    for (bool truncate : {false, true}) {
+      ModuleCaptureEngine engine(*model, {path}, {.auto_truncate = truncate});
+      ASSERT_THAT(engine.Register(), IsOk());
+      auto out = engine.Forward(FixtureInputs(expected));
+      ASSERT_THAT(out, IsOk());
+      EXPECT_EQ(out->isNone(), truncate);
+      EXPECT_THAT(engine.GetCaptured(0)->output,
+                  IValueNear(LastPythonHook(expected, path, "output"), 1e-6))
+          << path << (truncate ? " cut" : " uncut");
+    }
   }
   {
-    // After c, the module bump changes c's output in place.
-    ModuleCaptureEngine engine(*model, {"c"}, {.auto_truncate = true});
+    // With references (silverspoon-kd's semantics) a cut that skips bump's write is refused.
+    ModuleCaptureEngine engine(*model, {"c"},
+                               {.auto_truncate = true, .values = HookValues::kReferences});
     ASSERT_THAT(engine.Register(), IsOk());
     EXPECT_THAT(engine.Forward(FixtureInputs(expected)),
                 StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -264,6 +268,27 @@ TEST(ModuleCaptureEngineTorchScriptTest, RefusesCutsThatWouldChangeCapturedValue
   ASSERT_THAT(out, IsOk());
   EXPECT_TRUE(out->isNone());
   EXPECT_THAT(engine.GetCaptured(0)->output, IValueNear(LastPythonHook(expected, "a", "output"), 1e-5));
+}
+
+// A BasicBlock after an in-place Hardswish: every captured output equals what Python's hook
+// cloned at call time, with and without the cut.
+TEST(ModuleCaptureEngineTorchScriptTest, ResidualBlockValuesCutAndUncutEqualPython) {
+  std::unique_ptr<Model> model = TorchScriptFixture("resnet_tiny");
+  const c10::IValue expected = LoadExpected("resnet_tiny");
+  for (const std::string path : {"stem", "act", "block.conv1", "block.bn1", "block.conv2",
+                                 "block.bn2", "block", "head"}) {
+    for (bool truncate : {false, true}) {
+      ModuleCaptureEngine engine(*model, {path}, {.auto_truncate = truncate});
+      ASSERT_THAT(engine.Register(), IsOk());
+      ASSERT_THAT(engine.Forward(FixtureInputs(expected)), IsOk());
+      EXPECT_THAT(engine.GetCaptured(0)->output,
+                  IValueNear(LastPythonHook(expected, path, "output"), 1e-6))
+          << path << (truncate ? " cut" : " uncut");
+      EXPECT_THAT(engine.GetCaptured(0)->args[0],
+                  IValueNear(LastPythonHook(expected, path, "input"), 1e-6))
+          << path << (truncate ? " cut" : " uncut");
+    }
+  }
 }
 
 TEST(ModuleCaptureEngineNativeTest, ModulesByHandle) {

@@ -139,7 +139,9 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::AddModelHook(
   hook->key = std::move(io_key);
   hook->options = options;
   hook->model = &model;
-  return Keep(std::move(hook), [&](HookFn fn) { return model.AddHook(module_path, std::move(fn)); });
+  return Keep(std::move(hook), [&](HookFn fn) {
+    return model.AddHook(module_path, std::move(fn), options.values);
+  });
 }
 
 absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_path,
@@ -161,7 +163,7 @@ absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module
   hook->options = options;
   hook->module_type = NativeTypeName(module);
   return Keep(std::move(hook), [&](HookFn fn) -> absl::StatusOr<HookHandle> {
-           return AddNativeHook(module, std::move(fn));
+           return AddNativeHook(module, std::move(fn), options.values);
          }).status();
 }
 

@@ -12,7 +12,8 @@
 // returns a kd::HookHandle that removes its hook. One manager may hook several models (a
 // teacher and a student, under distinct keys) and pop after any of them ran; it is not
 // thread-safe: use it from one thread. Recorded values keep the autograd graph (feature losses
-// backpropagate through them) and are the module's own tensors, not copies.
+// backpropagate through them) and are what the module took and returned, even where the rest
+// of the forward writes them in place (HookOptions::values).
 #ifndef LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 #define LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 
@@ -50,6 +51,9 @@ struct HookOptions {
   // Pop the accumulated values as one tensor stacked on a new dim 0: (N, *value shape).
   // Requires `accumulates` and values of equal shape. Default false.
   bool stacks_accumulated = false;
+  // The values as the module took and returned them (default), or torchdistill's references,
+  // which a later in-place op of the forward changes (see kd::HookValues).
+  HookValues values = HookValues::kAsReturned;
 };
 
 class ForwardHookManager {

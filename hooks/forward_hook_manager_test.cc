@@ -105,25 +105,120 @@ TEST_P(ForwardHookManagerTest, AccumulatesInCallOrderAcrossForwards) {
   EXPECT_THAT(outputs.toListRef()[1], IValueNear(y2, 0));
 }
 
-TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
-  // Python recorded every call of each hooked module (make_fixtures.py); with accumulates,
-  // one forward gives the same list in the same order.
-  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
-  const c10::IValue expected = LoadExpected("small_cnn");
+// Hooks every path Python's hooks recorded (make_fixtures.py) with accumulates, runs one
+// forward on the fixture's inputs and compares every call's values with Python's (`io_types`:
+// "input", "output" or both).
+void ExpectPythonHookValues(Model& model, const c10::IValue& expected,
+                            const std::vector<std::string>& io_types, double atol) {
   ForwardHookManager manager;
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
-    ASSERT_THAT(manager.AddHook(*model, entry.key().toStringRef(), {.accumulates = true}),
+    ASSERT_THAT(manager.AddHook(model, entry.key().toStringRef(), {.accumulates = true}),
                 IsOk());
   }
-  model->Forward(FixtureInputs(expected));
+  model.Forward(FixtureInputs(expected));
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
     const std::string& path = entry.key().toStringRef();
-    SCOPED_TRACE(path);
-    EXPECT_THAT((*io)[path]["input"], IValueNear(At(entry.value(), "input"), 1e-5));
-    EXPECT_THAT((*io)[path]["output"], IValueNear(At(entry.value(), "output"), 1e-5));
+    for (const std::string& io_type : io_types) {
+      SCOPED_TRACE(path + " " + io_type);
+      EXPECT_THAT(io->at(path).at(io_type), IValueNear(At(entry.value(), io_type), atol));
+    }
   }
+}
+
+TEST_P(ForwardHookManagerTest, AccumulatedValuesEqualPythonHooks) {
+  // Python recorded every call of each hooked module; with accumulates, one forward gives the
+  // same list in the same order.
+  std::unique_ptr<Model> model = SmallCnnModel(GetParam());
+  ExpectPythonHookValues(*model, LoadExpected("small_cnn"), {kInput, kOutput}, 1e-5);
+}
+
+// A BasicBlock (in-place ReLU module after bn1, `out += identity`, the ReLU again) after an
+// in-place Hardswish: every value as the module returned it, equal to what Python's hooks
+// cloned at call time; with references, torchdistill's aliases.
+TEST(ForwardHookManagerValuesTest, ValuesAreWhatTheModuleReturnedDespiteLaterInPlaceWrites) {
+  std::unique_ptr<Model> model = test::TorchScriptFixture("resnet_tiny");
+  const c10::IValue expected = LoadExpected("resnet_tiny");
+  ForwardHookManager manager, references;
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    const std::string& path = entry.key().toStringRef();
+    ASSERT_THAT(manager.AddHook(*model, path, {.accumulates = true}), IsOk());
+    ASSERT_THAT(references.AddHookToModule(*model, path, "ref." + path,
+                                           {.accumulates = true,
+                                            .values = HookValues::kReferences}),
+                IsOk());
+  }
+  model->Forward(FixtureInputs(expected));
+  auto io = manager.PopIoDict();
+  auto ref = references.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  ASSERT_THAT(ref, IsOk());
+  for (const auto& entry : At(expected, "hooks").toGenericDict()) {
+    const std::string& path = entry.key().toStringRef();
+    SCOPED_TRACE(path);
+    EXPECT_THAT(io->at(path).at(kInput), IValueNear(At(entry.value(), "input"), 1e-6));
+    EXPECT_THAT(io->at(path).at(kOutput), IValueNear(At(entry.value(), "output"), 1e-6));
+  }
+  // bn1's output is what relu_ then overwrote; stem's output what Hardswish overwrote.
+  for (const std::string path : {"block.bn1", "block.bn2", "stem"}) {
+    EXPECT_THAT(ref->at("ref." + path).at(kOutput),
+                ::testing::Not(IValueNear(io->at(path).at(kOutput), 1e-6)))
+        << path;
+  }
+}
+
+// Overloaded forwards (forward__0, forward__1): a DenseNet-like layer called with a list, then
+// with a tensor, and a scripted LSTM; hooks fire on every call, as Python's do.
+TEST(ForwardHookManagerValuesTest, OverloadedForwardsAreHooked) {
+  std::unique_ptr<Model> model = test::TorchScriptFixture("overloads");
+  const c10::IValue expected = LoadExpected("overloads");
+  ExpectPythonHookValues(*model, expected, {kOutput}, 1e-6);
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "layer", {.accumulates = true}), IsOk());
+  model->Forward(FixtureInputs(expected));
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_EQ(io->at("layer").at(kOutput).toListRef().size(), 2u);
+  // The list argument of the first call, as Python's hook saw it.
+  EXPECT_THAT(io->at("layer").at(kInput).toListRef()[0],
+              IValueNear(At(At(At(expected, "hooks"), "layer"), "input").toTupleRef().elements()[0],
+                         1e-6));
+}
+
+// The same on a native model: a later in-place op does not reach the recorded value.
+struct ScaleThenReluImpl : torch::nn::Module {
+  ScaleThenReluImpl() : lin(register_module("lin", torch::nn::Linear(3, 3))) {}
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = Call(lin, x);
+    y.relu_();
+    y.mul_(2);
+    return y;
+  }
+  torch::nn::Linear lin;
+};
+TORCH_MODULE(ScaleThenRelu);
+
+TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturned) {
+  ScaleThenRelu net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager, references;
+  ASSERT_THAT(manager.AddHook(*model, "lin"), IsOk());
+  ASSERT_THAT(references.AddHookToModule(*model, "lin", "lin",
+                                         {.values = HookValues::kReferences}),
+              IsOk());
+  const at::Tensor x = at::randn({4, 3});
+  const c10::IValue y = model->Forward({x});
+  const at::Tensor lin_out = net->lin->forward(x);
+  auto io = manager.PopIoDict();
+  auto ref = references.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  ASSERT_THAT(ref, IsOk());
+  EXPECT_THAT(io->at("lin").at(kOutput), IValueNear(lin_out, 1e-6));
+  EXPECT_THAT(ref->at("lin").at(kOutput), IValueNear(y, 0));  // the alias, relu'd and doubled
+  // The copy keeps the autograd graph: gradients reach the linear layer through it.
+  io->at("lin").at(kOutput).toTensor().sum().backward();
+  EXPECT_TRUE(net->lin->weight.grad().defined());
 }
 
 TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {

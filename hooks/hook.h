@@ -26,9 +26,21 @@ struct IValue;
 
 namespace kd {
 
+// What a hook sees of a call's values.
+enum class HookValues {
+  // The values as the module took and returned them, whatever the rest of the forward does
+  // (default): a value the forward later writes in place (an in-place ReLU after a BatchNorm,
+  // `out += identity`) reaches the hook as a copy, everything else as the model's own tensor.
+  // TorchScript copies exactly where its graph writes later; native models hand over lazy
+  // copies (copy-on-write: memory is copied only if the forward writes the tensor).
+  kAsReturned,
+  // The model's own tensors, as torchdistill records them: a later in-place op changes them.
+  kReferences,
+};
+
 // Called after each forward call of a hooked module with its positional arguments and its
-// output. The values are the model's own, not copies: a later in-place op of the forward
-// changes them (clone what must stay as it was), and they keep the autograd graph.
+// output. The values keep the autograd graph (copies too); see HookValues for what a later
+// in-place op of the forward does to them.
 using HookFn = std::function<void(const std::vector<c10::IValue>& args, const c10::IValue& output)>;
 
 // Owns one hook: destroying it or calling Reset() removes the hook. Movable, not copyable.

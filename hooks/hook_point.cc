@@ -7,6 +7,8 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "base/ivalue_util.h"
+
 namespace kd {
 namespace hook_point_internal {
 
@@ -60,8 +62,17 @@ void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
 
 }  // namespace hook_point_internal
 
-HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn) {
+HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues values) {
   using hook_point_internal::HookList;
+  if (values == HookValues::kAsReturned) {
+    // A native forward's later ops are unknown: copies that cost memory only if written.
+    fn = [fn = std::move(fn)](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+      std::vector<c10::IValue> copied;
+      copied.reserve(args.size());
+      for (const c10::IValue& arg : args) copied.push_back(LazyCloneValue(arg));
+      fn(copied, LazyCloneValue(output));
+    };
+  }
   auto shared = std::make_shared<const HookFn>(std::move(fn));
   {
     hook_point_internal::Table& table = hook_point_internal::GetTable();

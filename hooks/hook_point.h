@@ -44,9 +44,12 @@
 namespace kd {
 
 // Registers `fn` on the module instance `module`: it runs after each call of that instance
-// through a hook point (an argument or output with no IValue form is passed as None). The
-// handle removes it. Thread-safe.
-HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn);
+// through a hook point (an argument or output with no IValue form is passed as None). With
+// HookValues::kAsReturned it receives lazy copies (copy-on-write: memory is copied only if the
+// rest of the forward writes a tensor in place); with kReferences the module's own tensors.
+// The handle removes it. Thread-safe.
+HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn,
+                         HookValues values = HookValues::kAsReturned);
 
 namespace hook_point_internal {
 

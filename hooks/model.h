@@ -92,7 +92,8 @@ class Model {
   // removes it. Errors: NotFound naming the path and the nearest existing paths;
   // FailedPrecondition when the module can never be hooked (a TorchScript module that forward
   // never calls).
-  virtual absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) = 0;
+  virtual absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn,
+                                             HookValues values = HookValues::kAsReturned) = 0;
 
   // Checks that every hooked module ran through a hook point at least once since it was hooked,
   // if the model has run a forward since: a model that did not run (a teacher-only evaluation)

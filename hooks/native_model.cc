@@ -49,7 +49,7 @@ class NativeModel final : public Model {
     if (tap_root) root_args = args;
     c10::IValue output = forward_(args, kwargs);
     ++forwards_;
-    if (tap_root) taps_.Dispatch("", root_args, output);
+    if (tap_root) taps_.Dispatch("", root_args, output, root_args, output);
     return output;
   }
 
@@ -112,22 +112,26 @@ class NativeModel final : public Model {
   void SetTraining(bool training) override { root_->train(training); }
   bool is_training() const override { return root_->is_training(); }
 
-  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override {
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn,
+                                     HookValues values) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
-    if (key.empty()) return taps_.Add(std::move(key), std::move(fn));
+    // The root's values: the forward is over, nothing can write them any more.
+    if (key.empty()) return taps_.Add(std::move(key), std::move(fn), values);
     std::shared_ptr<torch::nn::Module> module = root_->named_modules()[key];
     // The tap list keeps the callback; the module's hook-point entry feeds it, and goes with
     // the tap.
-    HookHandle handle = taps_.Add(std::move(key), std::move(fn));
+    HookHandle handle = taps_.Add(std::move(key), std::move(fn), values);
     const std::shared_ptr<internal::TapList::Tap>& tap = taps_.back();
     tap->forwards_at_add = forwards_;
     // The feed holds the tap (a call in flight may outlive its removal); the tap list breaks
     // that cycle by resetting the feed when the tap goes.
-    tap->feed = AddNativeHook(*module, [tap](const std::vector<c10::IValue>& args,
-                                             const c10::IValue& output) {
-      internal::TapList::Fire(*tap, args, output);
-    });
+    tap->feed = AddNativeHook(
+        *module,
+        [tap](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+          internal::TapList::Fire(*tap, args, output);
+        },
+        values);
     return handle;
   }
 

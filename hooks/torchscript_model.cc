@@ -39,8 +39,10 @@ class CompiledForward final : public internal::TapSink {
  public:
   CompiledForward(internal::TapList* taps) : taps_(taps) {}
 
-  void OnTap(int64_t site, c10::IValue args, c10::IValue output) override {
-    taps_->Dispatch(tapped.sites[site], args.toTupleRef().elements().vec(), output);
+  void OnTap(int64_t site, c10::IValue args, c10::IValue output, c10::IValue args_now,
+             c10::IValue output_now) override {
+    taps_->Dispatch(tapped.sites[site], args.toTupleRef().elements().vec(), output,
+                    args_now.toTupleRef().elements().vec(), output_now);
   }
 
   int64_t address() const {
@@ -78,7 +80,9 @@ class TorchScriptModel final : public Model {
       }
       if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     }
-    const std::string key = absl::StrJoin(paths, ",");
+    // Cut graphs depend on their paths and on which of them copy what is written later.
+    std::string key = absl::StrJoin(paths, ",");
+    for (const std::string& path : taps_.AsReturnedPaths()) absl::StrAppend(&key, "|", path);
     auto it = truncated_.find(key);
     if (it == truncated_.end()) {
       auto compiled = std::make_unique<CompiledForward>(&taps_);
@@ -119,9 +123,14 @@ class TorchScriptModel final : public Model {
   void SetTraining(bool training) override { module_.train(training); }
   bool is_training() const override { return module_.is_training(); }
 
-  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override {
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn,
+                                     HookValues values) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
+    if (!key.empty() && values == HookValues::kAsReturned &&
+        !taps_.AsReturnedPaths().count(key)) {
+      dirty_ = true;  // the taps on this path now copy what is written later
+    }
     if (!key.empty() && !taps_.HasPath(key)) {
       // Build the graph now, so that a module forward never calls is reported here.
       absl::Status built = CallTorch(
@@ -133,10 +142,8 @@ class TorchScriptModel final : public Model {
       if (!built.ok()) return built;
       dirty_ = true;
     }
-    return taps_.Add(std::move(key), std::move(fn),
-                     [this](const internal::TapList::Tap& removed) {
-                       if (!taps_.HasPath(removed.path)) dirty_ = true;
-                     });
+    return taps_.Add(std::move(key), std::move(fn), values,
+                     [this](const internal::TapList::Tap&) { dirty_ = true; });
   }
 
   absl::Status CheckHooksFired() const override {
@@ -164,13 +171,13 @@ class TorchScriptModel final : public Model {
       compiled->function->run(stack);
       output = torch::jit::pop(stack);
     }
-    if (tap_root) taps_.Dispatch("", root_args, output);
+    if (tap_root) taps_.Dispatch("", root_args, output, root_args, output);
     return output;
   }
 
   void Rebuild() {
     dirty_ = false;
-    tapped_.reset();  // cut graphs stay: they depend on their paths only, not on other taps
+    tapped_.reset();  // cut graphs stay: their key holds what they depend on
     std::vector<std::string> paths = taps_.Paths();
     paths.erase(std::remove(paths.begin(), paths.end(), std::string()), paths.end());
     if (paths.empty()) return;
@@ -185,7 +192,8 @@ class TorchScriptModel final : public Model {
   void BuildTappedGraph(const std::vector<std::string>& paths, CompiledForward& out) {
     const torch::jit::GraphFunction& forward =
         torch::jit::toGraphFunction(module_.get_method("forward").function());
-    out.tapped = internal::InsertTaps(*forward.graph(), paths, out.address());
+    out.tapped =
+        internal::InsertTaps(*forward.graph(), paths, out.address(), taps_.AsReturnedPaths());
     if (!out.tapped.missing.empty()) {
       const std::string& path = out.tapped.missing.front();
       TORCH_CHECK(false, "module \"", path, "\" (", ModuleType(path),

@@ -10,19 +10,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ivalue_util.h"
 
 namespace kd {
 namespace internal {
 namespace {
 
 torch::jit::RegisterOperators register_tap_op({torch::jit::Operator(
-    "kd::tap(int sink, int site, Any args, Any output) -> ()",
+    "kd::tap(int sink, int site, int copy, Any args, Any output) -> ()",
     [](torch::jit::Stack& stack) {
       c10::IValue output = torch::jit::pop(stack);
       c10::IValue args = torch::jit::pop(stack);
+      const int64_t copy = torch::jit::pop(stack).toInt();
       const int64_t site = torch::jit::pop(stack).toInt();
+      // Values the rest of the graph writes in place: copies as they are now, for the sink's
+      // HookValues::kAsReturned consumers.
+      c10::IValue args_now = (copy & kCopyArgs) ? CloneValue(args) : args;
+      c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
       auto* sink = reinterpret_cast<TapSink*>(torch::jit::pop(stack).toInt());
-      sink->OnTap(site, std::move(args), std::move(output));
+      sink->OnTap(site, std::move(args), std::move(output), std::move(args_now),
+                  std::move(output_now));
     },
     c10::AliasAnalysisKind::CONSERVATIVE)});
 
@@ -48,17 +55,45 @@ torch::jit::GraphFunction& Callee(Node* call) {
   return torch::jit::toGraphFunction(cls->getMethod(call->s(c10::attr::name)));
 }
 
-// Places kd::tap(sink, site, (args...), output) right after `call`.
+// Places kd::tap(sink, site, 0, (args...), output) right after `call` (copying nothing yet).
 void InsertTap(TappedGraph& out, Node* call, const std::string& path, int64_t sink) {
   Graph& graph = *out.graph;
   torch::jit::WithInsertPoint guard(call->next());
   Value* args = graph.insertNode(graph.createTuple(call->inputs().slice(1)))->output();
   Value* sink_value = graph.insertConstant(c10::IValue(sink));
   Value* site = graph.insertConstant(c10::IValue(static_cast<int64_t>(out.sites.size())));
+  Value* copy = graph.insertConstant(c10::IValue(int64_t{0}));
   graph.insertNode(graph.create(c10::Symbol::fromQualString(kTapOp),
-                                {sink_value, site, args, call->outputs().at(0)},
+                                {sink_value, site, copy, args, call->outputs().at(0)},
                                 /*num_outputs=*/0));
   out.sites.push_back(path);
+}
+
+// Whether a node after `tap` may write one of `values` in place.
+bool WrittenAfter(Graph& graph, Node* tap, const std::set<const Value*>& values, Value* self) {
+  for (const auto& [node, how] : InPlaceWriters(graph, values, self)) {
+    if (node->isAfter(tap)) return true;
+  }
+  return false;
+}
+
+// Sets each tap's copy flags: the args or output of a call in `as_returned` that a later node
+// may write in place are copied by the tap.
+void SetCopyFlags(TappedGraph& out, const std::set<std::string>& as_returned) {
+  Graph& graph = *out.graph;
+  Value* self = graph.inputs().at(0);
+  for (Node* node : AllNodes(graph.block())) {
+    if (node->kind() != c10::Symbol::fromQualString(kTapOp)) continue;
+    const int64_t site = torch::jit::toIValue(node->input(1))->toInt();
+    if (!as_returned.count(out.sites[site])) continue;
+    Node* args = node->input(3)->node();  // the prim::TupleConstruct of the call's args
+    const std::set<const Value*> arg_values(args->inputs().begin(), args->inputs().end());
+    const int64_t copy = (WrittenAfter(graph, node, arg_values, self) ? kCopyArgs : 0) |
+                         (WrittenAfter(graph, node, {node->input(4)}, self) ? kCopyOutput : 0);
+    if (copy == 0) continue;
+    torch::jit::WithInsertPoint guard(node);
+    node->replaceInput(2, graph.insertConstant(c10::IValue(copy)));
+  }
 }
 
 }  // namespace
@@ -78,7 +113,11 @@ std::optional<std::string> ModulePathOf(Value* value, Value* self) {
 bool IsForwardCall(const Node* call) {
   const std::string& name = call->s(c10::attr::name);
   if (name.compare(0, 7, "forward") != 0) return false;
-  return std::all_of(name.begin() + 7, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  // forward1, forward2 (traced later calls); forward__0, forward__1 (overloads).
+  const size_t digits = name.compare(7, 2, "__") == 0 ? 9 : 7;
+  if (digits == 9 && name.size() == 9) return false;
+  return std::all_of(name.begin() + digits, name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 std::vector<Node*> AllNodes(torch::jit::Block* block) {
@@ -95,9 +134,10 @@ std::vector<Node*> CallMethods(Graph& graph) {
   return calls;
 }
 
-TappedGraph InsertTaps(Graph& forward, const std::vector<std::string>& paths,
-                       int64_t sink) {
+TappedGraph InsertTaps(Graph& forward, const std::vector<std::string>& paths, int64_t sink,
+                       const std::set<std::string>& as_returned) {
   TappedGraph out;
+  out.as_returned = as_returned;
   out.graph = forward.copy();
   Graph& graph = *out.graph;
   Value* self = graph.inputs().at(0);
@@ -139,6 +179,7 @@ TappedGraph InsertTaps(Graph& forward, const std::vector<std::string>& paths,
     if (!found.count(path)) out.missing.push_back(path);
   }
   out.tapped_calls.assign(tapped.begin(), tapped.end());
+  SetCopyFlags(out, as_returned);
   return out;
 }
 
@@ -151,6 +192,8 @@ std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::
   Value* self = graph.inputs().at(0);
   for (Node* call : tapped.tapped_calls) {
     const std::string path = ModulePathOf(call->input(0), self).value_or("?");
+    // Its tap copies what later nodes write: no cut can change what it captured.
+    if (tapped.as_returned.count(path)) continue;
     std::vector<std::pair<Value*, std::string>> values;
     for (size_t i = 1; i < call->inputs().size(); ++i) {
       values.emplace_back(call->input(i), absl::StrCat("the input of \"", path, "\""));
@@ -220,6 +263,28 @@ std::map<Node*, std::string> InPlaceWriters(Graph& graph, std::set<const Value*>
           writers.emplace(node, callee_name);
         }
         // The result shares memory with the argument if the callee returns (a view of) it.
+        if (returned) {
+          for (const Value* o : node->outputs()) aliases.insert(o);
+        }
+      }
+      continue;
+    }
+    if (node->kind() == c10::prim::CallFunction) {
+      // A scripted function (torch.nn.functional.relu with inplace=True, say): input 0 is the
+      // function, the rest are its arguments.
+      auto fn_type = node->input(0)->type()->cast<c10::FunctionType>();
+      if (fn_type == nullptr) {
+        writers.emplace(node, "a call of an unknown function");
+        continue;
+      }
+      torch::jit::Function* fn = fn_type->function();
+      Graph& callee = *torch::jit::toGraphFunction(*fn).graph();
+      for (size_t i = 1; i < node->inputs().size(); ++i) {
+        if (!aliases.count(node->input(i))) continue;
+        bool returned = false;
+        if (!InPlaceWriters(callee, {callee.inputs().at(i - 1)}, nullptr, &returned).empty()) {
+          writers.emplace(node, absl::StrCat(fn->qualname().qualifiedName(), "()"));
+        }
         if (returned) {
           for (const Value* o : node->outputs()) aliases.insert(o);
         }

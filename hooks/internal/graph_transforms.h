@@ -28,17 +28,23 @@
 namespace kd {
 namespace internal {
 
-// The side-effecting op a tap is: kd::tap(int sink, int site, Any args, Any output) -> ().
-// Registered (graph_transforms.cc) with CONSERVATIVE alias analysis, so dead-code elimination
-// keeps it and what it reads. Running it calls sink->OnTap(site, args, output).
+// The side-effecting op a tap is: kd::tap(int sink, int site, int copy, Any args, Any output)
+// -> (). Registered (graph_transforms.cc) with CONSERVATIVE alias analysis, so dead-code
+// elimination keeps it and what it reads. Running it clones the args (copy & kCopyArgs) and
+// the output (copy & kCopyOutput) and hands the sink both the originals and those.
 inline constexpr char kTapOp[] = "kd::tap";
+inline constexpr int64_t kCopyArgs = 1;
+inline constexpr int64_t kCopyOutput = 2;
 
 // Receives the values of kd::tap ops. The graph carries the sink's address as a constant: the
 // owner of a tapped graph must keep its sink alive while the graph can run.
 class TapSink {
  public:
   virtual ~TapSink() = default;
-  virtual void OnTap(int64_t site, c10::IValue args, c10::IValue output) = 0;
+  // `args` and `output` are the graph's own values; `args_now` and `output_now` the same or,
+  // where the tap copies, copies taken at the tap.
+  virtual void OnTap(int64_t site, c10::IValue args, c10::IValue output, c10::IValue args_now,
+                     c10::IValue output_now) = 0;
 };
 
 // The module path of a module value: the chain of prim::GetAttr from `self` ("layer2.0"),
@@ -46,7 +52,8 @@ class TapSink {
 std::optional<std::string> ModulePathOf(torch::jit::Value* value, torch::jit::Value* self);
 
 // Whether a prim::CallMethod calls a module's forward: "forward"; "forward1", "forward2", ...
-// (torch.jit.trace's names of a module's later calls).
+// (torch.jit.trace's names of a module's later calls); "forward__0", "forward__1", ... (the
+// overloads TorchScript compiles from @torch.jit._overload_method, as in DenseNet and LSTM).
 bool IsForwardCall(const torch::jit::Node* call);
 
 // Every node of `block` and of the blocks nested in it, in order.
@@ -61,18 +68,22 @@ struct TappedGraph {
   std::vector<std::string> sites;               // a tap's site index -> its module path
   std::vector<torch::jit::Node*> tapped_calls;  // the calls a tap follows
   std::vector<std::string> missing;             // requested paths forward never calls
+  std::set<std::string> as_returned;            // paths whose taps copy what is written later
 };
 
 // Copies `forward` (which is not modified; libtorch's Graph::copy is not const), inlines the
-// calls on the way to `paths` and places kd::tap(sink, site, (args...), output) right after
-// every call of a module in `paths`.
+// calls on the way to `paths` and places kd::tap(sink, site, copy, (args...), output) right
+// after every call of a module in `paths`. For paths in `as_returned`, a tap copies the args
+// or the output when a later node may write them in place (InPlaceWriters), so that it passes
+// on the values as the call took and returned them; otherwise it passes the graph's own.
 TappedGraph InsertTaps(torch::jit::Graph& forward, const std::vector<std::string>& paths,
-                       int64_t sink);
+                       int64_t sink, const std::set<std::string>& as_returned = {});
 
 // Cuts `tapped` after the last calls of its tapped modules: the graph returns None and every
 // module call and op the taps do not need is removed. Returns the reason when the cut would
 // change a captured value (a removed op or module modifies a tapped call's input or output,
-// or something sharing its memory, in place); the graph is then unusable.
+// or something sharing its memory, in place, and the tap passes references: paths not in
+// `as_returned`); the graph is then unusable.
 std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::string>& paths);
 
 // The nodes of `graph` that may modify one of `aliases` in place, with what they are

@@ -13,8 +13,8 @@ TapList::~TapList() {
   for (const std::shared_ptr<Tap>& tap : taps_) tap->feed.Reset();
 }
 
-HookHandle TapList::Add(std::string path, HookFn fn, OnRemove on_remove) {
-  taps_.push_back(std::make_shared<Tap>(std::move(path), std::move(fn)));
+HookHandle TapList::Add(std::string path, HookFn fn, HookValues values, OnRemove on_remove) {
+  taps_.push_back(std::make_shared<Tap>(std::move(path), std::move(fn), values));
   std::weak_ptr<TapList*> alive = alive_;
   return HookHandle([alive, tap = taps_.back().get(), on_remove = std::move(on_remove)] {
     if (auto list = alive.lock(); list && *list) (*list)->Remove(tap, on_remove);
@@ -32,18 +32,31 @@ void TapList::Remove(const Tap* tap, const OnRemove& on_remove) {
 }
 
 void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
-                       const c10::IValue& output) {
+                       const c10::IValue& output, const std::vector<c10::IValue>& args_now,
+                       const c10::IValue& output_now) {
   // By index, holding the tap: a tap may remove taps while it runs.
   for (size_t i = 0; i < taps_.size(); ++i) {
     if (taps_[i]->path != path) continue;
     const std::shared_ptr<Tap> tap = taps_[i];
-    Fire(*tap, args, output);
+    if (tap->values == HookValues::kReferences) {
+      Fire(*tap, args, output);
+    } else {
+      Fire(*tap, args_now, output_now);
+    }
   }
 }
 
 bool TapList::HasPath(const std::string& path) const {
   return std::any_of(taps_.begin(), taps_.end(),
                      [&](const std::shared_ptr<Tap>& t) { return t->path == path; });
+}
+
+std::set<std::string> TapList::AsReturnedPaths() const {
+  std::set<std::string> paths;
+  for (const std::shared_ptr<Tap>& tap : taps_) {
+    if (tap->values == HookValues::kAsReturned) paths.insert(tap->path);
+  }
+  return paths;
 }
 
 std::vector<std::string> TapList::Paths() const {

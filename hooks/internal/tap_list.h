@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,11 @@ namespace internal {
 class TapList {
  public:
   struct Tap {
-    Tap(std::string path, HookFn fn) : path(std::move(path)), fn(std::move(fn)) {}
+    Tap(std::string path, HookFn fn, HookValues values)
+        : path(std::move(path)), fn(std::move(fn)), values(values) {}
     const std::string path;
     const HookFn fn;
+    const HookValues values;
     std::atomic<bool> fired{false};
     // How many forwards the model had run when the tap was added (native models): a tap that
     // has not fired only counts as bypassed once the model has run a forward since.
@@ -37,19 +40,24 @@ class TapList {
   TapList& operator=(const TapList&) = delete;
 
   // Adds a tap; `on_remove` runs after its handle removes it (while the list lives).
-  HookHandle Add(std::string path, HookFn fn, OnRemove on_remove = nullptr);
+  HookHandle Add(std::string path, HookFn fn, HookValues values, OnRemove on_remove = nullptr);
   // The tap added last.
   const std::shared_ptr<Tap>& back() const { return taps_.back(); }
 
-  // Calls every tap on `path`, in the order they were added.
+  // Calls every tap on `path`, in the order they were added: kReferences taps with `args`
+  // and `output`, kAsReturned taps with `args_now` and `output_now` (copies where the forward
+  // writes them later, else the same values).
   void Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
-                const c10::IValue& output);
+                const c10::IValue& output, const std::vector<c10::IValue>& args_now,
+                const c10::IValue& output_now);
   // Calls one tap.
   static void Fire(Tap& tap, const std::vector<c10::IValue>& args, const c10::IValue& output) {
     tap.fired.store(true, std::memory_order_relaxed);
     tap.fn(args, output);
   }
   bool HasPath(const std::string& path) const;
+  // The distinct paths with a tap that wants HookValues::kAsReturned.
+  std::set<std::string> AsReturnedPaths() const;
   // The distinct tapped paths, sorted.
   std::vector<std::string> Paths() const;
   const std::vector<std::shared_ptr<Tap>>& taps() const { return taps_; }

@@ -29,6 +29,8 @@ For each fixture NAME it writes, next to this script:
 import argparse
 import os
 
+from typing import List
+
 import torch
 from torch import nn
 
@@ -113,9 +115,9 @@ class Bump(nn.Module):
 
 
 class InPlace(nn.Module):
-    """In-place changes after module calls: forward doubles b's output in place (a cut after b
-    must keep that op), and the module bump changes c's output (a cut after c would skip it,
-    so it must be refused); nothing touches a's input or output."""
+    """In-place changes after module calls: forward doubles b's output in place, and the module
+    bump changes c's output; nothing touches a's input or output. A hook must still see what
+    each module returned, cut or not."""
 
     def __init__(self):
         super().__init__()
@@ -133,6 +135,93 @@ class InPlace(nn.Module):
         return k
 
 
+class ResBlock(nn.Module):
+    """torchvision's BasicBlock: an in-place ReLU module after bn1, `out += identity`, then the
+    same ReLU module again (the shapes that made recorded values alias later writes)."""
+
+    def __init__(self, c=4):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        identity = x
+        out = self.conv1(x)
+        out = self.bn1(out)
+        out = self.relu(out)
+        out = self.conv2(out)
+        out = self.bn2(out)
+        out += identity
+        out = self.relu(out)
+        return out
+
+
+class ResNetTiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 4, 3, padding=1)
+        self.act = nn.Hardswish(inplace=True)
+        self.block = ResBlock()
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        x = self.act(self.stem(x))
+        x = self.block(x)
+        return self.head(x.mean(dim=(2, 3)))
+
+
+class DenseLayerLike(nn.Module):
+    """An overloaded forward, as DenseNet's _DenseLayer has: TorchScript compiles forward__0
+    and forward__1, and the parent calls those names."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    @torch.jit._overload_method
+    def forward(self, x: List[torch.Tensor]) -> torch.Tensor:
+        pass
+
+    @torch.jit._overload_method
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: F811
+        pass
+
+    def forward(self, x):  # noqa: F811
+        if isinstance(x, torch.Tensor):
+            prev = [x]
+        else:
+            prev = x
+        return self.lin(torch.cat(prev, 0))
+
+
+class Overloads(nn.Module):
+    """Overloaded forwards: a DenseNet-like layer called with a list and with a tensor, and a
+    scripted nn.LSTM (whose forward is overloaded too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = DenseLayerLike()
+        self.lstm = nn.LSTM(4, 4, batch_first=True)
+
+    def forward(self, x):
+        y = self.layer([x, x])
+        z = self.layer(x)
+        out, _ = self.lstm(y.unsqueeze(0))
+        return z, out
+
+
+def clone_values(value):
+    """A hook's values as they are at call time (the forward may write them in place later)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (tuple, list)):
+        return tuple(clone_values(v) for v in value)
+    return value
+
+
 def record(name, model, inputs, hook_paths):
     model.eval()
     print("torch %s: %s" % (torch.__version__, name))
@@ -146,8 +235,9 @@ def record(name, model, inputs, hook_paths):
         hooks[path] = {"input": [], "output": []}
 
         def hook(module, args, output, path=path):
+            args = clone_values(args)
             hooks[path]["input"].append(args[0] if len(args) == 1 else tuple(args))
-            hooks[path]["output"].append(output)
+            hooks[path]["output"].append(clone_values(output))
 
         handles.append(modules[path].register_forward_hook(hook))
     with torch.no_grad():
@@ -207,6 +297,18 @@ def make_small():
     record("tricky", tricky, (torch.randn(3, 4), 2.0), ["lin", "act", "mix"])
     torch.manual_seed(2)
     record("inplace", InPlace(), (torch.randn(2, 4),), ["a", "b", "c"])
+    torch.manual_seed(3)
+    resnet_tiny = ResNetTiny()
+    with torch.no_grad():
+        for m in resnet_tiny.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 1.5)
+    torch.manual_seed(4)
+    record("overloads", Overloads(), (torch.randn(2, 4),), ["layer", "layer.lin", "lstm"])
+    record("resnet_tiny", resnet_tiny, (torch.randn(2, 1, 6, 6),),
+           ["stem", "act", "block", "block.conv1", "block.bn1", "block.relu", "block.conv2",
+            "block.bn2", "head"])
     torch.save({"x": torch.randn(3, 4), "scale": 0.25}, os.path.join(HERE, "tricky.kwargs.pt"))
     # What users save most often, which libtorch cannot read: the error must say what to do.
     torch.save(tricky.state_dict(), os.path.join(HERE, "tricky.ordered_state.pt"))

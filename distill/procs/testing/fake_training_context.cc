@@ -15,7 +15,7 @@ c10::IValue FakeModel::Forward(std::vector<c10::IValue> args, const Kwargs& kwar
   return static_cast<int64_t>(calls.size());
 }
 
-absl::StatusOr<HookHandle> FakeModel::AddHook(absl::string_view path, HookFn) {
+absl::StatusOr<HookHandle> FakeModel::AddHook(absl::string_view path, HookFn, HookValues) {
   return absl::UnimplementedError(absl::StrCat("FakeModel has no taps (", path, ")"));
 }
 

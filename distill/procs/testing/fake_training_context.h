@@ -34,7 +34,8 @@ class FakeModel final : public Model {
   std::vector<NamedTensor> NamedBuffers() const override { return {}; }
   void SetTraining(bool training) override { training_ = training; }
   bool is_training() const override { return training_; }
-  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn) override;
+  absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn,
+                                     HookValues values) override;
   absl::Status CheckHooksFired() const override { return absl::OkStatus(); }
 
   std::vector<Call> calls;
