@@ -37,6 +37,10 @@ using torch::jit::Graph;
 using torch::jit::Node;
 using torch::jit::Value;
 
+// One pass of InPlaceWriters over `graph`, growing `aliases`.
+std::map<Node*, std::string> InPlaceWritersOnce(Graph& graph, std::set<const Value*>& aliases,
+                                                Value* self);
+
 bool IsProperAncestor(const std::string& ancestor, const std::string& path) {
   if (ancestor.empty()) return !path.empty();
   return path.size() > ancestor.size() && path.compare(0, ancestor.size(), ancestor) == 0 &&
@@ -55,11 +59,28 @@ torch::jit::GraphFunction& Callee(Node* call) {
   return torch::jit::toGraphFunction(cls->getMethod(call->s(c10::attr::name)));
 }
 
+// How many of `call`'s arguments (self not counted) its caller gave: TorchScript fills in
+// defaults, so trailing arguments that are constants equal to the callee's defaults are left
+// out, and a Python hook's positional arguments come out.
+size_t GivenArguments(Node* call) {
+  size_t n = call->inputs().size() - 1;
+  if (call->input(0)->type()->cast<c10::ClassType>() == nullptr) return n;
+  const std::vector<c10::Argument>& schema = Callee(call).getSchema().arguments();
+  while (n > 0 && n < schema.size()) {
+    const std::optional<c10::IValue> value = torch::jit::toIValue(call->input(n));
+    const std::optional<c10::IValue>& fallback = schema[n].default_value();
+    if (!value || !fallback || !(*value == *fallback)) break;
+    --n;
+  }
+  return n;
+}
+
 // Places kd::tap(sink, site, 0, (args...), output) right after `call` (copying nothing yet).
 void InsertTap(TappedGraph& out, Node* call, const std::string& path, int64_t sink) {
   Graph& graph = *out.graph;
   torch::jit::WithInsertPoint guard(call->next());
-  Value* args = graph.insertNode(graph.createTuple(call->inputs().slice(1)))->output();
+  Value* args = graph.insertNode(graph.createTuple(call->inputs().slice(1, GivenArguments(call))))
+                    ->output();
   Value* sink_value = graph.insertConstant(c10::IValue(sink));
   Value* site = graph.insertConstant(c10::IValue(static_cast<int64_t>(out.sites.size())));
   Value* copy = graph.insertConstant(c10::IValue(int64_t{0}));
@@ -242,9 +263,36 @@ std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::
 std::map<Node*, std::string> InPlaceWriters(Graph& graph, std::set<const Value*> aliases,
                                             Value* self, bool* returns_alias) {
   std::map<Node*, std::string> writers;
+  // Until nothing new shares memory: a prim::If or prim::Loop comes before the nodes of its
+  // blocks, whose results it passes on.
+  for (size_t known = 0; known != aliases.size();) {
+    known = aliases.size();
+    writers = InPlaceWritersOnce(graph, aliases, self);
+  }
+  if (returns_alias != nullptr) {
+    *returns_alias = false;
+    for (const Value* o : graph.outputs()) *returns_alias = *returns_alias || aliases.count(o);
+  }
+  return writers;
+}
+
+namespace {
+
+std::map<Node*, std::string> InPlaceWritersOnce(Graph& graph, std::set<const Value*>& aliases,
+                                                Value* self) {
+  std::map<Node*, std::string> writers;
   for (Node* node : AllNodes(graph.block())) {
     bool touches = false;
     for (const Value* in : node->inputs()) touches = touches || aliases.count(in);
+    // A node with blocks passes on what its blocks return.
+    for (torch::jit::Block* block : node->blocks()) {
+      for (const Value* returned : block->outputs()) {
+        if (aliases.count(returned)) {
+          touches = true;
+          for (const Value* o : node->outputs()) aliases.insert(o);
+        }
+      }
+    }
     if (!touches || node->kind() == c10::Symbol::fromQualString(kTapOp)) continue;
     if (node->kind() == c10::prim::CallMethod) {
       if (node->input(0)->type()->cast<c10::ClassType>() == nullptr) {
@@ -311,12 +359,9 @@ std::map<Node*, std::string> InPlaceWriters(Graph& graph, std::set<const Value*>
       if (schema->returns()[o].alias_info() != nullptr) aliases.insert(node->output(o));
     }
   }
-  if (returns_alias != nullptr) {
-    *returns_alias = false;
-    for (const Value* o : graph.outputs()) *returns_alias = *returns_alias || aliases.count(o);
-  }
   return writers;
 }
 
+}  // namespace
 }  // namespace internal
 }  // namespace kd
