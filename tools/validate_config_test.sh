@@ -32,6 +32,7 @@ train {
 PBTXT
 expected='broken.pbtxt:4:3: num_epochs must be >= 1, got 0
 broken.pbtxt:5:23: unknown dataset id "trian"; did you mean "train"?
+broken.pbtxt:7:15: missing required kwarg "temperature" for loss "KDLoss" (softening T)
 broken.pbtxt:7:37: unknown field "wieght" in LossTermConfig; did you mean "weight"?
 broken.pbtxt:7:65: reads the teacher, but the run has none (DistillConfig.teacher is unset)
 broken.pbtxt:8:22: no pre_forward_proc "default_pre_forward" is registered; registered: default_pre_forward_process'

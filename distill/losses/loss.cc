@@ -1,0 +1,58 @@
+#include "distill/losses/loss.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "distill/config/kwargs.h"
+
+namespace kd {
+
+absl::StatusOr<at::Tensor> LossInputs::Get(absl::string_view loss, absl::string_view name) const {
+  auto it = inputs_.find(name);
+  if (it != inputs_.end() && it->second.defined()) return it->second;
+  std::vector<std::string> given;
+  for (const auto& [n, t] : inputs_) given.push_back(n);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "loss \"", loss, "\" needs the input \"", name, "\"; given: ",
+      given.empty() ? "none" : absl::StrJoin(given, ", "),
+      " (add inputs { arg: \"", name, "\" ... } to its term)"));
+}
+
+at::Tensor LossInputs::GetOptional(absl::string_view name) const {
+  auto it = inputs_.find(name);
+  return it == inputs_.end() ? at::Tensor() : it->second;
+}
+
+Registry<LossFactory>& LossRegistry() {
+  static Registry<LossFactory>* const registry = NewGlobalRegistry<LossFactory>("loss");
+  return *registry;
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwargs& kwargs) {
+  Registry<LossFactory>& registry = LossRegistry();
+  KD_ASSIGN_OR_RETURN(const LossFactory* factory, registry.Get(key));
+  const std::string owner = absl::StrCat("loss \"", key, "\"");
+  KD_RETURN_IF_ERROR(CheckKwargNames(kwargs, registry.KwargSpecs(key), owner));
+  if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
+    if (absl::Status checked = check(KwargsView{kwargs}); !checked.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
+    }
+  }
+  return (*factory)(kwargs);
+}
+
+double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback) {
+  auto it = kwargs.find(name);
+  if (it == kwargs.end() || it->second.isNone()) return fallback;
+  return it->second.isInt() ? static_cast<double>(it->second.toInt()) : it->second.toDouble();
+}
+
+std::string StringKwarg(const Kwargs& kwargs, const std::string& name,
+                        const std::string& fallback) {
+  auto it = kwargs.find(name);
+  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toStringRef();
+}
+
+}  // namespace kd

@@ -1,0 +1,79 @@
+// Losses: the interface, the registry and how a config builds one.
+//
+//   // A loss registers itself under its config key, with its kwargs contract:
+//   KD_REGISTER(kd::LossRegistry(), "KDLoss", kd::MakeKdLoss,
+//               {{.name = "temperature", .type = kd::KwargType::kNumber, .min = 0,
+//                 .min_exclusive = true, .required = true}, ...});
+//
+//   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Loss> loss, kd::MakeLoss("KDLoss", kwargs));
+//   KD_ASSIGN_OR_RETURN(at::Tensor value,
+//                       loss->Forward({{"student", s_logits}, {"teacher", t_logits},
+//                                      {"targets", labels}}));
+//
+// A loss reads named arguments ("student", "teacher", "targets", ...): a config's loss term
+// fills them from I/O dict references (LossTermConfig.inputs). Losses that own parameters
+// (a FitNet regressor) return them from Parameters(), so optimizers and checkpoints get them.
+#ifndef LIBKD_DISTILL_LOSSES_LOSS_H_
+#define LIBKD_DISTILL_LOSSES_LOSS_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
+#include "base/registry.h"
+
+namespace kd {
+
+// A loss's arguments by name.
+class LossInputs {
+ public:
+  LossInputs(std::initializer_list<std::pair<const std::string, at::Tensor>> inputs)
+      : inputs_(inputs) {}
+  explicit LossInputs(const std::map<std::string, at::Tensor>& inputs)
+      : inputs_(inputs.begin(), inputs.end()) {}
+
+  // The tensor `name`; InvalidArgument naming `loss`, the missing argument and the given ones.
+  absl::StatusOr<at::Tensor> Get(absl::string_view loss, absl::string_view name) const;
+  // The tensor `name`, or an undefined tensor if it was not given.
+  at::Tensor GetOptional(absl::string_view name) const;
+
+ private:
+  std::map<std::string, at::Tensor, std::less<>> inputs_;
+};
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  // The loss value (a scalar unless the reduction is "none"), differentiable in its inputs.
+  // InvalidArgument for missing arguments or shapes that do not fit, naming them.
+  virtual absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) = 0;
+  // Trainable parameters the loss owns (none by default).
+  virtual std::vector<at::Tensor> Parameters() const { return {}; }
+};
+
+// Builds a loss from its kwargs (checked against the registration's contract already).
+using LossFactory = std::function<absl::StatusOr<std::unique_ptr<Loss>>(const Kwargs& kwargs)>;
+
+// The losses by config key ("loss" registry kind).
+Registry<LossFactory>& LossRegistry();
+
+// The loss registered as `key` with `kwargs`: NotFound for an unknown key (naming the nearest
+// and listing all), InvalidArgument for kwargs that break the loss's contract.
+absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwargs& kwargs);
+
+// Kwarg access for factories (the contract guarantees the types).
+double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback);
+std::string StringKwarg(const Kwargs& kwargs, const std::string& name,
+                        const std::string& fallback);
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_LOSSES_LOSS_H_

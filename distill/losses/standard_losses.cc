@@ -1,0 +1,203 @@
+// torch.nn's losses and torchdistill's KDLoss, under their class names as configs key them.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/core/Reduction.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
+#include "base/status_macros.h"
+#include "base/torch_status.h"
+#include "distill/losses/loss.h"
+
+namespace kd {
+namespace {
+
+const KwargSpec kReduction = {.name = "reduction",
+                              .type = KwargType::kString,
+                              .doc = "mean (default), sum or none",
+                              .choices = {"mean", "sum", "none"}};
+
+int64_t ReductionEnum(const std::string& reduction) {
+  if (reduction == "sum") return at::Reduction::Sum;
+  if (reduction == "none") return at::Reduction::None;
+  return at::Reduction::Mean;
+}
+
+// Inputs that an elementwise loss compares must have one shape (torch would broadcast with a
+// warning; a distillation config with mismatched shapes is a mistake).
+absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
+                       absl::string_view a_name, absl::string_view b_name) {
+  if (a.sizes().equals(b.sizes())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("loss \"", loss, "\": ", a_name, " has shape ",
+                                                 ShapeString(a), " but ", b_name, " has ",
+                                                 ShapeString(b)));
+}
+
+// The two tensors an elementwise loss compares: torch's names ("input", "target") or a
+// distillation config's ("student", "teacher"), checked to have one shape.
+absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_view loss,
+                                                           const LossInputs& in) {
+  const bool torch_names = in.GetOptional("input").defined();
+  const char* first = torch_names ? "input" : "student";
+  const char* second = torch_names ? "target" : "teacher";
+  KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get(loss, first));
+  KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get(loss, second));
+  KD_RETURN_IF_ERROR(SameShape(loss, a, b, first, second));
+  return std::make_pair(a, b);
+}
+
+// A loss computed by `fn` from its inputs; libtorch errors become InvalidArgument.
+class FunctionLoss final : public Loss {
+ public:
+  using Fn = std::function<absl::StatusOr<at::Tensor>(const LossInputs&)>;
+  explicit FunctionLoss(Fn fn) : fn_(std::move(fn)) {}
+  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
+    absl::StatusOr<absl::StatusOr<at::Tensor>> result =
+        CallTorch([&] { return fn_(inputs); }, absl::StatusCode::kInvalidArgument);
+    if (!result.ok()) return result.status();
+    return *std::move(result);
+  }
+
+ private:
+  Fn fn_;
+};
+
+absl::StatusOr<std::unique_ptr<Loss>> Make(FunctionLoss::Fn fn) {
+  return std::unique_ptr<Loss>(std::make_unique<FunctionLoss>(std::move(fn)));
+}
+
+// (input, target) losses with a reduction: MSELoss, L1Loss.
+template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
+LossFactory Elementwise(std::string key) {
+  return [key](const Kwargs& kwargs) {
+    const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+    return Make([key, reduction](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+      KD_ASSIGN_OR_RETURN(auto compared, Compared(key, in));
+      return Op(compared.first, compared.second, reduction);
+    });
+  };
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
+  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const int64_t ignore_index = static_cast<int64_t>(NumberKwarg(kwargs, "ignore_index", -100));
+  const double smoothing = NumberKwarg(kwargs, "label_smoothing", 0.0);
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(at::Tensor input, in.Get("CrossEntropyLoss", "input"));
+    KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("CrossEntropyLoss", "target"));
+    return at::cross_entropy_loss(input, target, /*weight=*/{}, reduction, ignore_index,
+                                  smoothing);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeSmoothL1(const Kwargs& kwargs) {
+  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const double beta = NumberKwarg(kwargs, "beta", 1.0);
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(auto compared, Compared("SmoothL1Loss", in));
+    return at::smooth_l1_loss(compared.first, compared.second, reduction, beta);
+  });
+}
+
+// torch.nn.KLDivLoss: input holds log-probabilities; "batchmean" divides the sum by the batch
+// size (the mathematically correct KL per sample).
+at::Tensor KlDiv(const at::Tensor& log_input, const at::Tensor& target,
+                 const std::string& reduction, bool log_target) {
+  if (reduction == "batchmean") {
+    return at::kl_div(log_input, target, at::Reduction::Sum, log_target) / log_input.size(0);
+  }
+  return at::kl_div(log_input, target, ReductionEnum(reduction), log_target);
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeKlDiv(const Kwargs& kwargs) {
+  const std::string reduction = StringKwarg(kwargs, "reduction", "mean");
+  const bool log_target = kwargs.count("log_target") && kwargs.at("log_target").toBool();
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(auto compared, Compared("KLDivLoss", in));
+    return KlDiv(compared.first, compared.second, reduction, log_target);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
+  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(auto compared, Compared("BCEWithLogitsLoss", in));
+    return at::binary_cross_entropy_with_logits(compared.first, compared.second, {}, {},
+                                                reduction);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) {
+  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const double margin = NumberKwarg(kwargs, "margin", 0.0);
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get("CosineEmbeddingLoss", "input1"));
+    KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get("CosineEmbeddingLoss", "input2"));
+    KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("CosineEmbeddingLoss", "target"));
+    KD_RETURN_IF_ERROR(SameShape("CosineEmbeddingLoss", a, b, "input1", "input2"));
+    return at::cosine_embedding_loss(a, b, target, margin, reduction);
+  });
+}
+
+// torchdistill's KDLoss (Hinton et al. 2015), its definition and quirks included:
+//   soft = KLDivLoss(reduction)(log_softmax(student / T), softmax(teacher / T))
+//   loss = alpha * CE(student, targets) + beta * T^2 * soft,  beta = 1 - alpha by default;
+// with alpha unset or 0, or no targets, the loss is `soft` alone, without the T^2 factor
+// (torchdistill's behaviour, kept so that configs give the same numbers). CE's reduction is
+// "mean" when the KL reduction is "batchmean".
+absl::StatusOr<std::unique_ptr<Loss>> MakeKd(const Kwargs& kwargs) {
+  const double t = NumberKwarg(kwargs, "temperature", 1.0);
+  const bool has_alpha = kwargs.count("alpha") != 0;
+  const double alpha = NumberKwarg(kwargs, "alpha", 0.0);
+  const double beta = NumberKwarg(kwargs, "beta", 1.0 - alpha);
+  const std::string reduction = StringKwarg(kwargs, "reduction", "batchmean");
+  const int64_t ce_reduction = ReductionEnum(reduction == "batchmean" ? "mean" : reduction);
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get("KDLoss", "student"));
+    KD_ASSIGN_OR_RETURN(at::Tensor teacher, in.Get("KDLoss", "teacher"));
+    KD_RETURN_IF_ERROR(SameShape("KDLoss", student, teacher, "student", "teacher"));
+    const at::Tensor soft = KlDiv(at::log_softmax(student / t, 1), at::softmax(teacher / t, 1),
+                                  reduction, /*log_target=*/false);
+    const at::Tensor targets = in.GetOptional("targets");
+    if (!has_alpha || alpha == 0 || !targets.defined()) return soft;
+    const at::Tensor hard = at::cross_entropy_loss(student, targets, {}, ce_reduction);
+    return alpha * hard + beta * (t * t) * soft;
+  });
+}
+
+KD_REGISTER(LossRegistry(), "MSELoss", Elementwise<at::mse_loss>("MSELoss"), {kReduction});
+KD_REGISTER(LossRegistry(), "L1Loss", Elementwise<at::l1_loss>("L1Loss"), {kReduction});
+KD_REGISTER(LossRegistry(), "SmoothL1Loss", MakeSmoothL1,
+            {kReduction,
+             {.name = "beta", .type = KwargType::kNumber, .doc = "L1/L2 switch; 1", .min = 0}});
+KD_REGISTER(LossRegistry(), "CrossEntropyLoss", MakeCrossEntropy,
+            {kReduction,
+             {.name = "ignore_index", .type = KwargType::kInteger, .doc = "target to skip; -100"},
+             {.name = "label_smoothing", .type = KwargType::kNumber, .doc = "0 (default) to 1",
+              .min = 0, .max = 1}});
+KD_REGISTER(LossRegistry(), "KLDivLoss", MakeKlDiv,
+            {{.name = "reduction", .type = KwargType::kString,
+              .doc = "mean (default; torch's), batchmean, sum or none",
+              .choices = {"mean", "batchmean", "sum", "none"}},
+             {.name = "log_target", .type = KwargType::kBool, .doc = "target is log-probs"}});
+KD_REGISTER(LossRegistry(), "BCEWithLogitsLoss", MakeBceWithLogits, {kReduction});
+KD_REGISTER(LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
+            {kReduction,
+             {.name = "margin", .type = KwargType::kNumber, .doc = "-1 to 1; 0", .min = -1,
+              .max = 1}});
+KD_REGISTER(LossRegistry(), "KDLoss", MakeKd,
+            {{.name = "temperature", .type = KwargType::kNumber, .doc = "softening T",
+              .min = 0, .min_exclusive = true, .required = true},
+             {.name = "alpha", .type = KwargType::kNumber, .doc = "weight of CE; unset: KL only",
+              .min = 0, .max = 1},
+             {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha",
+              .min = 0},
+             {.name = "reduction", .type = KwargType::kString, .doc = "KL's; batchmean",
+              .choices = {"batchmean", "mean", "sum"}}});
+
+}  // namespace
+}  // namespace kd
