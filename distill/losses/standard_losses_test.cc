@@ -1,9 +1,13 @@
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
+#include "distill/losses/criterion.h"
 #include "distill/losses/loss.h"
+#include "google/protobuf/text_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"
@@ -57,6 +61,106 @@ TEST(StandardLossesTest, KdIsZeroForIdenticalLogitsAtAnyTemperature) {
     ASSERT_THAT(value, IsOk());
     EXPECT_NEAR(value->item<double>(), 0.0, 1e-7) << t;
   }
+}
+
+// Relation and feature losses vanish when the student equals the teacher; RKD's distance term
+// ignores the scale of the embedding (it divides by the mean distance).
+TEST(StandardLossesTest, FeatureLossesVanishOnEqualInputs) {
+  const at::Tensor f = at::randn({4, 3, 5, 5});
+  for (const auto& [key, kwargs] :
+       std::vector<std::pair<std::string, Kwargs>>{
+           {"ATLoss", {}},
+           {"ATLoss", {{"mode", std::string("paper")}}},
+           {"PKTLoss", {}},
+           {"DISTLoss", {}},
+           {"RKDLoss",
+            {{"dist_factor", 1.0}, {"angle_factor", 2.0}, {"reduction", std::string("mean")}}}}) {
+    auto loss = MakeLoss(key, kwargs);
+    ASSERT_THAT(loss, IsOk()) << key;
+    const at::Tensor s = key == "PKTLoss" || key == "DISTLoss" ? f.flatten(1) : f;
+    auto value = (*loss)->Forward({{"student", s}, {"teacher", s}});
+    ASSERT_THAT(value, IsOk()) << key;
+    EXPECT_NEAR(value->item<double>(), 0.0, 1e-6) << key;
+  }
+  auto rkd = MakeLoss("RKDLoss", {{"dist_factor", 1.0}, {"angle_factor", 0.0},
+                                  {"reduction", std::string("mean")}});
+  ASSERT_THAT(rkd, IsOk());
+  auto scaled = (*rkd)->Forward({{"student", f * 3.0}, {"teacher", f}});
+  ASSERT_THAT(scaled, IsOk());
+  EXPECT_NEAR(scaled->item<double>(), 0.0, 1e-6);
+}
+
+CriterionConfig ParseCriterion(const std::string& text) {
+  CriterionConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  return config;
+}
+
+// The weighted sum of a config's terms, each reading I/O references, equals the same losses
+// computed by hand; each term's unweighted value is reported.
+TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
+  auto criterion = Criterion::FromConfig(ParseCriterion(R"pb(
+    terms {
+      name: "kd"
+      key: "KDLoss"
+      kwargs { name: "temperature" number: 4 }
+      kwargs { name: "alpha" number: 0.5 }
+      inputs { arg: "student" source: STUDENT }
+      inputs { arg: "teacher" source: TEACHER }
+      inputs { arg: "targets" source: TARGETS }
+    }
+    terms {
+      name: "hint"
+      key: "MSELoss"
+      weight: 0.25
+      inputs { arg: "student" source: STUDENT path: "connector" }
+      inputs { arg: "teacher" source: TEACHER path: "layer2" io: INPUT }
+    }
+  )pb"));
+  ASSERT_THAT(criterion, IsOk());
+  const at::Tensor s_out = at::randn({4, 5}), t_out = at::randn({4, 5});
+  const at::Tensor targets = at::tensor({0, 1, 2, 3}, at::kLong);
+  IoDict s_io, t_io;
+  s_io["connector"][kOutput] = at::randn({4, 8});
+  t_io["layer2"][kInput] = at::randn({4, 8});
+  auto result = criterion->Forward({.student_io = &s_io, .teacher_io = &t_io,
+                                    .student_output = s_out, .teacher_output = t_out,
+                                    .targets = targets});
+  ASSERT_THAT(result, IsOk());
+  auto kd = MakeLoss("KDLoss", {{"temperature", 4.0}, {"alpha", 0.5}});
+  const at::Tensor kd_value =
+      *(*kd)->Forward({{"student", s_out}, {"teacher", t_out}, {"targets", targets}});
+  const at::Tensor hint_value =
+      at::mse_loss(s_io["connector"][kOutput].toTensor(), t_io["layer2"][kInput].toTensor());
+  ASSERT_EQ(result->terms.size(), 2u);
+  EXPECT_EQ(result->terms[1].name, "hint");
+  EXPECT_EQ(result->terms[1].weight, 0.25);
+  EXPECT_THAT(c10::IValue(result->terms[0].value), IValueNear(kd_value, 1e-6));
+  EXPECT_THAT(c10::IValue(result->total), IValueNear(kd_value + 0.25 * hint_value, 1e-6));
+
+  // A reference nothing recorded, and shapes a loss refuses, name the term and the references.
+  IoDict empty;
+  EXPECT_THAT(criterion->Forward({.student_io = &empty, .teacher_io = &t_io,
+                                  .student_output = s_out, .teacher_output = t_out,
+                                  .targets = targets}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("loss term \"hint\": no I/O recorded for module \"connector\"")));
+  s_io["connector"][kOutput] = at::randn({4, 7});
+  EXPECT_THAT(criterion->Forward({.student_io = &s_io, .teacher_io = &t_io,
+                                  .student_output = s_out, .teacher_output = t_out,
+                                  .targets = targets}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("loss term \"hint\": loss \"MSELoss\": student has shape "
+                                 "[4, 7] but teacher has [4, 8] (inputs: student = student "
+                                 "io[\"connector\"][\"output\"] [4, 7], teacher = teacher "
+                                 "io[\"layer2\"][\"input\"] [4, 8])")));
+  // Kwargs break the contract: named with the term.
+  EXPECT_THAT(Criterion::FromConfig(ParseCriterion(R"pb(
+                terms { name: "kd" key: "KDLoss" kwargs { name: "temperature" number: -1 } }
+              )pb")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("loss term \"kd\": kwarg \"temperature\" for loss \"KDLoss\" "
+                                 "must be in (0, inf], got -1")));
 }
 
 TEST(StandardLossesTest, MistakesAreNamed) {

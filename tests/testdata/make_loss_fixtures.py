@@ -9,7 +9,7 @@ import os
 
 import torch
 import torch.nn as nn
-from torchdistill.losses.mid_level import KDLoss
+from torchdistill.losses.mid_level import ATLoss, DISTLoss, KDLoss, PKTLoss, RKDLoss
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 
@@ -19,7 +19,9 @@ def case(key, kwargs, inputs, compute):
               for k, v in inputs.items()}
     value = compute(inputs)
     value.sum().backward()
-    grads = {k: v.grad.clone() for k, v in inputs.items() if v.is_floating_point()}
+    # Inputs a loss uses without gradient (RKD's teacher) have none.
+    grads = {k: v.grad.clone() for k, v in inputs.items()
+             if v.is_floating_point() and v.grad is not None}
     return {"key": key, "kwargs": kwargs,
             "inputs": {k: v.detach() for k, v in inputs.items()},
             "value": value.detach(), "grads": grads}
@@ -35,11 +37,24 @@ def kd(kwargs):
     return compute
 
 
+def pair(loss_class, *args, **kwargs):
+    """A torchdistill loss reading io["student"]["output"] and io["teacher"]["output"]."""
+    loss = loss_class(*args, **kwargs)
+    return lambda i: loss({"student": {"output": i["student"]}},
+                          {"teacher": {"output": i["teacher"]}})
+
+
+def at_pairs():
+    return {"pair": {"student": {"io": "output", "path": "student"},
+                     "teacher": {"io": "output", "path": "teacher"}, "weight": 1}}
+
+
 def main():
     torch.manual_seed(0)
     x, y = torch.randn(4, 5), torch.randn(4, 5)
     labels = torch.tensor([0, 3, 4, 1])
     probs = torch.softmax(torch.randn(4, 5), 1)
+    fs, ft = torch.randn(4, 3, 5, 5), torch.randn(4, 6, 5, 5)  # feature maps
     cases = [
         case("MSELoss", {}, {"input": x, "target": y}, lambda i: nn.MSELoss()(i["input"], i["target"])),
         case("MSELoss", {"reduction": "sum"}, {"input": x, "target": y},
@@ -70,6 +85,18 @@ def main():
              kd({"temperature": 3.0, "alpha": 0.9, "beta": 2.0})),
         case("KDLoss", {"temperature": 4.0, "alpha": 0.5},
              {"student": x, "teacher": y}, kd({"temperature": 4.0, "alpha": 0.5})),
+        # Feature and relation losses, torchdistill's own classes.
+        case("ATLoss", {}, {"student": fs, "teacher": ft}, pair(ATLoss, at_pairs())),
+        case("ATLoss", {"mode": "paper"}, {"student": fs, "teacher": ft},
+             pair(ATLoss, at_pairs(), mode="paper")),
+        case("PKTLoss", {}, {"student": x, "teacher": y},
+             pair(PKTLoss, "student", "output", "teacher", "output")),
+        case("RKDLoss", {"dist_factor": 1.0, "angle_factor": 2.0, "reduction": "mean"},
+             {"student": fs, "teacher": ft},
+             pair(RKDLoss, "student", "teacher", 1.0, 2.0, "mean")),
+        case("DISTLoss", {"beta": 2.0, "gamma": 0.5, "tau": 4.0}, {"student": x, "teacher": y},
+             pair(DISTLoss, "student", "output", "teacher", "output", beta=2.0, gamma=0.5,
+                  tau=4.0)),
     ]
     torch.save(tuple(cases), os.path.join(HERE, "losses.expected.pt"))
     print("torch %s: %d loss cases" % (torch.__version__, len(cases)))

@@ -1,0 +1,117 @@
+#include "distill/losses/criterion.h"
+
+#include <map>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/nearest.h"
+#include "base/status_macros.h"
+#include "distill/config/kwargs.h"
+
+namespace kd {
+namespace {
+
+absl::Status InTerm(const std::string& term, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat("loss term \"", term, "\": ", status.message()));
+}
+
+absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) {
+  if (ref.source() == IoRef::TARGETS) {
+    if (!in.targets.defined()) return absl::InvalidArgumentError("the batch has no targets");
+    return in.targets;
+  }
+  const bool student = ref.source() == IoRef::STUDENT;
+  if (ref.source() != IoRef::STUDENT && ref.source() != IoRef::TEACHER) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no source"));
+  }
+  if (ref.path().empty() && ref.io() == IoRef::OUTPUT) {
+    const at::Tensor& output = student ? in.student_output : in.teacher_output;
+    if (!output.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeIoRef(ref), ": the ", student ? "student" : "teacher",
+                       "'s output is not available (no teacher in this run?)"));
+    }
+    return output;
+  }
+  const IoDict* io = student ? in.student_io : in.teacher_io;
+  if (io == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no I/O dict"));
+  }
+  KD_ASSIGN_OR_RETURN(c10::IValue value,
+                      GetIo(*io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
+  if (!value.isTensor()) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), " is a ",
+                                                   value.tagKind(), ", not a tensor"));
+  }
+  return value.toTensor();
+}
+
+}  // namespace
+
+std::string DescribeIoRef(const IoRef& ref) {
+  if (ref.source() == IoRef::TARGETS) return "targets";
+  return absl::StrCat(ref.source() == IoRef::TEACHER ? "teacher" : "student", " io[",
+                      QuoteName(ref.path()), "][\"", ref.io() == IoRef::INPUT ? "input" : "output",
+                      "\"]");
+}
+
+absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
+  Criterion criterion;
+  for (const LossTermConfig& term : config.terms()) {
+    Term built;
+    built.name = term.name().empty() ? term.key() : term.name();
+    built.weight = term.has_weight() ? term.weight() : 1.0;
+    absl::StatusOr<Kwargs> kwargs =
+        PluginKwargs(LossRegistry(), term.key(), term.kwargs(),
+                     absl::StrCat("loss \"", term.key(), "\""));
+    if (!kwargs.ok()) {
+      // An unknown key is reported with the registry's suggestions.
+      absl::Status known = LossRegistry().CheckKey(term.key());
+      return InTerm(built.name, known.ok() ? kwargs.status() : known);
+    }
+    absl::StatusOr<std::unique_ptr<Loss>> loss = MakeLoss(term.key(), *kwargs);
+    if (!loss.ok()) return InTerm(built.name, loss.status());
+    built.loss = std::move(*loss);
+    built.inputs.assign(term.inputs().begin(), term.inputs().end());
+    criterion.terms_.push_back(std::move(built));
+  }
+  return criterion;
+}
+
+absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs) const {
+  CriterionResult result;
+  for (const Term& term : terms_) {
+    std::map<std::string, at::Tensor> args;
+    std::vector<std::string> described;
+    for (const IoRef& ref : term.inputs) {
+      absl::StatusOr<at::Tensor> value = Resolve(ref, inputs);
+      if (!value.ok()) return InTerm(term.name, value.status());
+      args.emplace(ref.arg(), *value);
+      described.push_back(absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
+                                       ShapeString(*value)));
+    }
+    absl::StatusOr<at::Tensor> value = term.loss->Forward(LossInputs(args));
+    if (!value.ok()) {
+      return InTerm(term.name, absl::Status(value.status().code(),
+                                            absl::StrCat(value.status().message(), " (inputs: ",
+                                                         absl::StrJoin(described, ", "), ")")));
+    }
+    const at::Tensor weighted = term.weight * *value;
+    result.total = result.total.defined() ? result.total + weighted : weighted;
+    result.terms.push_back({term.name, term.weight, *value});
+  }
+  return result;
+}
+
+std::vector<at::Tensor> Criterion::Parameters() const {
+  std::vector<at::Tensor> out;
+  for (const Term& term : terms_) {
+    for (const at::Tensor& p : term.loss->Parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace kd

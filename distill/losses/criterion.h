@@ -1,0 +1,75 @@
+// The weighted sum of loss terms a stage's config describes (CriterionConfig), reading each
+// term's inputs from the student's and teacher's I/O dicts, their model outputs and the targets.
+//
+//   KD_ASSIGN_OR_RETURN(kd::Criterion criterion, kd::Criterion::FromConfig(stage.criterion()));
+//   KD_ASSIGN_OR_RETURN(kd::CriterionResult loss,
+//                       criterion.Forward({.student_io = &s_io, .teacher_io = &t_io,
+//                                          .student_output = s_out, .teacher_output = t_out,
+//                                          .targets = labels}));
+//   loss.total.backward();   // loss.terms: each term's name, weight and unweighted value
+#ifndef LIBKD_DISTILL_LOSSES_CRITERION_H_
+#define LIBKD_DISTILL_LOSSES_CRITERION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "distill/config/distill_config.pb.h"
+#include "distill/losses/loss.h"
+#include "hooks/io_dict.h"
+
+namespace kd {
+
+// What a step's losses read. Unset pointers / undefined tensors mean "not available" (a run
+// without a teacher; an unlabelled batch).
+struct CriterionInputs {
+  const IoDict* student_io = nullptr;
+  const IoDict* teacher_io = nullptr;
+  at::Tensor student_output;  // path "" of STUDENT
+  at::Tensor teacher_output;  // path "" of TEACHER
+  at::Tensor targets;         // TARGETS
+};
+
+struct TermValue {
+  std::string name;
+  double weight = 1;
+  at::Tensor value;  // unweighted
+};
+
+struct CriterionResult {
+  at::Tensor total;  // sum of weight * value
+  std::vector<TermValue> terms;
+};
+
+class Criterion {
+ public:
+  // Builds every term's loss (registry key, kwargs checked against its contract). Errors name
+  // the term.
+  static absl::StatusOr<Criterion> FromConfig(const CriterionConfig& config);
+
+  // Errors name the term, the I/O reference and what is there (a path not recorded, a
+  // non-tensor value, shapes a loss refuses).
+  absl::StatusOr<CriterionResult> Forward(const CriterionInputs& inputs) const;
+
+  // Parameters the terms' losses own (for the optimizer and checkpoints).
+  std::vector<at::Tensor> Parameters() const;
+
+ private:
+  struct Term {
+    std::string name;
+    double weight = 1;
+    std::shared_ptr<Loss> loss;
+    std::vector<IoRef> inputs;
+  };
+  std::vector<Term> terms_;
+};
+
+// "student io[\"layer2\"][\"output\"]", "targets": how messages name a reference.
+std::string DescribeIoRef(const IoRef& ref);
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_LOSSES_CRITERION_H_
