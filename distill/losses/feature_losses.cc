@@ -1,13 +1,18 @@
 // Knowledge-distillation losses on features and relations, with torchdistill's definitions and
-// defaults (torchdistill/losses/mid_level.py): ATLoss, PKTLoss, RKDLoss, DISTLoss. A term reads
-// "student" and "teacher"; torchdistill's pair lists are one term each here.
+// defaults (torchdistill/losses/mid_level.py): ATLoss, PKTLoss, RKDLoss, DISTLoss; and FitNet's
+// hint loss with the regressor it owns. A term reads "student" and "teacher"; torchdistill's
+// pair lists are one term each here.
+#include <cmath>
+#include <cstdint>
 #include <memory>
+#include <vector>
 #include <string>
 #include <utility>
 
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/loss.h"
@@ -140,6 +145,64 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDist(const Kwargs& kwargs) {
     return beta * inter_loss + gamma * intra_loss;
   });
 }
+
+// FitNet hints (Romero et al. 2015): MSE between the teacher's feature map and the student's,
+// mapped by a learnable 1x1-convolution regressor (student channels -> teacher channels) that
+// the loss owns: Parameters() hands it to the optimizer and checkpoints.
+class FitNetLoss final : public Loss {
+ public:
+  FitNetLoss(int64_t student_channels, int64_t teacher_channels, int64_t reduction)
+      : weight_(at::empty({teacher_channels, student_channels, 1, 1})),
+        bias_(at::zeros({teacher_channels})),
+        reduction_(reduction) {
+    // torch.nn.Conv2d's default initialization: kaiming_uniform_(a=sqrt(5)), i.e. U(-b, b)
+    // with b = 1 / sqrt(fan_in), for the weight and the bias alike.
+    const double bound = 1.0 / std::sqrt(static_cast<double>(student_channels));
+    weight_.uniform_(-bound, bound).requires_grad_(true);
+    bias_.uniform_(-bound, bound).requires_grad_(true);
+  }
+
+  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
+    KD_ASSIGN_OR_RETURN(at::Tensor student, inputs.Get("FitNetLoss", "student"));
+    KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get("FitNetLoss", "teacher"));
+    if (student.dim() != 4 || student.size(1) != weight_.size(1) || teacher.dim() != 4 ||
+        teacher.size(1) != weight_.size(0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"FitNetLoss\": its regressor maps ", weight_.size(1), " to ", weight_.size(0),
+          " channels (N, C, H, W), but student is ", ShapeString(student), " and teacher ",
+          ShapeString(teacher)));
+    }
+    const at::Tensor mapped = at::conv2d(student, weight_.to(student.device()),
+                                         bias_.to(student.device()));
+    if (!mapped.sizes().equals(teacher.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"FitNetLoss\": the regressed student ", ShapeString(mapped),
+          " does not match the teacher ", ShapeString(teacher)));
+    }
+    return at::mse_loss(mapped, teacher, reduction_);
+  }
+
+  std::vector<at::Tensor> Parameters() const override { return {weight_, bias_}; }
+
+ private:
+  at::Tensor weight_, bias_;
+  int64_t reduction_;
+};
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeFitNet(const Kwargs& kwargs) {
+  const int64_t reduction =
+      StringKwarg(kwargs, "reduction", "mean") == "sum" ? at::Reduction::Sum : at::Reduction::Mean;
+  return std::unique_ptr<Loss>(std::make_unique<FitNetLoss>(
+      kwargs.at("student_channels").toInt(), kwargs.at("teacher_channels").toInt(), reduction));
+}
+
+KD_REGISTER(LossRegistry(), "FitNetLoss", MakeFitNet,
+            {{.name = "student_channels", .type = KwargType::kInteger,
+              .doc = "channels of the student's hint layer", .min = 1, .required = true},
+             {.name = "teacher_channels", .type = KwargType::kInteger,
+              .doc = "channels of the teacher's hint layer", .min = 1, .required = true},
+             {.name = "reduction", .type = KwargType::kString, .doc = "MSE's; mean",
+              .choices = {"mean", "sum"}}});
 
 KD_REGISTER(LossRegistry(), "ATLoss", MakeAt,
             {{.name = "mode", .type = KwargType::kString,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "distill/losses/criterion.h"
 #include "distill/losses/loss.h"
@@ -161,6 +162,36 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("loss term \"kd\": kwarg \"temperature\" for loss \"KDLoss\" "
                                  "must be in (0, inf], got -1")));
+}
+
+// FitNet's regressor is the loss's own: its parameters get gradients, and a few SGD steps on
+// them alone fit a student feature map to a teacher one that is a 1x1 map of it.
+TEST(StandardLossesTest, FitNetOwnsATrainableRegressor) {
+  auto loss = MakeLoss("FitNetLoss", {{"student_channels", int64_t{3}},
+                                      {"teacher_channels", int64_t{5}}});
+  ASSERT_THAT(loss, IsOk());
+  const std::vector<at::Tensor> params = (*loss)->Parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].sizes(), (std::vector<int64_t>{5, 3, 1, 1}));
+  const at::Tensor s = at::randn({8, 3, 4, 4});
+  const at::Tensor t = at::conv2d(s, at::randn({5, 3, 1, 1}));
+  double first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    auto value = (*loss)->Forward({{"student", s}, {"teacher", t}});
+    ASSERT_THAT(value, IsOk());
+    if (step == 0) first = value->item<double>();
+    last = value->item<double>();
+    for (const at::Tensor& p : params) {
+      if (p.grad().defined()) p.grad().zero_();
+    }
+    value->backward();
+    at::NoGradGuard no_grad;
+    for (const at::Tensor& p : params) p.sub_(0.1 * p.grad());
+  }
+  EXPECT_LT(last, first * 0.01) << first << " -> " << last;
+  EXPECT_THAT((*loss)->Forward({{"student", at::randn({8, 4, 4, 4})}, {"teacher", t}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("its regressor maps 3 to 5 channels")));
 }
 
 TEST(StandardLossesTest, MistakesAreNamed) {
