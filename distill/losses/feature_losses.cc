@@ -25,36 +25,10 @@ at::Tensor Normalize(const at::Tensor& x, int64_t dim, double eps = 1e-12) {
   return x / x.norm(2, dim, /*keepdim=*/true).clamp_min(eps);
 }
 
-class TwoInputLoss final : public Loss {
- public:
-  using Fn = std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)>;
-  TwoInputLoss(std::string key, Fn fn) : key_(std::move(key)), fn_(std::move(fn)) {}
-  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
-    KD_ASSIGN_OR_RETURN(at::Tensor student, inputs.Get(key_, "student"));
-    KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get(key_, "teacher"));
-    if (student.size(0) != teacher.size(0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"", key_, "\": student and teacher batches differ (", student.size(0), " vs ",
-          teacher.size(0), ")"));
-    }
-    absl::StatusOr<at::Tensor> value = CallTorch([&] { return fn_(student, teacher); },
-                                                 absl::StatusCode::kInvalidArgument);
-    if (!value.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("loss \"", key_, "\" on student ",
-                                                     ShapeString(student), " and teacher ",
-                                                     ShapeString(teacher), ": ",
-                                                     value.status().message()));
-    }
-    return value;
-  }
+using PairFn = std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)>;
 
- private:
-  std::string key_;
-  Fn fn_;
-};
-
-absl::StatusOr<std::unique_ptr<Loss>> Make(std::string key, TwoInputLoss::Fn fn) {
-  return std::unique_ptr<Loss>(std::make_unique<TwoInputLoss>(std::move(key), std::move(fn)));
+absl::StatusOr<std::unique_ptr<Loss>> Make(std::string key, PairFn fn) {
+  return MakeStudentTeacherLoss(std::move(key), PairShape::kSameBatch, std::move(fn));
 }
 
 // Attention transfer (Zagoruyko & Komodakis 2017). mode "code": the authors' code,

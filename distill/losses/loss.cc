@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "base/torch_status.h"
 #include "distill/config/kwargs.h"
 
 namespace kd {
@@ -23,6 +24,52 @@ absl::StatusOr<at::Tensor> LossInputs::Get(absl::string_view loss, absl::string_
 at::Tensor LossInputs::GetOptional(absl::string_view name) const {
   auto it = inputs_.find(name);
   return it == inputs_.end() ? at::Tensor() : it->second;
+}
+
+namespace {
+
+class StudentTeacherLoss final : public Loss {
+ public:
+  using Fn = std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>;
+  StudentTeacherLoss(std::string key, PairShape shape, Fn fn)
+      : key_(std::move(key)), shape_(shape), fn_(std::move(fn)) {}
+
+  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
+    KD_ASSIGN_OR_RETURN(at::Tensor student, inputs.Get(key_, "student"));
+    KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get(key_, "teacher"));
+    const bool fits = shape_ == PairShape::kSame
+                          ? student.sizes().equals(teacher.sizes())
+                          : student.dim() > 0 && teacher.dim() > 0 &&
+                                student.size(0) == teacher.size(0);
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"", key_, "\": student has shape ", ShapeString(student), " but teacher has ",
+          ShapeString(teacher),
+          shape_ == PairShape::kSame ? "" : " (their batch sizes must be equal)"));
+    }
+    absl::StatusOr<at::Tensor> value = CallTorch([&] { return fn_(student, teacher); },
+                                                 absl::StatusCode::kInvalidArgument);
+    if (!value.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("loss \"", key_, "\" on student ",
+                                                     ShapeString(student), " and teacher ",
+                                                     ShapeString(teacher), ": ",
+                                                     value.status().message()));
+    }
+    return value;
+  }
+
+ private:
+  std::string key_;
+  PairShape shape_;
+  Fn fn_;
+};
+
+}  // namespace
+
+std::unique_ptr<Loss> MakeStudentTeacherLoss(
+    std::string key, PairShape shape,
+    std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)> fn) {
+  return std::make_unique<StudentTeacherLoss>(std::move(key), shape, std::move(fn));
 }
 
 Registry<LossFactory>& LossRegistry() {

@@ -59,6 +59,19 @@ class Loss {
   virtual std::vector<at::Tensor> Parameters() const { return {}; }
 };
 
+// What a student/teacher loss requires of its two inputs.
+enum class PairShape {
+  kSame,       // equal shapes (elementwise comparisons, divergences)
+  kSameBatch,  // equal sizes of dimension 0 (relations within a batch, feature maps)
+};
+
+// A loss computing fn(student, teacher) from the inputs "student" and "teacher": a missing
+// input, shapes that break `shape` or a libtorch error give InvalidArgument naming `key` and
+// both shapes.
+std::unique_ptr<Loss> MakeStudentTeacherLoss(
+    std::string key, PairShape shape,
+    std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)> fn);
+
 // Builds a loss from its kwargs (checked against the registration's contract already).
 using LossFactory = std::function<absl::StatusOr<std::unique_ptr<Loss>>(const Kwargs& kwargs)>;
 

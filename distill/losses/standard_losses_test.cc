@@ -1,3 +1,4 @@
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -192,6 +193,21 @@ TEST(StandardLossesTest, FitNetOwnsATrainableRegressor) {
   EXPECT_THAT((*loss)->Forward({{"student", at::randn({8, 4, 4, 4})}, {"teacher", t}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("its regressor maps 3 to 5 channels")));
+}
+
+// silverspoon-kd's JSD is symmetric at beta 0.5 and not at other betas; its beta must lie
+// strictly between 0 and 1 (0 and 1 collapse it to a one-sided KL).
+TEST(StandardLossesTest, JsdIsSymmetricAtOneHalf) {
+  const at::Tensor a = at::randn({2, 3, 7}), b = at::randn({2, 3, 7});
+  auto half = MakeLoss("jsd", {{"beta", 0.5}, {"temperature", 2.0}});
+  auto skew = MakeLoss("jsd", {{"beta", 0.2}});
+  ASSERT_THAT(half, IsOk());
+  ASSERT_THAT(skew, IsOk());
+  auto value = [](std::unique_ptr<Loss>& loss, const at::Tensor& s, const at::Tensor& t) {
+    return (*loss->Forward({{"student", s}, {"teacher", t}})).item<double>();
+  };
+  EXPECT_NEAR(value(*half, a, b), value(*half, b, a), 1e-6);
+  EXPECT_GT(std::abs(value(*skew, a, b) - value(*skew, b, a)), 1e-4);
 }
 
 TEST(StandardLossesTest, MistakesAreNamed) {

@@ -9,6 +9,7 @@ import os
 
 import torch
 import torch.nn as nn
+from silverspoon_kd.losses.registry import get_loss_function
 from torchdistill.losses.mid_level import ATLoss, DISTLoss, KDLoss, PKTLoss, RKDLoss
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -49,12 +50,19 @@ def at_pairs():
                      "teacher": {"io": "output", "path": "teacher"}, "weight": 1}}
 
 
+def silverspoon(key, **kwargs):
+    """silverspoon-kd's own loss function registered as `key`."""
+    fn = get_loss_function(key, **kwargs)
+    return lambda i: fn(i["student"], i["teacher"])
+
+
 def main():
     torch.manual_seed(0)
     x, y = torch.randn(4, 5), torch.randn(4, 5)
     labels = torch.tensor([0, 3, 4, 1])
     probs = torch.softmax(torch.randn(4, 5), 1)
     fs, ft = torch.randn(4, 3, 5, 5), torch.randn(4, 6, 5, 5)  # feature maps
+    seq_s, seq_t = torch.randn(2, 3, 7), torch.randn(2, 3, 7)    # (batch, tokens, vocabulary)
     cases = [
         case("MSELoss", {}, {"input": x, "target": y}, lambda i: nn.MSELoss()(i["input"], i["target"])),
         case("MSELoss", {"reduction": "sum"}, {"input": x, "target": y},
@@ -97,6 +105,18 @@ def main():
         case("DISTLoss", {"beta": 2.0, "gamma": 0.5, "tau": 4.0}, {"student": x, "teacher": y},
              pair(DISTLoss, "student", "output", "teacher", "output", beta=2.0, gamma=0.5,
                   tau=4.0)),
+        # silverspoon-kd's own functions, on (batch, tokens, vocabulary) logits where it matters.
+        case("mse", {}, {"student": x, "teacher": y}, silverspoon("mse")),
+        case("normalized_mse", {}, {"student": x, "teacher": y}, silverspoon("normalized_mse")),
+        case("cosine", {}, {"student": x, "teacher": y}, silverspoon("cosine")),
+        case("smooth_l1", {"beta": 0.5}, {"student": x, "teacher": y},
+             silverspoon("smooth_l1", beta=0.5)),
+        case("kl_divergence", {"temperature": 2.0}, {"student": seq_s, "teacher": seq_t},
+             silverspoon("kl_divergence", temperature=2.0)),
+        case("kl_div", {"temperature": 3.0, "chunk_size": 2}, {"student": seq_s, "teacher": seq_t},
+             silverspoon("kl_div", temperature=3.0, chunk_size=2)),
+        case("jsd", {"temperature": 2.0, "beta": 0.3}, {"student": seq_s, "teacher": seq_t},
+             silverspoon("jsd", temperature=2.0, beta=0.3)),
     ]
     torch.save(tuple(cases), os.path.join(HERE, "losses.expected.pt"))
     print("torch %s: %d loss cases" % (torch.__version__, len(cases)))
