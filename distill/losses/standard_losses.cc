@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
@@ -149,24 +150,42 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) 
 // with alpha unset or 0, or no targets, the loss is `soft` alone, without the T^2 factor
 // (torchdistill's behaviour, kept so that configs give the same numbers). CE's reduction is
 // "mean" when the KL reduction is "batchmean".
-absl::StatusOr<std::unique_ptr<Loss>> MakeKd(const Kwargs& kwargs) {
+// `standardize`: torchdistill's LogitStdKDLoss (Sun et al. 2024, "Logit Standardization in
+// Knowledge Distillation"): both logits z-scored over classes, (z - mean) / (eps + std), before
+// the temperature; the CE term still reads the raw student logits.
+absl::StatusOr<std::unique_ptr<Loss>> MakeKdWith(const Kwargs& kwargs, bool standardize) {
+  const double eps = NumberKwarg(kwargs, "eps", 1e-7);
+  auto prepare = [standardize, eps](const at::Tensor& logits) {
+    if (!standardize) return logits;
+    return (logits - logits.mean(-1, /*keepdim=*/true)) /
+           (eps + logits.std(-1, /*unbiased=*/true, /*keepdim=*/true));
+  };
   const double t = NumberKwarg(kwargs, "temperature", 1.0);
   const bool has_alpha = kwargs.count("alpha") != 0;
   const double alpha = NumberKwarg(kwargs, "alpha", 0.0);
   const double beta = NumberKwarg(kwargs, "beta", 1.0 - alpha);
   const std::string reduction = StringKwarg(kwargs, "reduction", "batchmean");
   const int64_t ce_reduction = ReductionEnum(reduction == "batchmean" ? "mean" : reduction);
+  const std::string key = standardize ? "LogitStdKDLoss" : "KDLoss";
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
-    KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get("KDLoss", "student"));
-    KD_ASSIGN_OR_RETURN(at::Tensor teacher, in.Get("KDLoss", "teacher"));
-    KD_RETURN_IF_ERROR(SameShape("KDLoss", student, teacher, "student", "teacher"));
-    const at::Tensor soft = KlDiv(at::log_softmax(student / t, 1), at::softmax(teacher / t, 1),
-                                  reduction, /*log_target=*/false);
+    KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get(key, "student"));
+    KD_ASSIGN_OR_RETURN(at::Tensor teacher, in.Get(key, "teacher"));
+    KD_RETURN_IF_ERROR(SameShape(key, student, teacher, "student", "teacher"));
+    const at::Tensor soft =
+        KlDiv(at::log_softmax(prepare(student) / t, 1), at::softmax(prepare(teacher) / t, 1),
+              reduction, /*log_target=*/false);
     const at::Tensor targets = in.GetOptional("targets");
     if (!has_alpha || alpha == 0 || !targets.defined()) return soft;
     const at::Tensor hard = at::cross_entropy_loss(student, targets, {}, ce_reduction);
     return alpha * hard + beta * (t * t) * soft;
   });
+}
+
+absl::StatusOr<std::unique_ptr<Loss>> MakeKd(const Kwargs& kwargs) {
+  return MakeKdWith(kwargs, /*standardize=*/false);
+}
+absl::StatusOr<std::unique_ptr<Loss>> MakeLogitStdKd(const Kwargs& kwargs) {
+  return MakeKdWith(kwargs, /*standardize=*/true);
 }
 
 KD_REGISTER(LossRegistry(), "MSELoss", Elementwise<at::mse_loss>("MSELoss"), {kReduction});
@@ -189,15 +208,27 @@ KD_REGISTER(LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
             {kReduction,
              {.name = "margin", .type = KwargType::kNumber, .doc = "-1 to 1; 0", .min = -1,
               .max = 1}});
-KD_REGISTER(LossRegistry(), "KDLoss", MakeKd,
-            {{.name = "temperature", .type = KwargType::kNumber, .doc = "softening T",
-              .min = 0, .min_exclusive = true, .required = true},
-             {.name = "alpha", .type = KwargType::kNumber, .doc = "weight of CE; unset: KL only",
-              .min = 0, .max = 1},
-             {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha",
-              .min = 0},
-             {.name = "reduction", .type = KwargType::kString, .doc = "KL's; batchmean",
-              .choices = {"batchmean", "mean", "sum"}}});
+// KDLoss's kwargs, which LogitStdKDLoss shares (plus its eps).
+std::vector<KwargSpec> KdSpecs() {
+  return {{.name = "temperature", .type = KwargType::kNumber, .doc = "softening T", .min = 0,
+           .min_exclusive = true, .required = true},
+          {.name = "alpha", .type = KwargType::kNumber, .doc = "weight of CE; unset: KL only",
+           .min = 0, .max = 1},
+          {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha",
+           .min = 0},
+          {.name = "reduction", .type = KwargType::kString, .doc = "KL's; batchmean",
+           .choices = {"batchmean", "mean", "sum"}}};
+}
+
+std::vector<KwargSpec> LogitStdKdSpecs() {
+  std::vector<KwargSpec> specs = KdSpecs();
+  specs.push_back({.name = "eps", .type = KwargType::kNumber, .doc = "std's guard; 1e-7",
+                   .min = 0});
+  return specs;
+}
+
+KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdSpecs());
+KD_REGISTER(LossRegistry(), "LogitStdKDLoss", MakeLogitStdKd, LogitStdKdSpecs());
 
 }  // namespace
 }  // namespace kd

@@ -10,7 +10,8 @@ import os
 import torch
 import torch.nn as nn
 from silverspoon_kd.losses.registry import get_loss_function
-from torchdistill.losses.mid_level import ATLoss, DISTLoss, KDLoss, PKTLoss, RKDLoss
+from torchdistill.losses.mid_level import (ATLoss, DISTLoss, KDLoss, LogitStdKDLoss, PKTLoss,
+                                           RKDLoss)
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 
@@ -28,8 +29,8 @@ def case(key, kwargs, inputs, compute):
             "value": value.detach(), "grads": grads}
 
 
-def kd(kwargs):
-    loss = KDLoss("student", "output", "teacher", "output", **kwargs)
+def kd(kwargs, loss_class=KDLoss):
+    loss = loss_class("student", "output", "teacher", "output", **kwargs)
 
     def compute(i):
         targets = i.get("targets")
@@ -93,6 +94,14 @@ def main():
              kd({"temperature": 3.0, "alpha": 0.9, "beta": 2.0})),
         case("KDLoss", {"temperature": 4.0, "alpha": 0.5},
              {"student": x, "teacher": y}, kd({"temperature": 4.0, "alpha": 0.5})),
+        # Logit-standardized KD (torchdistill's LogitStdKDLoss).
+        case("LogitStdKDLoss", {"temperature": 2.0, "alpha": 0.3},
+             {"student": x, "teacher": y, "targets": labels},
+             kd({"temperature": 2.0, "alpha": 0.3}, LogitStdKDLoss)),
+        # alpha 0: KL alone, without T^2. (torchdistill raises TypeError for an unset alpha and
+        # beta, computing 1 - None; libkd treats an unset alpha as 0.)
+        case("LogitStdKDLoss", {"temperature": 4.0, "alpha": 0.0},
+             {"student": x, "teacher": y}, kd({"temperature": 4.0, "alpha": 0.0}, LogitStdKDLoss)),
         # Feature and relation losses, torchdistill's own classes.
         case("ATLoss", {}, {"student": fs, "teacher": ft}, pair(ATLoss, at_pairs())),
         case("ATLoss", {"mode": "paper"}, {"student": fs, "teacher": ft},
