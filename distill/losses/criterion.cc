@@ -64,15 +64,15 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
     Term built;
     built.name = term.name().empty() ? term.key() : term.name();
     built.weight = term.has_weight() ? term.weight() : 1.0;
+    // The key, then the kwargs against the loss's contract (PluginKwargs runs its own check
+    // too), then the factory: each checked once.
+    absl::StatusOr<const LossFactory*> factory = LossRegistry().Get(term.key());
+    if (!factory.ok()) return InTerm(built.name, factory.status());
     absl::StatusOr<Kwargs> kwargs =
         PluginKwargs(LossRegistry(), term.key(), term.kwargs(),
                      absl::StrCat("loss \"", term.key(), "\""));
-    if (!kwargs.ok()) {
-      // An unknown key is reported with the registry's suggestions.
-      absl::Status known = LossRegistry().CheckKey(term.key());
-      return InTerm(built.name, known.ok() ? kwargs.status() : known);
-    }
-    absl::StatusOr<std::unique_ptr<Loss>> loss = MakeLoss(term.key(), *kwargs);
+    if (!kwargs.ok()) return InTerm(built.name, kwargs.status());
+    absl::StatusOr<std::unique_ptr<Loss>> loss = (**factory)(*kwargs);
     if (!loss.ok()) return InTerm(built.name, loss.status());
     built.loss = std::move(*loss);
     built.inputs.assign(term.inputs().begin(), term.inputs().end());

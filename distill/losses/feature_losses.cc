@@ -83,8 +83,7 @@ at::Tensor Angles(const at::Tensor& e) {
 absl::StatusOr<std::unique_ptr<Loss>> MakeRkd(const Kwargs& kwargs) {
   const double dist_factor = NumberKwarg(kwargs, "dist_factor", 1.0);
   const double angle_factor = NumberKwarg(kwargs, "angle_factor", 2.0);
-  const std::string reduction = StringKwarg(kwargs, "reduction", "mean");
-  const int64_t red = reduction == "sum" ? at::Reduction::Sum : at::Reduction::Mean;
+  const int64_t red = ReductionKwarg(kwargs);
   return Make("RKDLoss", [=](const at::Tensor& student, const at::Tensor& teacher) {
     const at::Tensor s = student.flatten(1), t = teacher.flatten(1).detach();
     at::Tensor loss = at::zeros({}, s.options());
@@ -164,8 +163,7 @@ class FitNetLoss final : public Loss {
 };
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeFitNet(const Kwargs& kwargs) {
-  const int64_t reduction =
-      StringKwarg(kwargs, "reduction", "mean") == "sum" ? at::Reduction::Sum : at::Reduction::Mean;
+  const int64_t reduction = ReductionKwarg(kwargs);
   return std::unique_ptr<Loss>(std::make_unique<FitNetLoss>(
       kwargs.at("student_channels").toInt(), kwargs.at("teacher_channels").toInt(), reduction));
 }

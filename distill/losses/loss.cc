@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <ATen/core/Reduction.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
@@ -88,6 +90,28 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwar
     }
   }
   return (*factory)(kwargs);
+}
+
+KwargSpec ReductionKwargSpec() {
+  return {.name = "reduction",
+          .type = KwargType::kString,
+          .doc = "mean (default), sum or none",
+          .choices = {"mean", "sum", "none"}};
+}
+
+int64_t ReductionEnum(absl::string_view reduction) {
+  if (reduction == "sum") return at::Reduction::Sum;
+  if (reduction == "none") return at::Reduction::None;
+  return at::Reduction::Mean;
+}
+
+int64_t ReductionKwarg(const Kwargs& kwargs) {
+  return ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+}
+
+at::Tensor Standardize(const at::Tensor& x, double eps) {
+  return x.sub(x.mean(-1, /*keepdim=*/true))
+      .div(x.std(-1, /*unbiased=*/true, /*keepdim=*/true).add(eps));
 }
 
 double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback) {

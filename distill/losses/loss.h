@@ -16,6 +16,7 @@
 #ifndef LIBKD_DISTILL_LOSSES_LOSS_H_
 #define LIBKD_DISTILL_LOSSES_LOSS_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,6 +82,18 @@ Registry<LossFactory>& LossRegistry();
 // The loss registered as `key` with `kwargs`: NotFound for an unknown key (naming the nearest
 // and listing all), InvalidArgument for kwargs that break the loss's contract.
 absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwargs& kwargs);
+
+// The "reduction" kwarg of torch's losses: mean (default), sum or none.
+KwargSpec ReductionKwargSpec();
+
+// at::Reduction of "mean", "sum" or "none" (anything else: mean; contracts list the choices).
+int64_t ReductionEnum(absl::string_view reduction);
+// at::Reduction of the kwarg "reduction" (default "mean").
+int64_t ReductionKwarg(const Kwargs& kwargs);
+
+// (x - mean) / (eps + std) over the last dimension, std unbiased: silverspoon-kd's
+// normalized_mse and torchdistill's logit standardization.
+at::Tensor Standardize(const at::Tensor& x, double eps);
 
 // Kwarg access for factories (the contract guarantees the types).
 double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback);

@@ -28,18 +28,13 @@ LossFactory Factory(std::string key, std::function<PairFn(const Kwargs&)> make_f
   };
 }
 
-int64_t Reduction(const Kwargs& kwargs) {
-  const std::string r = StringKwarg(kwargs, "reduction", "mean");
-  return r == "sum" ? at::Reduction::Sum : r == "none" ? at::Reduction::None : at::Reduction::Mean;
-}
-
 // (tokens, vocabulary) views in float32.
 std::pair<at::Tensor, at::Tensor> Tokens(const at::Tensor& s, const at::Tensor& t) {
   return {s.reshape({-1, s.size(-1)}).to(at::kFloat), t.reshape({-1, t.size(-1)}).to(at::kFloat)};
 }
 
 PairFn Mse(const Kwargs& kwargs) {
-  const int64_t reduction = Reduction(kwargs);
+  const int64_t reduction = ReductionKwarg(kwargs);
   return [reduction](const at::Tensor& s, const at::Tensor& t) {
     return at::mse_loss(s, t, reduction);
   };
@@ -47,11 +42,8 @@ PairFn Mse(const Kwargs& kwargs) {
 
 PairFn NormalizedMse(const Kwargs& kwargs) {
   const double eps = NumberKwarg(kwargs, "eps", 1e-5);
-  auto standardize = [eps](const at::Tensor& x) {
-    return (x - x.mean(-1, /*keepdim=*/true)) / (x.std(-1, /*unbiased=*/true, true) + eps);
-  };
-  return [standardize](const at::Tensor& s, const at::Tensor& t) {
-    return at::mse_loss(standardize(s), standardize(t));
+  return [eps](const at::Tensor& s, const at::Tensor& t) {
+    return at::mse_loss(Standardize(s, eps), Standardize(t, eps));
   };
 }
 
@@ -63,7 +55,7 @@ PairFn Cosine(const Kwargs& kwargs) {
 }
 
 PairFn SmoothL1(const Kwargs& kwargs) {
-  const int64_t reduction = Reduction(kwargs);
+  const int64_t reduction = ReductionKwarg(kwargs);
   const double beta = NumberKwarg(kwargs, "beta", 1.0);
   return [reduction, beta](const at::Tensor& s, const at::Tensor& t) {
     return at::smooth_l1_loss(s, t, reduction, beta);
@@ -95,9 +87,7 @@ PairFn Jsd(const Kwargs& kwargs) {
   };
 }
 
-const KwargSpec kReduction = {.name = "reduction", .type = KwargType::kString,
-                              .doc = "mean (default), sum or none",
-                              .choices = {"mean", "sum", "none"}};
+const KwargSpec kReduction = ReductionKwargSpec();
 const KwargSpec kTemperature = {.name = "temperature", .type = KwargType::kNumber,
                                 .doc = "softening T; 1", .min = 0, .min_exclusive = true};
 const KwargSpec kChunkSize = {.name = "chunk_size", .type = KwargType::kInteger,

@@ -17,17 +17,7 @@
 namespace kd {
 namespace {
 
-const KwargSpec kReduction = {.name = "reduction",
-                              .type = KwargType::kString,
-                              .doc = "mean (default), sum or none",
-                              .choices = {"mean", "sum", "none"}};
-
-int64_t ReductionEnum(const std::string& reduction) {
-  if (reduction == "sum") return at::Reduction::Sum;
-  if (reduction == "none") return at::Reduction::None;
-  return at::Reduction::Mean;
-}
-
+const KwargSpec kReduction = ReductionKwargSpec();
 // Inputs that an elementwise loss compares must have one shape (torch would broadcast with a
 // warning; a distillation config with mismatched shapes is a mistake).
 absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
@@ -75,7 +65,7 @@ absl::StatusOr<std::unique_ptr<Loss>> Make(FunctionLoss::Fn fn) {
 template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
 LossFactory Elementwise(std::string key) {
   return [key](const Kwargs& kwargs) {
-    const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+    const int64_t reduction = ReductionKwarg(kwargs);
     return Make([key, reduction](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
       KD_ASSIGN_OR_RETURN(auto compared, Compared(key, in));
       return Op(compared.first, compared.second, reduction);
@@ -84,7 +74,7 @@ LossFactory Elementwise(std::string key) {
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const int64_t reduction = ReductionKwarg(kwargs);
   const int64_t ignore_index = static_cast<int64_t>(NumberKwarg(kwargs, "ignore_index", -100));
   const double smoothing = NumberKwarg(kwargs, "label_smoothing", 0.0);
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
@@ -96,7 +86,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeSmoothL1(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const int64_t reduction = ReductionKwarg(kwargs);
   const double beta = NumberKwarg(kwargs, "beta", 1.0);
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("SmoothL1Loss", in));
@@ -124,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeKlDiv(const Kwargs& kwargs) {
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const int64_t reduction = ReductionKwarg(kwargs);
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("BCEWithLogitsLoss", in));
     return at::binary_cross_entropy_with_logits(compared.first, compared.second, {}, {},
@@ -133,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  const int64_t reduction = ReductionKwarg(kwargs);
   const double margin = NumberKwarg(kwargs, "margin", 0.0);
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get("CosineEmbeddingLoss", "input1"));
@@ -156,9 +146,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) 
 absl::StatusOr<std::unique_ptr<Loss>> MakeKdWith(const Kwargs& kwargs, bool standardize) {
   const double eps = NumberKwarg(kwargs, "eps", 1e-7);
   auto prepare = [standardize, eps](const at::Tensor& logits) {
-    if (!standardize) return logits;
-    return (logits - logits.mean(-1, /*keepdim=*/true)) /
-           (eps + logits.std(-1, /*unbiased=*/true, /*keepdim=*/true));
+    return standardize ? Standardize(logits, eps) : logits;
   };
   const double t = NumberKwarg(kwargs, "temperature", 1.0);
   const bool has_alpha = kwargs.count("alpha") != 0;
