@@ -42,6 +42,31 @@ check "broken: exit 2" test "$rc" -eq 2
 check "broken: every problem" test "$out" = "$expected"
 if [[ "$out" != "$expected" ]]; then diff <(echo "$expected") <(echo "$out"); fi
 
+# Loss kwargs against each loss's contract: a NaN temperature, a beta out of its range, a
+# parameter reference without the parameter's name.
+cat >"$TEST_TMPDIR/losses.pbtxt" <<'PBTXT'
+student { torchscript: "s.pt" }
+teacher { torchscript: "t.pt" }
+datasets { id: "train" key: "fashion_mnist" }
+train {
+  num_epochs: 1
+  train_data_loader { dataset_id: "train" batch_size: 8 }
+  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
+  criterion {
+    terms { key: "KDLoss" kwargs { name: "temperature" number: nan } inputs { arg: "student" source: STUDENT } }
+    terms { key: "generalized_jsd" kwargs { name: "beta" number: 1.5 } inputs { arg: "student" source: STUDENT } }
+    terms { key: "mahal_mse" inputs { arg: "weight_matrix" source: STUDENT io: PARAMETER } }
+  }
+}
+PBTXT
+expected='losses.pbtxt:9:36: kwarg "temperature" for loss "KDLoss" must be finite, got nan
+losses.pbtxt:10:45: kwarg "beta" for loss "generalized_jsd" must be in (0, 1), got 1.5
+losses.pbtxt:11:30: missing required field "path" in IoRef (the parameter'"'"'s or buffer'"'"'s name, e.g. "fc.weight")'
+out=$(cd / && BUILD_WORKING_DIRECTORY="$TEST_TMPDIR" "$tool" --config=losses.pbtxt); rc=$?
+check "losses: exit 2" test "$rc" -eq 2
+check "losses: every problem" test "$out" = "$expected"
+if [[ "$out" != "$expected" ]]; then diff <(echo "$expected") <(echo "$out"); fi
+
 printf 'train {\n  num_epochs: "ten"\n}\n' >"$TEST_TMPDIR/syntax.pbtxt"
 out=$("$tool" --config="$TEST_TMPDIR/syntax.pbtxt"); rc=$?
 check "syntax: exit 2" test "$rc" -eq 2

@@ -260,7 +260,7 @@ class Validator : private internal::Checker {
     if (ref.source() == IoRef::TARGETS) {
       if (!loss_input) {
         Add(loc.Of("source"), "an auxiliary module reads a model's values, not the targets");
-      } else if (!ref.path().empty() || ref.io() == IoRef::INPUT) {
+      } else if (!ref.path().empty() || ref.io() != IoRef::OUTPUT) {
         Add(loc.Of(ref.path().empty() ? "io" : "path"), "a TARGETS input has no path or io");
       }
       return;
@@ -269,6 +269,15 @@ class Validator : private internal::Checker {
     if (recorded == nullptr) {
       Add(loc.Of("source"),
           "reads the teacher, but the run has none (DistillConfig.teacher is unset)");
+      return;
+    }
+    if (ref.io() == IoRef::PARAMETER) {
+      // Checked against the model when it is loaded (the names with the nearest existing).
+      if (!loss_input) {
+        Add(loc.Of("io"), "an auxiliary module reads recorded values, not parameters");
+      } else if (ref.path().empty()) {
+        Missing(loc, "path", " (the parameter's or buffer's name, e.g. \"fc.weight\")");
+      }
       return;
     }
     if (recorded->Has(ref.path(), ref.io())) return;

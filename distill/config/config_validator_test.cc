@@ -238,6 +238,24 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
               ElementsAre(At(no_arg, 21, "inputs") + "missing required field \"arg\" in IoRef"));
 }
 
+// A loss may read a model's parameter by name (io: PARAMETER): no hook records it, so only the
+// name's presence is checked here (the model checks the name when the run loads it); the
+// targets have no io, and auxiliary modules read recorded values only.
+TEST(ConfigValidatorTest, ParameterReferences) {
+  EXPECT_THAT(Validate(Replace(
+                  kBase, 26, {R"(      inputs { arg: "w" source: TEACHER path: "fc.weight" io: PARAMETER })"})),
+              IsEmpty());
+  const Lines unnamed =
+      Replace(kBase, 26, {R"(      inputs { arg: "w" source: TEACHER io: PARAMETER })"});
+  EXPECT_THAT(Validate(unnamed),
+              ElementsAre(At(unnamed, 26, "inputs") +
+                          "missing required field \"path\" in IoRef (the parameter's or "
+                          "buffer's name, e.g. \"fc.weight\")"));
+  const Lines targets = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS io: PARAMETER })"});
+  EXPECT_THAT(Validate(targets),
+              ElementsAre(At(targets, 21, "io") + "a TARGETS input has no path or io"));
+}
+
 TEST(ConfigValidatorTest, OutOfRangeValues) {
   Lines lines = Replace(kBase, 1, {R"(run { name: "t" device: "gpu" log_every_n_steps: -5 })"});
   lines = Replace(

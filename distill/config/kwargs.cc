@@ -131,23 +131,72 @@ std::string RangeText(const KwargSpec& spec) {
                       spec.max && spec.max_exclusive ? ")" : "]");
 }
 
-// What is wrong with the value of `kwarg` under `spec` (its type already fits), or "".
-std::string ValueProblem(const Kwarg& kwarg, const KwargSpec& spec, absl::string_view owner) {
-  const std::string what = absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner);
-  for (double v : Numbers(kwarg)) {
+// What is wrong with the value of kwarg `name` (its numbers, its strings) under `spec` (its type
+// already fits), or "".
+std::string ValueProblem(absl::string_view name, const std::vector<double>& numbers,
+                         const std::vector<std::string>& strings, const KwargSpec& spec,
+                         absl::string_view owner) {
+  const std::string what = absl::StrCat("kwarg \"", name, "\" for ", owner);
+  for (double v : numbers) {
     if (!std::isfinite(v)) return absl::StrCat(what, " must be finite, got ", v);
     const bool below = spec.min && (spec.min_exclusive ? v <= *spec.min : v < *spec.min);
     const bool above = spec.max && (spec.max_exclusive ? v >= *spec.max : v > *spec.max);
     if (below || above) return absl::StrCat(what, " must be in ", RangeText(spec), ", got ", v);
   }
   if (!spec.choices.empty()) {
-    for (const std::string& v : Strings(kwarg)) {
+    for (const std::string& v : strings) {
       if (std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end()) {
         return absl::StrCat(what, " is \"", v, "\"; ", Suggest(v, spec.choices));
       }
     }
   }
   return "";
+}
+
+std::string TypeProblem(absl::string_view name, KwargType actual, const KwargSpec& spec,
+                        absl::string_view owner) {
+  return absl::StrCat("kwarg \"", name, "\" for ", owner, " must be ", WithArticle(spec.type),
+                      ", not ", WithArticle(actual));
+}
+
+std::string MissingProblem(const KwargSpec& spec, absl::string_view owner) {
+  return absl::StrCat("missing required kwarg \"", spec.name, "\" for ", owner,
+                      spec.doc.empty() ? "" : " (", spec.doc, spec.doc.empty() ? "" : ")");
+}
+
+// What a programmatic value is, in the words of KwargTypeName (kAny: none of them).
+KwargType ValueType(const c10::IValue& value) {
+  if (value.isDouble()) return KwargType::kNumber;
+  if (value.isInt()) return KwargType::kInteger;
+  if (value.isBool()) return KwargType::kBool;
+  if (value.isString()) return KwargType::kString;
+  if (value.isDoubleList()) return KwargType::kNumberList;
+  if (value.isIntList()) return KwargType::kIntegerList;
+  if (value.isList() && value.type()->containedType(0)->kind() == c10::TypeKind::StringType) {
+    return KwargType::kStringList;
+  }
+  if (value.isGenericDict()) return KwargType::kDict;
+  return KwargType::kAny;
+}
+
+std::vector<double> Numbers(const c10::IValue& value) {
+  if (value.isDouble()) return {value.toDouble()};
+  if (value.isInt()) return {static_cast<double>(value.toInt())};
+  if (value.isDoubleList()) return value.toDoubleVector();
+  std::vector<double> out;
+  if (value.isIntList()) {
+    for (int64_t v : value.toIntVector()) out.push_back(static_cast<double>(v));
+  }
+  return out;
+}
+
+std::vector<std::string> Strings(const c10::IValue& value) {
+  if (value.isString()) return {value.toStringRef()};
+  std::vector<std::string> out;
+  if (ValueType(value) == KwargType::kStringList) {
+    for (const c10::IValue& v : value.toListRef()) out.push_back(v.toStringRef());
+  }
+  return out;
 }
 
 c10::IValue ToIValue(const Kwarg& kwarg, KwargType wanted);
@@ -221,10 +270,9 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
     } else if (kwarg.value_case() == Kwarg::VALUE_NOT_SET) {
       // reported by CheckStructure
     } else if (!Fits(ValueType(kwarg), spec->type)) {
-      problems.push_back(
-          {i, absl::StrCat("kwarg \"", kwarg.name(), "\" for ", owner, " must be ",
-                           WithArticle(spec->type), ", not ", WithArticle(ValueType(kwarg)))});
-    } else if (std::string problem = ValueProblem(kwarg, *spec, owner);
+      problems.push_back({i, TypeProblem(kwarg.name(), ValueType(kwarg), *spec, owner)});
+    } else if (std::string problem =
+                   ValueProblem(kwarg.name(), Numbers(kwarg), Strings(kwarg), *spec, owner);
                !problem.empty() && !absl::StrContains(problem, " must be finite")) {
       problems.push_back({i, std::move(problem)});
     }
@@ -233,11 +281,7 @@ std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
     if (!spec.required) continue;
     const bool given = std::any_of(kwargs.begin(), kwargs.end(),
                                    [&](const Kwarg& k) { return k.name() == spec.name; });
-    if (!given) {
-      problems.push_back({-1, absl::StrCat("missing required kwarg \"", spec.name, "\" for ",
-                                           owner, spec.doc.empty() ? "" : " (", spec.doc,
-                                           spec.doc.empty() ? "" : ")")});
-    }
+    if (!given) problems.push_back({-1, MissingProblem(spec, owner)});
   }
   return problems;
 }
@@ -270,14 +314,30 @@ absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_v
   return values;
 }
 
-absl::Status CheckKwargNames(const Kwargs& kwargs,
-                             const std::optional<std::vector<KwargSpec>>& specs,
-                             absl::string_view owner) {
-  if (!specs.has_value()) return absl::OkStatus();
+absl::Status CheckKwargValues(const Kwargs& kwargs,
+                              const std::optional<std::vector<KwargSpec>>& specs,
+                              absl::string_view owner) {
   std::vector<std::string> messages;
   for (const auto& [name, value] : kwargs) {
-    if (FindSpec(*specs, name) == nullptr) {
+    const KwargSpec* spec = specs ? FindSpec(*specs, name) : nullptr;
+    if (specs && spec == nullptr) {
       messages.push_back(UnknownKwargMessage(name, *specs, owner));
+      continue;
+    }
+    if (spec != nullptr && !value.isNone() && !Fits(ValueType(value), spec->type)) {
+      messages.push_back(TypeProblem(name, ValueType(value), *spec, owner));
+      continue;
+    }
+    static const KwargSpec kAnything;
+    if (std::string problem = ValueProblem(name, Numbers(value), Strings(value),
+                                           spec ? *spec : kAnything, owner);
+        !problem.empty()) {
+      messages.push_back(std::move(problem));
+    }
+  }
+  for (const KwargSpec& spec : specs.value_or(std::vector<KwargSpec>{})) {
+    if (spec.required && kwargs.count(spec.name) == 0) {
+      messages.push_back(MissingProblem(spec, owner));
     }
   }
   if (messages.empty()) return absl::OkStatus();

@@ -52,8 +52,10 @@ absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
 absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
                                     const KwargList& kwargs, absl::string_view owner);
 
-// InvalidArgument if a name in `kwargs` is not among `specs` (when given).
-absl::Status CheckKwargNames(const Kwargs& kwargs,
+// The checks of CheckKwargs on kwargs built in code (MakeLoss, BuildProcFunc callers): unknown
+// names, types, non-finite numbers, ranges, choices and missing required kwargs; one
+// InvalidArgument listing every problem.
+absl::Status CheckKwargValues(const Kwargs& kwargs,
                              const std::optional<std::vector<KwargSpec>>& specs,
                              absl::string_view owner);
 

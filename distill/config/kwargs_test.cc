@@ -134,8 +134,8 @@ TEST(KwargsTest, WithoutSpecsAnyNamesAreAccepted) {
   EXPECT_THAT(
       CheckKwargs(Parse(R"pb(kwargs { name: "anything" number: 1 })pb"), kAnyKwargs, "test"),
       IsEmpty());
-  EXPECT_THAT(CheckKwargNames({{"anything", 1.0}}, kAnyKwargs, "test"), IsOk());
-  EXPECT_THAT(CheckKwargNames({{"b", 1.0}, {"a", 1.0}}, std::vector<KwargSpec>{}, "proc \"p\""),
+  EXPECT_THAT(CheckKwargValues({{"anything", 1.0}}, kAnyKwargs, "test"), IsOk());
+  EXPECT_THAT(CheckKwargValues({{"b", 1.0}, {"a", 1.0}}, std::vector<KwargSpec>{}, "proc \"p\""),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "unknown kwarg \"a\" for proc \"p\"; there are none; unknown kwarg \"b\" "
                        "for proc \"p\"; there are none"));

@@ -1,7 +1,9 @@
 #include "distill/losses/criterion.h"
 
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -26,6 +28,24 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   const bool student = ref.source() == IoRef::STUDENT;
   if (ref.source() != IoRef::STUDENT && ref.source() != IoRef::TEACHER) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no source"));
+  }
+  if (ref.io() == IoRef::PARAMETER) {
+    const Model* model = student ? in.student_model : in.teacher_model;
+    if (model == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no ",
+                                                     student ? "student" : "teacher", " model"));
+    }
+    std::vector<std::string> names;
+    for (const auto& list : {model->NamedParameters(), model->NamedBuffers()}) {
+      for (const auto& [name, tensor] : list) {
+        if (name == ref.path()) return tensor;
+        names.push_back(name);
+      }
+    }
+    return absl::NotFoundError(absl::StrCat(DescribeIoRef(ref), ": the ",
+                                            student ? "student" : "teacher",
+                                            " has no such parameter or buffer; ",
+                                            Suggest(ref.path(), names)));
   }
   if (ref.path().empty() && ref.io() == IoRef::OUTPUT) {
     const at::Tensor& output = student ? in.student_output : in.teacher_output;
@@ -53,6 +73,8 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
 
 std::string DescribeIoRef(const IoRef& ref) {
   if (ref.source() == IoRef::TARGETS) return "targets";
+  const char* role = ref.source() == IoRef::TEACHER ? "teacher" : "student";
+  if (ref.io() == IoRef::PARAMETER) return absl::StrCat(role, " parameter ", QuoteName(ref.path()));
   return absl::StrCat(ref.source() == IoRef::TEACHER ? "teacher" : "student", " io[",
                       QuoteName(ref.path()), "][\"", ref.io() == IoRef::INPUT ? "input" : "output",
                       "\"]");
@@ -84,22 +106,26 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
 absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs) const {
   CriterionResult result;
   for (const Term& term : terms_) {
-    std::map<std::string, at::Tensor> args;
-    std::vector<std::string> described;
+    std::map<std::string, at::Tensor, std::less<>> args;
     for (const IoRef& ref : term.inputs) {
       absl::StatusOr<at::Tensor> value = Resolve(ref, inputs);
       if (!value.ok()) return InTerm(term.name, value.status());
-      args.emplace(ref.arg(), *value);
-      described.push_back(absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
-                                       ShapeString(*value)));
+      args.emplace(ref.arg(), *std::move(value));
     }
-    absl::StatusOr<at::Tensor> value = term.loss->Forward(LossInputs(args));
+    absl::StatusOr<at::Tensor> value = term.loss->Forward(LossInputs(std::move(args)));
     if (!value.ok()) {
+      // Described only when needed: formatting every step would cost more than small losses.
+      std::vector<std::string> described;
+      for (const IoRef& ref : term.inputs) {
+        described.push_back(
+            absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
+                         ShapeString(Resolve(ref, inputs).value_or(at::Tensor()))));
+      }
       return InTerm(term.name, absl::Status(value.status().code(),
                                             absl::StrCat(value.status().message(), " (inputs: ",
                                                          absl::StrJoin(described, ", "), ")")));
     }
-    const at::Tensor weighted = term.weight * *value;
+    const at::Tensor weighted = term.weight == 1 ? *value : term.weight * *value;
     result.total = result.total.defined() ? result.total + weighted : weighted;
     result.terms.push_back({term.name, term.weight, *value});
   }

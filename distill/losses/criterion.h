@@ -20,6 +20,7 @@
 #include "distill/config/distill_config.pb.h"
 #include "distill/losses/loss.h"
 #include "hooks/io_dict.h"
+#include "hooks/model.h"
 
 namespace kd {
 
@@ -28,6 +29,9 @@ namespace kd {
 struct CriterionInputs {
   const IoDict* student_io = nullptr;
   const IoDict* teacher_io = nullptr;
+  // For references to parameters and buffers (io: PARAMETER).
+  const Model* student_model = nullptr;
+  const Model* teacher_model = nullptr;
   at::Tensor student_output;  // path "" of STUDENT
   at::Tensor teacher_output;  // path "" of TEACHER
   at::Tensor targets;         // TARGETS
@@ -67,7 +71,8 @@ class Criterion {
   std::vector<Term> terms_;
 };
 
-// "student io[\"layer2\"][\"output\"]", "targets": how messages name a reference.
+// "student io[\"layer2\"][\"output\"]", "teacher parameter \"fc.weight\"", "targets": how
+// messages name a reference.
 std::string DescribeIoRef(const IoRef& ref);
 
 }  // namespace kd

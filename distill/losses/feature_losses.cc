@@ -1,9 +1,11 @@
 // Knowledge-distillation losses on features and relations, with torchdistill's definitions and
-// defaults (torchdistill/losses/mid_level.py): ATLoss, PKTLoss, RKDLoss, DISTLoss; and FitNet's
-// hint loss with the regressor it owns. A term reads "student" and "teacher"; torchdistill's
+// defaults (torchdistill/losses/mid_level.py): ATLoss, PKTLoss, RKDLoss, DISTLoss, FSPLoss,
+// SPKDLoss, CCKDLoss; and FitNet's hint loss with the regressor it owns. A term reads "student" and "teacher"; torchdistill's
 // pair lists are one term each here.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <memory>
 #include <vector>
 #include <string>
@@ -20,11 +22,6 @@
 namespace kd {
 namespace {
 
-// F.normalize(x, p=2, dim): x / max(||x||, eps).
-at::Tensor Normalize(const at::Tensor& x, int64_t dim, double eps = 1e-12) {
-  return x / x.norm(2, dim, /*keepdim=*/true).clamp_min(eps);
-}
-
 using PairFn = std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)>;
 
 absl::StatusOr<std::unique_ptr<Loss>> Make(std::string key, PairFn fn) {
@@ -38,12 +35,12 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeAt(const Kwargs& kwargs) {
   const bool paper = StringKwarg(kwargs, "mode", "code") == "paper";
   return Make("ATLoss", [paper](const at::Tensor& s, const at::Tensor& t) {
     if (paper) {
-      const at::Tensor as = Normalize(s.pow(2).sum(1).flatten(1), 1);
-      const at::Tensor at_ = Normalize(t.pow(2).sum(1).flatten(1), 1);
+      const at::Tensor as = L2Normalize(s.pow(2).sum(1).flatten(1), 1);
+      const at::Tensor at_ = L2Normalize(t.pow(2).sum(1).flatten(1), 1);
       return (as - at_).norm(2, 1).sum() / s.size(0);
     }
-    const at::Tensor as = Normalize(s.pow(2).mean(1).flatten(1), 1);
-    const at::Tensor at_ = Normalize(t.pow(2).mean(1).flatten(1), 1);
+    const at::Tensor as = L2Normalize(s.pow(2).mean(1).flatten(1), 1);
+    const at::Tensor at_ = L2Normalize(t.pow(2).mean(1).flatten(1), 1);
     return (as - at_).pow(2).mean();
   });
 }
@@ -74,11 +71,7 @@ at::Tensor PairwiseDistance(const at::Tensor& e, double eps = 1e-12) {
   return d * (1 - at::eye(e.size(0), e.options()));  // zero diagonal
 }
 
-at::Tensor Angles(const at::Tensor& e) {
-  const at::Tensor diff = e.unsqueeze(0) - e.unsqueeze(1);
-  const at::Tensor n = Normalize(diff, 2);
-  return at::bmm(n, n.transpose(1, 2)).view(-1);
-}
+at::Tensor Angles(const at::Tensor& e) { return PivotAngles(e).view(-1); }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeRkd(const Kwargs& kwargs) {
   const double dist_factor = NumberKwarg(kwargs, "dist_factor", 1.0);
@@ -108,14 +101,18 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDist(const Kwargs& kwargs) {
   const double tau = NumberKwarg(kwargs, "tau", 1.0);
   const double eps = NumberKwarg(kwargs, "eps", 1e-8);
   auto inter = [eps](const at::Tensor& ys, const at::Tensor& yt) {
-    const at::Tensor cs = ys - ys.mean(1).unsqueeze(1), ct = yt - yt.mean(1).unsqueeze(1);
-    return 1 - at::cosine_similarity(cs, ct, 1, eps).mean();
+    return 1 - at::cosine_similarity(ys - ys.mean(1, /*keepdim=*/true),
+                                     yt - yt.mean(1, /*keepdim=*/true), 1, eps)
+                   .mean();
   };
+  // Factors of 1 (the defaults) are skipped: on small logits each op is a visible cost.
+  auto scaled = [](double factor, const at::Tensor& x) { return factor == 1 ? x : factor * x; };
   return Make("DISTLoss", [=](const at::Tensor& s, const at::Tensor& t) {
-    const at::Tensor ys = (s / tau).softmax(1), yt = (t / tau).softmax(1);
-    const at::Tensor inter_loss = tau * tau * inter(ys, yt);
-    const at::Tensor intra_loss = tau * tau * inter(ys.transpose(0, 1), yt.transpose(0, 1));
-    return beta * inter_loss + gamma * intra_loss;
+    const at::Tensor ys = (tau == 1 ? s : s / tau).softmax(1);
+    const at::Tensor yt = (tau == 1 ? t : t / tau).softmax(1);
+    const at::Tensor inter_loss = scaled(tau * tau, inter(ys, yt));
+    const at::Tensor intra_loss = scaled(tau * tau, inter(ys.t(), yt.t()));
+    return scaled(beta, inter_loss) + scaled(gamma, intra_loss);
   });
 }
 
@@ -156,6 +153,9 @@ class FitNetLoss final : public Loss {
   }
 
   std::vector<at::Tensor> Parameters() const override { return {weight_, bias_}; }
+  std::vector<std::pair<std::string, at::Tensor>> NamedState() const override {
+    return {{"regressor.weight", weight_}, {"regressor.bias", bias_}};
+  }
 
  private:
   at::Tensor weight_, bias_;
@@ -167,6 +167,118 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeFitNet(const Kwargs& kwargs) {
   return std::unique_ptr<Loss>(std::make_unique<FitNetLoss>(
       kwargs.at("student_channels").toInt(), kwargs.at("teacher_channels").toInt(), reduction));
 }
+
+// The flow of solution procedure (Yim et al. 2017): the Gram matrix between two feature maps
+// of a model (the larger max-pooled to the smaller's size), the student's against the
+// teacher's, sum_i ||G_s - G_t||_(dim 1) / batch. Reads "student_first", "student_second",
+// "teacher_first", "teacher_second" (N, C, H, W); one of torchdistill's fsp_pairs per term.
+at::Tensor FspMatrix(at::Tensor first, at::Tensor second) {
+  const int64_t h = std::min(first.size(2), second.size(2));
+  const int64_t w = std::min(first.size(3), second.size(3));
+  if (first.size(2) > h || first.size(3) > w) first = std::get<0>(at::adaptive_max_pool2d(first, {h, w}));
+  if (second.size(2) > h || second.size(3) > w) {
+    second = std::get<0>(at::adaptive_max_pool2d(second, {h, w}));
+  }
+  first = first.flatten(2);
+  second = second.flatten(2);
+  return at::matmul(first, second.transpose(1, 2)) / first.size(2);
+}
+
+class FspLoss final : public Loss {
+ public:
+  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
+    std::vector<at::Tensor> maps;
+    for (const char* name : {"student_first", "student_second", "teacher_first", "teacher_second"}) {
+      KD_ASSIGN_OR_RETURN(at::Tensor map, inputs.Get("FSPLoss", name));
+      if (map.dim() != 4) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "loss \"FSPLoss\": ", name, " must be a feature map (N, C, H, W), got ",
+            ShapeString(map)));
+      }
+      maps.push_back(map);
+    }
+    KD_ASSIGN_OR_RETURN(auto matrices, CallTorch([&] {
+                          return std::make_pair(FspMatrix(maps[0], maps[1]),
+                                                FspMatrix(maps[2], maps[3]));
+                        },
+                        absl::StatusCode::kInvalidArgument));
+    const auto& [s, t] = matrices;
+    if (!s.sizes().equals(t.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"FSPLoss\": the student's FSP matrices ", ShapeString(s),
+          " differ from the teacher's ", ShapeString(t),
+          " (the first maps' and the second maps' channels must match)"));
+    }
+    return (s - t).norm(2, 1).sum() / maps[0].size(0);
+  }
+};
+
+// Similarity-preserving KD (Tung & Mori 2019): the row-normalized batch Gram matrices,
+// ||G_s - G_t||_F^2, divided by batch^2 for reduction "batchmean". torchdistill normalizes the
+// rows by their L1 norm (it calls F.normalize(G, 1), whose second argument is p, not dim): p 1,
+// the default, matches it; p 2 is the paper's L2 row normalization.
+absl::StatusOr<std::unique_ptr<Loss>> MakeSpkd(const Kwargs& kwargs) {
+  const bool batchmean = StringKwarg(kwargs, "reduction", "batchmean") == "batchmean";
+  const double p = NumberKwarg(kwargs, "p", 1.0);
+  return Make("SPKDLoss", [batchmean, p](const at::Tensor& s, const at::Tensor& t) {
+    auto gram = [p](const at::Tensor& z) {
+      const at::Tensor flat = z.flatten(1);
+      const at::Tensor g = at::mm(flat, flat.t());
+      return g / g.norm(p, 1, /*keepdim=*/true).clamp_min(1e-12);
+    };
+    const at::Tensor loss = (gram(t) - gram(s)).norm().pow(2);
+    return batchmean ? loss / (s.size(0) * s.size(0)) : loss;
+  });
+}
+
+// Correlation congruence (Peng et al. 2019): the batch correlation matrices of embeddings
+// (B, D) under a bilinear kernel (x x^T) or the Taylor-expanded Gaussian RBF, ||C_s - C_t||_2,
+// divided by batch^2 for "batchmean".
+absl::StatusOr<std::unique_ptr<Loss>> MakeCckd(const Kwargs& kwargs) {
+  const bool gaussian = StringKwarg(kwargs, "kernel", "gaussian") == "gaussian";
+  const double gamma = NumberKwarg(kwargs, "gamma", 0.4);
+  const int64_t max_p = static_cast<int64_t>(NumberKwarg(kwargs, "max_p", 2));
+  const bool batchmean = StringKwarg(kwargs, "reduction", "batchmean") == "batchmean";
+  auto correlation = [=](const at::Tensor& x) {
+    const at::Tensor gram = at::mm(x, x.t());
+    if (!gaussian) return gram;
+    at::Tensor sum = at::ones_like(gram);
+    double factorial = 1;
+    for (int64_t p = 1; p <= max_p; ++p) {
+      factorial *= static_cast<double>(p);
+      sum = sum + std::pow(2 * gamma, static_cast<double>(p)) / factorial * gram.pow(p);
+    }
+    return sum * std::exp(-2 * gamma);
+  };
+  return Make("CCKDLoss", [=](const at::Tensor& s, const at::Tensor& t) {
+    const at::Tensor loss = at::dist(correlation(s.flatten(1)), correlation(t.flatten(1)), 2);
+    return batchmean ? loss / (s.size(0) * s.size(0)) : loss;
+  });
+}
+
+const KwargSpec kBatchmeanOrSum = {.name = "reduction", .type = KwargType::kString,
+                                   .doc = "batchmean (default: divide by batch^2) or sum",
+                                   .choices = {"batchmean", "sum"}};
+
+KD_REGISTER(LossRegistry(), "FSPLoss",
+            [](const Kwargs&) -> absl::StatusOr<std::unique_ptr<Loss>> {
+              return std::unique_ptr<Loss>(std::make_unique<FspLoss>());
+            },
+            {});
+KD_REGISTER(LossRegistry(), "SPKDLoss", MakeSpkd,
+            {kBatchmeanOrSum,
+             {.name = "p", .type = KwargType::kInteger,
+              .doc = "row norm: 1 (default; torchdistill's) or 2 (the paper's)", .min = 1,
+              .max = 2}});
+KD_REGISTER(LossRegistry(), "CCKDLoss", MakeCckd,
+            {{.name = "kernel", .type = KwargType::kString,
+              .doc = "gaussian (default: the Taylor-expanded RBF) or bilinear",
+              .choices = {"gaussian", "bilinear"}},
+             {.name = "gamma", .type = KwargType::kNumber, .doc = "the RBF's; 0.4", .min = 0,
+              .min_exclusive = true},
+             {.name = "max_p", .type = KwargType::kInteger, .doc = "Taylor order; 2", .min = 1,
+              .max = 16},
+             kBatchmeanOrSum});
 
 KD_REGISTER(LossRegistry(), "FitNetLoss", MakeFitNet,
             {{.name = "student_channels", .type = KwargType::kInteger,

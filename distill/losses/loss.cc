@@ -1,7 +1,9 @@
 #include "distill/losses/loss.h"
 
+#include <cmath>
 #include <utility>
 
+#include <ATen/ATen.h>
 #include <ATen/core/Reduction.h>
 
 #include "absl/strings/str_cat.h"
@@ -66,7 +68,25 @@ class StudentTeacherLoss final : public Loss {
   Fn fn_;
 };
 
+class FunctionLoss final : public Loss {
+ public:
+  explicit FunctionLoss(LossFn fn) : fn_(std::move(fn)) {}
+  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
+    absl::StatusOr<absl::StatusOr<at::Tensor>> result =
+        CallTorch([&] { return fn_(inputs); }, absl::StatusCode::kInvalidArgument);
+    if (!result.ok()) return result.status();
+    return *std::move(result);
+  }
+
+ private:
+  LossFn fn_;
+};
+
 }  // namespace
+
+std::unique_ptr<Loss> MakeFunctionLoss(LossFn fn) {
+  return std::make_unique<FunctionLoss>(std::move(fn));
+}
 
 std::unique_ptr<Loss> MakeStudentTeacherLoss(
     std::string key, PairShape shape,
@@ -83,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwar
   Registry<LossFactory>& registry = LossRegistry();
   KD_ASSIGN_OR_RETURN(const LossFactory* factory, registry.Get(key));
   const std::string owner = absl::StrCat("loss \"", key, "\"");
-  KD_RETURN_IF_ERROR(CheckKwargNames(kwargs, registry.KwargSpecs(key), owner));
+  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), owner));
   if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
     if (absl::Status checked = check(KwargsView{kwargs}); !checked.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
@@ -112,6 +132,24 @@ int64_t ReductionKwarg(const Kwargs& kwargs) {
 at::Tensor Standardize(const at::Tensor& x, double eps) {
   return x.sub(x.mean(-1, /*keepdim=*/true))
       .div(x.std(-1, /*unbiased=*/true, /*keepdim=*/true).add(eps));
+}
+
+at::Tensor L2Normalize(const at::Tensor& x, int64_t dim, double eps) {
+  return x / x.norm(2, dim, /*keepdim=*/true).clamp_min(eps);
+}
+
+at::Tensor PivotAngles(const at::Tensor& e) {
+  const at::Tensor n = L2Normalize(e.unsqueeze(0) - e.unsqueeze(1), 2);
+  return at::bmm(n, n.transpose(1, 2));
+}
+
+std::pair<at::Tensor, at::Tensor> NewLinear(int64_t in, int64_t out,
+                                            const at::TensorOptions& options) {
+  // kaiming_uniform_(a=sqrt(5)) on the weight gives the same bound as the bias's.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  at::Tensor weight = at::empty({out, in}, options).uniform_(-bound, bound).requires_grad_(true);
+  at::Tensor bias = at::empty({out}, options).uniform_(-bound, bound).requires_grad_(true);
+  return {weight, bias};
 }
 
 double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -40,6 +41,8 @@ class LossInputs {
       : inputs_(inputs) {}
   explicit LossInputs(const std::map<std::string, at::Tensor>& inputs)
       : inputs_(inputs.begin(), inputs.end()) {}
+  explicit LossInputs(std::map<std::string, at::Tensor, std::less<>>&& inputs)
+      : inputs_(std::move(inputs)) {}
 
   // The tensor `name`; InvalidArgument naming `loss`, the missing argument and the given ones.
   absl::StatusOr<at::Tensor> Get(absl::string_view loss, absl::string_view name) const;
@@ -58,6 +61,9 @@ class Loss {
   virtual absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) = 0;
   // Trainable parameters the loss owns (none by default).
   virtual std::vector<at::Tensor> Parameters() const { return {}; }
+  // Every tensor the loss owns, by name: its parameters ("projector.weight") and its buffers (a
+  // memory bank), for checkpoints to save and restore in place (none by default).
+  virtual std::vector<std::pair<std::string, at::Tensor>> NamedState() const { return {}; }
 };
 
 // What a student/teacher loss requires of its two inputs.
@@ -72,6 +78,10 @@ enum class PairShape {
 std::unique_ptr<Loss> MakeStudentTeacherLoss(
     std::string key, PairShape shape,
     std::function<at::Tensor(const at::Tensor& student, const at::Tensor& teacher)> fn);
+
+// A loss computed by `fn` from its inputs; a libtorch error it throws becomes InvalidArgument.
+using LossFn = std::function<absl::StatusOr<at::Tensor>(const LossInputs& inputs)>;
+std::unique_ptr<Loss> MakeFunctionLoss(LossFn fn);
 
 // Builds a loss from its kwargs (checked against the registration's contract already).
 using LossFactory = std::function<absl::StatusOr<std::unique_ptr<Loss>>(const Kwargs& kwargs)>;
@@ -94,6 +104,18 @@ int64_t ReductionKwarg(const Kwargs& kwargs);
 // (x - mean) / (eps + std) over the last dimension, std unbiased: silverspoon-kd's
 // normalized_mse and torchdistill's logit standardization.
 at::Tensor Standardize(const at::Tensor& x, double eps);
+
+// F.normalize(x, p=2, dim): x / max(||x||_2, eps) along `dim`.
+at::Tensor L2Normalize(const at::Tensor& x, int64_t dim, double eps = 1e-12);
+
+// The cosines of the angles at every pivot of a batch of embeddings e (B, D): [k][i][j] =
+// cos(e_i - e_k, e_j - e_k), shape (B, B, B); RKD's and RelKD's angle relation.
+at::Tensor PivotAngles(const at::Tensor& e);
+
+// A linear layer's (weight, bias) for `in` -> `out` features with torch.nn.Linear's default
+// initialization (U(-1/sqrt(in), 1/sqrt(in)) for both), trainable, made with `options`.
+std::pair<at::Tensor, at::Tensor> NewLinear(int64_t in, int64_t out,
+                                            const at::TensorOptions& options = {});
 
 // Kwarg access for factories (the contract guarantees the types).
 double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback);

@@ -1,4 +1,5 @@
-// torch.nn's losses and torchdistill's KDLoss, under their class names as configs key them.
+// torch.nn's losses, torchdistill's KDLoss and LogitStdKDLoss, and DKD, under their class
+// names as configs key them.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,25 +42,7 @@ absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_view los
   return std::make_pair(a, b);
 }
 
-// A loss computed by `fn` from its inputs; libtorch errors become InvalidArgument.
-class FunctionLoss final : public Loss {
- public:
-  using Fn = std::function<absl::StatusOr<at::Tensor>(const LossInputs&)>;
-  explicit FunctionLoss(Fn fn) : fn_(std::move(fn)) {}
-  absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
-    absl::StatusOr<absl::StatusOr<at::Tensor>> result =
-        CallTorch([&] { return fn_(inputs); }, absl::StatusCode::kInvalidArgument);
-    if (!result.ok()) return result.status();
-    return *std::move(result);
-  }
-
- private:
-  Fn fn_;
-};
-
-absl::StatusOr<std::unique_ptr<Loss>> Make(FunctionLoss::Fn fn) {
-  return std::unique_ptr<Loss>(std::make_unique<FunctionLoss>(std::move(fn)));
-}
+absl::StatusOr<std::unique_ptr<Loss>> Make(LossFn fn) { return MakeFunctionLoss(std::move(fn)); }
 
 // (input, target) losses with a reduction: MSELoss, L1Loss.
 template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
@@ -176,6 +159,43 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLogitStdKd(const Kwargs& kwargs) {
   return MakeKdWith(kwargs, /*standardize=*/true);
 }
 
+// Decoupled KD (Zhao et al., CVPR 2022), Eq. 7 as the authors' mdistiller computes it:
+//   alpha * TCKD + beta * NCKD, both times T^2 and divided by the batch, where TCKD is the KL of
+//   the binary (target class, the rest) probabilities and NCKD the KL among the non-target
+//   classes (the target logit pushed down by 1000/T before the softmax).
+// mdistiller's CE term and its linear warm-up of the DKD weight over the first epochs are not in
+// the loss: a CrossEntropyLoss term and the term's weight give them.
+absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
+  const double alpha = NumberKwarg(kwargs, "alpha", 1.0);
+  const double beta = NumberKwarg(kwargs, "beta", 8.0);
+  const double t = NumberKwarg(kwargs, "temperature", 4.0);
+  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+    KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get("DKDLoss", "student"));
+    KD_ASSIGN_OR_RETURN(at::Tensor teacher, in.Get("DKDLoss", "teacher"));
+    KD_ASSIGN_OR_RETURN(at::Tensor targets, in.Get("DKDLoss", "targets"));
+    KD_RETURN_IF_ERROR(SameShape("DKDLoss", student, teacher, "student", "teacher"));
+    if (student.dim() != 2 || targets.dim() != 1 || targets.size(0) != student.size(0) ||
+        at::isFloatingType(targets.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"DKDLoss\": needs logits (N, C) and class indices (N), got student ",
+          ShapeString(student), " and targets ", ShapeString(targets), " of ",
+          c10::toString(targets.scalar_type())));
+    }
+    const at::Tensor gt = at::zeros_like(student).scatter_(1, targets.unsqueeze(1), 1.0);
+    const at::Tensor other = 1 - gt;
+    auto binary = [&](const at::Tensor& p) {
+      return at::cat({(p * gt).sum(1, /*keepdim=*/true), (p * other).sum(1, /*keepdim=*/true)}, 1);
+    };
+    const int64_t n = student.size(0);
+    const at::Tensor tckd = at::kl_div(at::log(binary(at::softmax(student / t, 1))),
+                                       binary(at::softmax(teacher / t, 1)), at::Reduction::Sum);
+    const at::Tensor nckd = at::kl_div(at::log_softmax(student / t - 1000.0 * gt, 1),
+                                       at::softmax(teacher / t - 1000.0 * gt, 1),
+                                       at::Reduction::Sum);
+    return (alpha * tckd + beta * nckd) * (t * t) / n;
+  });
+}
+
 KD_REGISTER(LossRegistry(), "MSELoss", Elementwise<at::mse_loss>("MSELoss"), {kReduction});
 KD_REGISTER(LossRegistry(), "L1Loss", Elementwise<at::l1_loss>("L1Loss"), {kReduction});
 KD_REGISTER(LossRegistry(), "SmoothL1Loss", MakeSmoothL1,
@@ -216,6 +236,11 @@ std::vector<KwargSpec> LogitStdKdSpecs() {
 }
 
 KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdSpecs());
+KD_REGISTER(LossRegistry(), "DKDLoss", MakeDkd,
+            {{.name = "alpha", .type = KwargType::kNumber, .doc = "TCKD weight; 1", .min = 0},
+             {.name = "beta", .type = KwargType::kNumber, .doc = "NCKD weight; 8", .min = 0},
+             {.name = "temperature", .type = KwargType::kNumber, .doc = "4", .min = 0,
+              .min_exclusive = true}});
 KD_REGISTER(LossRegistry(), "LogitStdKDLoss", MakeLogitStdKd, LogitStdKdSpecs());
 
 }  // namespace

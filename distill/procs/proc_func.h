@@ -184,12 +184,12 @@ std::string ProcOwnerName(absl::string_view key) {
 }
 
 // The function registered under `key`, bound to default `kwargs`. NotFound listing the
-// registered keys; InvalidArgument naming kwargs the function did not declare.
+// registered keys; InvalidArgument naming kwargs that break its contract (names, types, ranges).
 template <typename Kind>
 absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(absl::string_view key, Kwargs kwargs = {}) {
   Registry<ProcFn<Kind>>& registry = ProcRegistry<Kind>();
   KD_ASSIGN_OR_RETURN(const ProcFn<Kind>* fn, registry.Get(key));
-  KD_RETURN_IF_ERROR(CheckKwargNames(kwargs, registry.KwargSpecs(key), ProcOwnerName<Kind>(key)));
+  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), ProcOwnerName<Kind>(key)));
   return ProcFunc<Kind>(std::string(key), *fn, std::move(kwargs));
 }
 

@@ -1,7 +1,10 @@
-"""Records what the peers' own loss classes compute on fixed inputs: torch.nn's losses and
-torchdistill's KDLoss (installed with tools/install_deps.sh --peers). Writes
-losses.expected.pt: a tuple of cases {"key", "kwargs", "inputs", "value", "grads"}, grads being
-d value / d input for every floating-point input. libkd's loss tests compare with it.
+"""Records what the peers' own loss classes compute on fixed inputs: torch.nn's losses,
+torchdistill's and silverspoon-kd's (installed with tools/install_deps.sh --peers), and, for
+losses neither peer has (DKD, the sequence divergences), formulas written from their papers in
+this file. Writes losses.expected.pt: a tuple of cases {"key", "kwargs", "inputs", "value",
+"grads", "state", "state_after"}: grads are d value / d input for every floating-point input;
+state is what the loss owns (a projector, a memory bank) loaded before the call, state_after
+what it holds after. libkd's loss tests compare with it.
 
   bazel run //tests/testdata:make_loss_fixtures
 """
@@ -10,23 +13,29 @@ import os
 import torch
 import torch.nn as nn
 from silverspoon_kd.losses.registry import get_loss_function
-from torchdistill.losses.mid_level import (ATLoss, DISTLoss, KDLoss, LogitStdKDLoss, PKTLoss,
-                                           RKDLoss)
+import torch.nn.functional as F
+from torchdistill.losses.mid_level import (ATLoss, CCKDLoss, CRDLoss, DISTLoss, FSPLoss, KDLoss,
+                                           LogitStdKDLoss, PKTLoss, RKDLoss, SPKDLoss)
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 
 
-def case(key, kwargs, inputs, compute):
-    inputs = {k: (v.clone().requires_grad_(True) if v.is_floating_point() else v.clone())
+def case(key, kwargs, inputs, compute, state=None, state_after=None, constant=()):
+    """state: name -> tensor the loss owns, loaded before compute; state_after: a function
+    returning what it owns after; constant: inputs given without gradient."""
+    inputs = {k: (v.clone().requires_grad_(k not in constant) if v.is_floating_point()
+                  else v.clone())
               for k, v in inputs.items()}
+    state = {k: v.detach().clone() for k, v in (state or {}).items()}
     value = compute(inputs)
     value.sum().backward()
     # Inputs a loss uses without gradient (RKD's teacher) have none.
     grads = {k: v.grad.clone() for k, v in inputs.items()
              if v.is_floating_point() and v.grad is not None}
+    after = {k: v.detach().clone() for k, v in state_after().items()} if state_after else {}
     return {"key": key, "kwargs": kwargs,
             "inputs": {k: v.detach() for k, v in inputs.items()},
-            "value": value.detach(), "grads": grads}
+            "value": value.detach(), "grads": grads, "state": state, "state_after": after}
 
 
 def kd(kwargs, loss_class=KDLoss):
@@ -55,6 +64,144 @@ def silverspoon(key, **kwargs):
     """silverspoon-kd's own loss function registered as `key`."""
     fn = get_loss_function(key, **kwargs)
     return lambda i: fn(i["student"], i["teacher"])
+
+
+def fsp(i):
+    """torchdistill's FSPLoss on one pair of (first, second) feature maps per model."""
+    pairs = {"pair": {"student_first": {"io": "input", "path": "s1"},
+                      "student_second": {"io": "output", "path": "s2"},
+                      "teacher_first": {"io": "input", "path": "t1"},
+                      "teacher_second": {"io": "output", "path": "t2"}, "weight": 1}}
+    return FSPLoss(pairs)({"s1": {"input": i["student_first"]}, "s2": {"output": i["student_second"]}},
+                          {"t1": {"input": i["teacher_first"]}, "t2": {"output": i["teacher_second"]}})
+
+
+def spkd(reduction):
+    loss = SPKDLoss("s", "t", reduction)
+    return lambda i: loss({"s": {"output": i["student"]}}, {"t": {"output": i["teacher"]}})
+
+
+def cckd(kernel, reduction):
+    loss = CCKDLoss("s", "t", kernel, reduction)
+    return lambda i: loss({"s": {"output": i["student"]}}, {"t": {"output": i["teacher"]}})
+
+
+def crd_case():
+    """torchdistill's CRDLoss with its memory bank; the negatives are given (contrast_idx): its
+    own sampler (draw) reads self.prob, which does not exist, so only given negatives run."""
+    torch.manual_seed(1)
+    loss = CRDLoss("s_norm", "s_empty", "t_norm", input_size=6, output_size=20,
+                   num_negative_samples=5, num_samples=20, temperature=0.07, momentum=0.5)
+    state = {"memory_v1": loss.memory_v1, "memory_v2": loss.memory_v2, "params": loss.params}
+    s, t = F.normalize(torch.randn(4, 6), dim=1), F.normalize(torch.randn(4, 6), dim=1)
+    pos = torch.tensor([3, 7, 11, 19])
+    contrast = torch.randint(0, 20, (4, 6))
+    contrast[:, 0] = pos
+    kwargs = {"input_size": 6, "output_size": 20, "num_negative_samples": 5,
+              "num_samples": 20, "temperature": 0.07, "momentum": 0.5}
+
+    def compute(i):
+        return loss({"s_norm": {"output": i["student"]},
+                     "s_empty": {"input": {"pos_idx": i["pos_idx"],
+                                           "contrast_idx": i["contrast_idx"]}}},
+                    {"t_norm": {"output": i["teacher"]}}).squeeze()  # (1,) -> a scalar
+    return case("CRDLoss", kwargs, {"student": s, "teacher": t, "pos_idx": pos,
+                                    "contrast_idx": contrast}, compute, state=state,
+                state_after=lambda: {"memory_v1": loss.memory_v1,
+                                     "memory_v2": loss.memory_v2, "params": loss.params})
+
+
+def dkd(alpha, beta, temperature):
+    """Decoupled KD (Zhao et al., CVPR 2022), Eq. 7 as the authors' mdistiller computes it:
+    alpha TCKD + beta NCKD, each a batch-mean KL times T^2."""
+    def compute(i):
+        s, t, y = i["student"], i["teacher"], i["targets"]
+        gt = torch.zeros_like(s).scatter_(1, y.unsqueeze(1), 1).bool()
+        ps, pt = F.softmax(s / temperature, 1), F.softmax(t / temperature, 1)
+        binary = lambda p: torch.cat([(p * gt).sum(1, keepdim=True),
+                                      (p * ~gt).sum(1, keepdim=True)], 1)
+        bs, bt = binary(ps), binary(pt)
+        tckd = F.kl_div(torch.log(bs), bt, reduction="sum") * temperature ** 2 / y.shape[0]
+        pt2 = F.softmax(t / temperature - 1000.0 * gt, 1)
+        log_ps2 = F.log_softmax(s / temperature - 1000.0 * gt, 1)
+        nckd = F.kl_div(log_ps2, pt2, reduction="sum") * temperature ** 2 / y.shape[0]
+        return alpha * tckd + beta * nckd
+    return compute
+
+
+def sequence(divergence, temperature=1.0, ignore_index=-100, reduction="token_mean", **kw):
+    """The sequence-model divergences, per token over the vocabulary (GKD, Agarwal et al. 2024;
+    DistiLLM, Ko et al. 2024), masked where labels == ignore_index, then reduced."""
+    def per_token(s, t):
+        ls, lt = F.log_softmax(s.float() / temperature, -1), F.log_softmax(t.float() / temperature, -1)
+        ps, pt = ls.exp(), lt.exp()
+        kl = lambda p, lp, lq: (p * (lp - lq)).sum(-1)
+        if divergence == "forward_kl":
+            return kl(pt, lt, ls)
+        if divergence == "reverse_kl":
+            return kl(ps, ls, lt)
+        if divergence == "generalized_jsd":
+            b = kw["beta"]
+            lm = torch.log(b * pt + (1 - b) * ps)
+            return b * kl(pt, lt, lm) + (1 - b) * kl(ps, ls, lm)
+        if divergence == "total_variation":
+            return 0.5 * (pt - ps).abs().sum(-1)
+        a = kw["alpha"]
+        if divergence == "skew_forward_kl":
+            return kl(pt, lt, torch.log(a * pt + (1 - a) * ps))
+        return kl(ps, ls, torch.log(a * ps + (1 - a) * pt))  # skew_reverse_kl
+
+    def compute(i):
+        d = per_token(i["student"], i["teacher"])
+        mask = (i["labels"] != ignore_index).float() if "labels" in i else torch.ones_like(d)
+        d = d * mask
+        if reduction == "none":
+            return d
+        if reduction == "sum":
+            return d.sum()
+        if reduction == "token_mean":
+            return d.sum() / mask.sum()
+        per_seq, count = d.sum(-1), mask.sum(-1)  # sequence_mean
+        has = count > 0
+        return (per_seq[has] / count[has]).mean()
+    return compute
+
+
+def silverspoon_head(key, **kwargs):
+    """silverspoon-kd's logit_lens_kl with an output head made of the inputs head_weight and
+    head_bias (so their gradients are recorded too)."""
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.i = None
+
+        def forward(self, x):
+            return F.linear(x, self.i["head_weight"], self.i["head_bias"])
+    head = Head()
+    fn = get_loss_function(key, output_head=head, **kwargs)
+
+    def compute(i):
+        head.i = i
+        return fn(i["student"], i["teacher"])
+    return compute
+
+
+def silverspoon_metric(key, matrix_kwarg, **kwargs):
+    """A Mahalanobis loss whose matrix is the input `matrix_kwarg` (detached, as silverspoon-kd
+    does)."""
+    return lambda i: get_loss_function(key, **{matrix_kwarg: i[matrix_kwarg]}, **kwargs)(
+        i["student"], i["teacher"])
+
+
+def contrastive_case(kwargs, s, t):
+    """silverspoon-kd's contrastive loss; with a projector (dimensions differ), its initial
+    weights are the state."""
+    fn = get_loss_function("contrastive", **kwargs)
+    state = {}
+    if fn.projector is not None:
+        state = {"projector.weight": fn.projector.weight, "projector.bias": fn.projector.bias}
+    return case("contrastive", kwargs, {"student": s, "teacher": t},
+                lambda i: fn(i["student"], i["teacher"]), state=state)
 
 
 def main():
@@ -126,7 +273,76 @@ def main():
              silverspoon("kl_div", temperature=3.0, chunk_size=2)),
         case("jsd", {"temperature": 2.0, "beta": 0.3}, {"student": seq_s, "teacher": seq_t},
              silverspoon("jsd", temperature=2.0, beta=0.3)),
+        # torchdistill's FSP, SPKD, CCKD and CRD, its own classes.
+        case("FSPLoss", {}, {"student_first": torch.randn(4, 3, 6, 6),
+                             "student_second": torch.randn(4, 5, 3, 3),
+                             "teacher_first": torch.randn(4, 3, 6, 6),
+                             "teacher_second": torch.randn(4, 5, 6, 6)}, fsp),
+        case("SPKDLoss", {"reduction": "batchmean"}, {"student": fs, "teacher": ft},
+             spkd("batchmean")),
+        case("SPKDLoss", {"reduction": "sum"}, {"student": x, "teacher": y}, spkd("sum")),
+        case("CCKDLoss", {"kernel": "gaussian", "gamma": 0.4, "max_p": 2,
+                          "reduction": "batchmean"},
+             {"student": torch.randn(4, 8) * 0.3, "teacher": torch.randn(4, 8) * 0.3},
+             cckd({"type": "gaussian", "gamma": 0.4, "max_p": 2}, "batchmean")),
+        case("CCKDLoss", {"kernel": "bilinear", "reduction": "sum"},
+             {"student": torch.randn(4, 8), "teacher": torch.randn(4, 8)},
+             cckd({"type": "bilinear"}, "sum")),
+        crd_case(),
+        # DKD: the paper's formula (neither peer has it).
+        case("DKDLoss", {"alpha": 1.0, "beta": 8.0, "temperature": 4.0},
+             {"student": x, "teacher": y, "targets": labels}, dkd(1.0, 8.0, 4.0),
+             constant=("teacher",)),  # its gradient is NaN (log 0 of the masked class)
+        case("DKDLoss", {"alpha": 0.5, "beta": 2.0, "temperature": 1.0},
+             {"student": x, "teacher": y, "targets": labels}, dkd(0.5, 2.0, 1.0),
+             constant=("teacher",)),
+        # silverspoon-kd's remaining losses, its own functions.
+        case("logit_lens_kl", {"temperature": 2.0},
+             {"student": torch.randn(2, 3, 6), "teacher": torch.randn(2, 3, 6),
+              "head_weight": torch.randn(7, 6), "head_bias": torch.randn(7)},
+             silverspoon_head("logit_lens_kl", temperature=2.0)),
+        contrastive_case({"temperature": 0.1}, x, y),
+        contrastive_case({"temperature": 0.07, "student_dim": 5, "teacher_dim": 6},
+                         seq_s[:, :, :5], torch.randn(2, 3, 6)),
+        case("angular_magnitude", {"alpha": 0.5, "beta": 2.0}, {"student": x, "teacher": y},
+             silverspoon("angular_magnitude", alpha=0.5, beta=2.0)),
+        case("mahalanobis_mse", {}, {"student": seq_s[..., :6], "teacher": seq_t[..., :6],
+                                     "weight_matrix": torch.randn(9, 6)},
+             silverspoon_metric("mahalanobis_mse", "weight_matrix")),
+        case("mahal_mse", {}, {"student": x, "teacher": y,
+                               "metric_matrix": (lambda w: w.T @ w)(torch.randn(7, 5))},
+             silverspoon_metric("mahal_mse", "metric_matrix")),
+        case("mahalanobis_cosine", {"eps": 1e-6},
+             {"student": x, "teacher": y, "weight_matrix": torch.randn(9, 5)},
+             silverspoon_metric("mahalanobis_cosine", "weight_matrix", eps=1e-6)),
+        case("mahal_cosine", {}, {"student": seq_s[..., :6], "teacher": seq_t[..., :6],
+                                  "metric_matrix": (lambda w: w.T @ w)(torch.randn(8, 6))},
+             silverspoon_metric("mahal_cosine", "metric_matrix")),
+        case("relkd_distance", {}, {"student": fs, "teacher": ft}, silverspoon("relkd_distance")),
+        case("relkd_angle", {}, {"student": x, "teacher": torch.randn(4, 9)},
+             silverspoon("relkd_angle")),
+        case("relkd_distance_angle", {"dist_weight": 0.5, "angle_weight": 3.0},
+             {"student": fs, "teacher": ft},
+             silverspoon("relkd_distance_angle", dist_weight=0.5, angle_weight=3.0)),
+        case("relkd_da", {}, {"student": x, "teacher": y}, silverspoon("relkd_da")),
     ]
+    # Sequence-model divergences on (batch, tokens, vocabulary) logits with ignored positions.
+    ls, lt = torch.randn(3, 4, 11) * 2, torch.randn(3, 4, 11) * 2
+    lab = torch.tensor([[1, 2, -100, 4], [-100, -100, -100, -100], [5, -100, 6, 7]])
+    seq_cases = [
+        ("forward_kl", {}), ("reverse_kl", {"temperature": 2.0}),
+        ("generalized_jsd", {"beta": 0.5}), ("generalized_jsd", {"beta": 0.1}),
+        ("total_variation", {}), ("skew_forward_kl", {"alpha": 0.1}),
+        ("skew_reverse_kl", {"alpha": 0.3}),
+        ("forward_kl", {"reduction": "sequence_mean"}), ("reverse_kl", {"reduction": "sum"}),
+        ("total_variation", {"reduction": "none"}),
+        ("skew_forward_kl", {"alpha": 0.2, "ignore_index": 4, "reduction": "sequence_mean"}),
+    ]
+    for key, kwargs in seq_cases:
+        inputs = {"student": ls, "teacher": lt, "labels": lab}
+        if key == "forward_kl" and not kwargs:
+            inputs = {"student": lt, "teacher": ls}  # no labels: every position counts
+        cases.append(case(key, kwargs, inputs, sequence(key, **kwargs)))
     torch.save(tuple(cases), os.path.join(HERE, "losses.expected.pt"))
     print("torch %s: %d loss cases" % (torch.__version__, len(cases)))
 

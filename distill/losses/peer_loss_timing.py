@@ -1,0 +1,79 @@
+"""Times the peers' own losses (forward + backward, one thread) on the inputs loss_benchmark
+saved. Serves requests: for each line "case runs" on stdin, answers "case seconds" (the median
+of `runs` steps after a warm-up one) or "case -" where no peer has the loss.
+
+  python peer_loss_timing.py INPUTS.pt      (run by //distill/losses:loss_benchmark --peers)
+"""
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+from silverspoon_kd.losses.registry import get_loss_function
+from torchdistill.losses.mid_level import ATLoss, DISTLoss, KDLoss, RKDLoss, SPKDLoss
+
+
+def io(i, name):
+    return {name: {"output": i[name]}}
+
+
+def torchdistill(loss, *names):
+    return lambda i: loss({"student": {"output": i["student"]}},
+                          {"teacher": {"output": i["teacher"]}}, *[i[n] for n in names])
+
+
+def silverspoon(key, *extra, **kwargs):
+    fn = {}
+
+    def compute(i):
+        if "fn" not in fn:  # built once, with its matrix, as a run builds it
+            fn["fn"] = get_loss_function(key, **{e: i[e] for e in extra}, **kwargs)
+        return fn["fn"](i["student"], i["teacher"])
+    return compute
+
+
+AT_PAIRS = {"pair": {"student": {"io": "output", "path": "student"},
+                     "teacher": {"io": "output", "path": "teacher"}, "weight": 1}}
+
+PEERS = {
+    "KDLoss": torchdistill(KDLoss("student", "output", "teacher", "output", temperature=4.0,
+                                  alpha=0.5), "targets"),
+    "ATLoss": torchdistill(ATLoss(AT_PAIRS)),
+    "RKDLoss": torchdistill(RKDLoss("student", "teacher", 1.0, 2.0, "mean")),
+    "DISTLoss": torchdistill(DISTLoss("student", "output", "teacher", "output")),
+    "SPKDLoss": lambda i: SPKDLoss("student", "teacher", "batchmean")(
+        {"student": {"output": i["student"]}}, {"teacher": {"output": i["teacher"]}}),
+    "MSELoss": lambda i: nn.MSELoss()(i["student"], i["teacher"]),
+    "kl_divergence": silverspoon("kl_divergence", temperature=2.0),
+    "jsd": silverspoon("jsd"),
+    "mahalanobis_mse": silverspoon("mahalanobis_mse", "weight_matrix"),
+    "relkd_da": silverspoon("relkd_da"),
+}
+
+
+def step_seconds(fn, inputs):
+    i = {k: (v.detach().requires_grad_(True)
+             if v.is_floating_point() and k != "weight_matrix" else v)
+         for k, v in inputs.items()}
+    start = time.perf_counter()
+    fn(i).backward()
+    return time.perf_counter() - start
+
+
+def main():
+    torch.set_num_threads(1)
+    cases = torch.load(sys.argv[1])
+    for line in sys.stdin:
+        name, runs = line.split()
+        fn = PEERS.get(name)
+        if fn is None:
+            print(name, "-", flush=True)
+            continue
+        step_seconds(fn, cases[name])
+        times = [step_seconds(fn, cases[name]) for _ in range(int(runs))]
+        print(name, statistics.median(times), flush=True)
+
+
+if __name__ == "__main__":
+    main()
