@@ -117,9 +117,11 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
       // Described only when needed: formatting every step would cost more than small losses.
       std::vector<std::string> described;
       for (const IoRef& ref : term.inputs) {
-        described.push_back(
-            absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
-                         ShapeString(Resolve(ref, inputs).value_or(at::Tensor()))));
+        const at::Tensor value = Resolve(ref, inputs).value_or(at::Tensor());
+        described.push_back(absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
+                                         ShapeString(value), " ",
+                                         value.defined() ? c10::toString(value.scalar_type())
+                                                         : "undefined"));
       }
       return InTerm(term.name, absl::Status(value.status().code(),
                                             absl::StrCat(value.status().message(), " (inputs: ",

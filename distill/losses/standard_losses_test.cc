@@ -189,8 +189,8 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("loss term \"hint\": loss \"MSELoss\": student has shape "
                                  "[4, 7] but teacher has [4, 8] (inputs: student = student "
-                                 "io[\"connector\"][\"output\"] [4, 7], teacher = teacher "
-                                 "io[\"layer2\"][\"input\"] [4, 8])")));
+                                 "io[\"connector\"][\"output\"] [4, 7] Float, teacher = teacher "
+                                 "io[\"layer2\"][\"input\"] [4, 8] Float)")));
   // Kwargs break the contract: named with the term.
   EXPECT_THAT(Criterion::FromConfig(ParseCriterion(R"pb(
                 terms { name: "kd" key: "KDLoss" kwargs { name: "temperature" number: -1 } }
