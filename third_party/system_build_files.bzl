@@ -38,6 +38,10 @@ SYSTEM_LIBRARIES = {
     "com_github_google_benchmark": {
         "build_file": Label("//third_party/com_github_google_benchmark:system.BUILD.bazel"),
     },
+    # zlib1g-dev: gzip files (Fashion-MNIST's IDX files, distill/data).
+    "zlib": {
+        "build_file": Label("//third_party/zlib:system.BUILD.bazel"),
+    },
 }
 
 _RULES_CC_DEFS = """

@@ -243,6 +243,18 @@ c10::IValue ToIValue(const Kwarg& kwarg, KwargType wanted) {
   return c10::IValue();
 }
 
+// The plugin's own KwargsCheck, if it has one, its message prefixed by `owner`. Runs outside
+// the registry's lock: a check may look up plugins.
+absl::Status RunOwnCheck(const RegistryBase& registry, absl::string_view key,
+                         const Kwargs& values, absl::string_view owner) {
+  if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
+    if (absl::Status checked = check(KwargsView{values}); !checked.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<KwargProblem> CheckKwargs(const KwargList& kwargs,
@@ -305,13 +317,14 @@ absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
 absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
                                     const KwargList& kwargs, absl::string_view owner) {
   KD_ASSIGN_OR_RETURN(Kwargs values, KwargsFromConfig(kwargs, registry.KwargSpecs(key), owner));
-  // Run outside the registry's lock: a check may look up plugins.
-  if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
-    if (absl::Status checked = check(KwargsView{values}); !checked.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
-    }
-  }
+  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, values, owner));
   return values;
+}
+
+absl::Status CheckPluginKwargValues(const RegistryBase& registry, absl::string_view key,
+                                    const Kwargs& kwargs, absl::string_view owner) {
+  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), owner));
+  return RunOwnCheck(registry, key, kwargs, owner);
 }
 
 absl::Status CheckKwargValues(const Kwargs& kwargs,

@@ -52,6 +52,11 @@ absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
 absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
                                     const KwargList& kwargs, absl::string_view owner);
 
+// Kwargs built in code for the plugin `key` of `registry`: CheckKwargValues against its specs,
+// then its own KwargsCheck (the message prefixed by `owner`, e.g. `loss "KDLoss"`).
+absl::Status CheckPluginKwargValues(const RegistryBase& registry, absl::string_view key,
+                                    const Kwargs& kwargs, absl::string_view owner);
+
 // The checks of CheckKwargs on kwargs built in code (MakeLoss, BuildProcFunc callers): unknown
 // names, types, non-finite numbers, ranges, choices and missing required kwargs; one
 // InvalidArgument listing every problem.

@@ -142,4 +142,14 @@ std::vector<at::Tensor> Criterion::Parameters() const {
   return out;
 }
 
+std::vector<std::pair<std::string, at::Tensor>> Criterion::NamedState() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const Term& term : terms_) {
+    for (const auto& [name, tensor] : term.loss->NamedState()) {
+      out.emplace_back(absl::StrCat(term.name, "/", name), tensor);
+    }
+  }
+  return out;
+}
+
 }  // namespace kd

@@ -60,6 +60,8 @@ class Criterion {
 
   // Parameters the terms' losses own (for the optimizer and checkpoints).
   std::vector<at::Tensor> Parameters() const;
+  // Every tensor the terms' losses own, named "<term>/<name>" (for checkpoints).
+  std::vector<std::pair<std::string, at::Tensor>> NamedState() const;
 
  private:
   struct Term {

@@ -102,13 +102,8 @@ Registry<LossFactory>& LossRegistry() {
 absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwargs& kwargs) {
   Registry<LossFactory>& registry = LossRegistry();
   KD_ASSIGN_OR_RETURN(const LossFactory* factory, registry.Get(key));
-  const std::string owner = absl::StrCat("loss \"", key, "\"");
-  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), owner));
-  if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
-    if (absl::Status checked = check(KwargsView{kwargs}); !checked.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
-    }
-  }
+  KD_RETURN_IF_ERROR(
+      CheckPluginKwargValues(registry, key, kwargs, absl::StrCat("loss \"", key, "\"")));
   return (*factory)(kwargs);
 }
 

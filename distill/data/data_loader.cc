@@ -1,0 +1,60 @@
+#include "distill/data/data_loader.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kd {
+
+absl::StatusOr<DataLoader> DataLoader::Create(std::shared_ptr<const Dataset> dataset,
+                                              DataLoaderOptions options) {
+  if (dataset == nullptr) return absl::InvalidArgumentError("DataLoader: the dataset is null");
+  if (options.batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DataLoader: batch_size must be >= 1; got ", options.batch_size));
+  }
+  return DataLoader(std::move(dataset), options);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : dataset_(std::move(dataset)), options_(options) {
+  SetEpoch(0);
+}
+
+void DataLoader::SetEpoch(int64_t epoch) {
+  epoch_ = epoch;
+  const int64_t n = dataset_->size();
+  if (!options_.shuffle) {
+    if (!order_.defined()) order_ = at::arange(n, at::kLong);
+    return;
+  }
+  // torch.utils.data.DistributedSampler: g.manual_seed(seed + epoch); randperm(n, generator=g).
+  at::Generator generator =
+      at::detail::createCPUGenerator(options_.seed + static_cast<uint64_t>(epoch));
+  order_ = at::randperm(n, generator, at::kLong);
+}
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = dataset_->size();
+  const int64_t b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+at::Tensor DataLoader::BatchIndices(int64_t i) const {
+  TORCH_CHECK(i >= 0 && i < num_batches(), "DataLoader: batch ", i, " is out of range [0, ",
+              num_batches(), ")");
+  const int64_t start = i * options_.batch_size;
+  const int64_t stop = std::min(start + options_.batch_size, order_.size(0));
+  return order_.slice(/*dim=*/0, start, stop);
+}
+
+Batch DataLoader::GetBatch(int64_t i) const {
+  return dataset_->Get(BatchIndices(i), TransformSeed(options_.seed, epoch_, i));
+}
+
+}  // namespace kd

@@ -1,0 +1,204 @@
+#include "distill/data/data_loader.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "distill/data/dataset.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/tensor_matchers.h"
+
+namespace kd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using test::IValueNear;
+
+// Sample i is the image (1, 1, 1) holding i plus a uniform draw in [0, 1) from the batch's
+// generator (a stand-in for a random transform); its target is i % 3.
+class IndexDataset final : public Dataset {
+ public:
+  explicit IndexDataset(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_; }
+  int64_t num_classes() const override { return 3; }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
+    const at::Tensor noise = at::rand({indices.size(0)}, generator);
+    return {(indices.to(at::kFloat) + noise).view({-1, 1, 1, 1}), indices.remainder(3)};
+  }
+
+ private:
+  int64_t n_;
+};
+
+DataLoader MakeLoader(int64_t n, DataLoaderOptions options) {
+  absl::StatusOr<DataLoader> loader =
+      DataLoader::Create(std::make_shared<IndexDataset>(n), options);
+  EXPECT_THAT(loader, IsOk());
+  return *std::move(loader);
+}
+
+// The dataset indices of every batch of the current epoch, in order.
+std::vector<int64_t> EpochOrder(const DataLoader& loader) {
+  std::vector<int64_t> order;
+  for (const Batch& batch : loader) {
+    const at::Tensor indices = c10::impl::toTypedDict<std::string, at::Tensor>(
+                                   batch.supp.toGenericDict())
+                                   .at("indices");
+    // The samples are those of the indices.
+    EXPECT_TRUE(batch.samples.toTensor().flatten().floor().equal(indices.to(at::kFloat)));
+    for (int64_t i = 0; i < indices.size(0); ++i) order.push_back(indices[i].item<int64_t>());
+  }
+  return order;
+}
+
+std::vector<int64_t> Sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<int64_t> Range(int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+TEST(DataLoaderTest, CreateRejectsBadOptions) {
+  EXPECT_THAT(DataLoader::Create(std::make_shared<IndexDataset>(4), {.batch_size = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "DataLoader: batch_size must be >= 1; got 0"));
+  EXPECT_THAT(DataLoader::Create(nullptr, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(DataLoaderTest, SequentialWithoutShuffle) {
+  DataLoader loader = MakeLoader(10, {.batch_size = 4});
+  EXPECT_EQ(loader.num_batches(), 3);
+  EXPECT_THAT(EpochOrder(loader), ElementsAreArray(Range(10)));
+  loader.SetEpoch(5);
+  EXPECT_THAT(EpochOrder(loader), ElementsAreArray(Range(10)));
+  EXPECT_EQ(loader.GetBatch(2).samples.toTensor().size(0), 2);
+}
+
+TEST(DataLoaderTest, EveryIndexOncePerEpoch) {
+  DataLoader loader = MakeLoader(103, {.batch_size = 10, .shuffle = true, .seed = 1});
+  EXPECT_EQ(loader.num_batches(), 11);
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    loader.SetEpoch(epoch);
+    const std::vector<int64_t> order = EpochOrder(loader);
+    EXPECT_THAT(Sorted(order), ElementsAreArray(Range(103))) << "epoch " << epoch;
+    EXPECT_NE(order, Range(103)) << "epoch " << epoch << " is not shuffled";
+  }
+}
+
+TEST(DataLoaderTest, NewOrderEachEpochSameForSameSeedAndEpoch) {
+  DataLoader a = MakeLoader(100, {.batch_size = 8, .shuffle = true, .seed = 3});
+  DataLoader b = MakeLoader(100, {.batch_size = 8, .shuffle = true, .seed = 3});
+  DataLoader other_seed = MakeLoader(100, {.batch_size = 8, .shuffle = true, .seed = 4});
+  const std::vector<int64_t> epoch0 = EpochOrder(a);
+  a.SetEpoch(1);
+  const std::vector<int64_t> epoch1 = EpochOrder(a);
+  EXPECT_NE(epoch0, epoch1);
+  EXPECT_EQ(EpochOrder(b), epoch0);
+  EXPECT_NE(EpochOrder(other_seed), epoch0);
+  // Going back to an epoch gives its order again.
+  b.SetEpoch(1);
+  EXPECT_EQ(EpochOrder(b), epoch1);
+  a.SetEpoch(0);
+  EXPECT_EQ(EpochOrder(a), epoch0);
+}
+
+TEST(DataLoaderTest, ShuffleIsPythonDistributedSamplers) {
+  // Recorded from Python torch 2.14:
+  //   s = torch.utils.data.DistributedSampler(range(10), num_replicas=1, rank=0,
+  //                                           shuffle=True, seed=7)
+  //   s.set_epoch(3); list(s)
+  DataLoader loader = MakeLoader(10, {.batch_size = 4, .shuffle = true, .seed = 7});
+  loader.SetEpoch(3);
+  EXPECT_THAT(EpochOrder(loader), ElementsAre(7, 4, 6, 1, 3, 5, 9, 8, 2, 0));
+}
+
+TEST(DataLoaderTest, DropLastDropsTheRemainder) {
+  DataLoader loader = MakeLoader(10, {.batch_size = 3, .shuffle = true, .drop_last = true});
+  EXPECT_EQ(loader.num_batches(), 3);
+  const std::vector<int64_t> order = EpochOrder(loader);
+  EXPECT_EQ(order.size(), 9u);
+  // The dropped sample is the last of the epoch's order.
+  const at::Tensor full = at::randperm(10, at::detail::createCPUGenerator(0), at::kLong);
+  EXPECT_EQ(full[9].item<int64_t>(), 10 * 9 / 2 - std::accumulate(order.begin(), order.end(),
+                                                                   int64_t{0}));
+  for (int64_t i = 0; i < loader.num_batches(); ++i) {
+    EXPECT_EQ(loader.GetBatch(i).targets.toTensor().size(0), 3);
+  }
+  // Nothing to drop when the batch size divides the dataset.
+  EXPECT_EQ(MakeLoader(9, {.batch_size = 3, .drop_last = true}).num_batches(), 3);
+  EXPECT_EQ(MakeLoader(2, {.batch_size = 3, .drop_last = true}).num_batches(), 0);
+  EXPECT_EQ(MakeLoader(2, {.batch_size = 3}).num_batches(), 1);
+}
+
+TEST(DataLoaderTest, TransformsDependOnSeedEpochAndBatchOnly) {
+  DataLoader loader = MakeLoader(40, {.batch_size = 8, .shuffle = true, .seed = 11});
+  loader.SetEpoch(2);
+  const Batch batch = loader.GetBatch(3);
+  // Again, in any order: the same batch.
+  EXPECT_THAT(loader.GetBatch(1).samples, ::testing::Not(IValueNear(batch.samples, 0)));
+  EXPECT_THAT(loader.GetBatch(3).samples, IValueNear(batch.samples, 0));
+  // A resumed run: a new loader set to the same epoch.
+  DataLoader resumed = MakeLoader(40, {.batch_size = 8, .shuffle = true, .seed = 11});
+  resumed.SetEpoch(2);
+  EXPECT_THAT(resumed.GetBatch(3).samples, IValueNear(batch.samples, 0));
+  // The draws are those of TransformSeed(seed, epoch, batch).
+  const at::Tensor indices = loader.BatchIndices(3);
+  EXPECT_THAT(batch.samples,
+              IValueNear(loader.dataset().Get(indices, TransformSeed(11, 2, 3)).samples, 0));
+  // Without shuffling, another epoch has the same indices but other draws.
+  DataLoader sequential = MakeLoader(40, {.batch_size = 8});
+  const Batch first = sequential.GetBatch(0);
+  sequential.SetEpoch(1);
+  EXPECT_TRUE(sequential.BatchIndices(0).equal(at::arange(8, at::kLong)));
+  EXPECT_THAT(sequential.GetBatch(0).samples, ::testing::Not(IValueNear(first.samples, 0)));
+}
+
+TEST(DataLoaderTest, IteratesEveryBatch) {
+  DataLoader loader = MakeLoader(25, {.batch_size = 10});
+  int64_t count = 0;
+  std::vector<int64_t> sizes;
+  for (DataLoader::Iterator it = loader.begin(); it != loader.end(); ++it) {
+    EXPECT_EQ(it.index(), count++);
+    sizes.push_back((*it).targets.toTensor().size(0));
+  }
+  EXPECT_THAT(sizes, ElementsAre(10, 10, 5));
+}
+
+TEST(DataLoaderTest, BatchOutOfRangeThrows) {
+  DataLoader loader = MakeLoader(25, {.batch_size = 10});
+  EXPECT_THROW(loader.GetBatch(3), c10::Error);
+  EXPECT_THROW(loader.GetBatch(-1), c10::Error);
+}
+
+TEST(DataLoaderTest, WorksOnTheSyntheticDataset) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{50}}});
+  ASSERT_THAT(dataset, IsOk());
+  absl::StatusOr<DataLoader> loader =
+      DataLoader::Create(*dataset, {.batch_size = 16, .shuffle = true});
+  ASSERT_THAT(loader, IsOk());
+  int64_t seen = 0;
+  for (const Batch& batch : *loader) {
+    EXPECT_EQ(batch.samples.toTensor().dim(), 4);
+    seen += batch.targets.toTensor().size(0);
+  }
+  EXPECT_EQ(seen, 50);
+}
+
+}  // namespace
+}  // namespace kd

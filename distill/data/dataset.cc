@@ -1,0 +1,69 @@
+#include "distill/data/dataset.h"
+
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Dict.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "distill/config/kwargs.h"
+#include "distill/config/plugin_kinds.h"
+
+namespace kd {
+
+Batch Dataset::Get(const at::Tensor& indices, at::Generator generator) const {
+  TORCH_CHECK(indices.defined() && indices.dim() == 1 && indices.scalar_type() == at::kLong &&
+                  indices.device().is_cpu(),
+              "Dataset::Get: indices must be a 1-D int64 CPU tensor; got ",
+              indices.defined() ? ShapeString(indices) : std::string("an undefined tensor"),
+              indices.defined() ? absl::StrCat(" ", std::string(c10::toString(
+                                                        indices.scalar_type())))
+                                : "");
+  if (indices.numel() > 0) {
+    const int64_t low = indices.min().item<int64_t>();
+    const int64_t high = indices.max().item<int64_t>();
+    TORCH_CHECK(low >= 0 && high < size(), "Dataset::Get: indices must be in [0, ", size(),
+                "); got values from ", low, " to ", high);
+  }
+  Samples got = GetSamples(indices, generator);
+  c10::Dict<std::string, at::Tensor> supp;
+  supp.insert("indices", indices);
+  return Batch{std::move(got.samples), std::move(got.targets), std::move(supp)};
+}
+
+Batch Dataset::Get(const at::Tensor& indices, uint64_t seed) const {
+  return Get(indices, at::detail::createCPUGenerator(seed));
+}
+
+uint64_t TransformSeed(uint64_t seed, int64_t epoch, int64_t batch_index) {
+  // splitmix64's finalizer over the three words, one after another.
+  auto mix = [](uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(seed);
+  h = mix(h ^ static_cast<uint64_t>(epoch));
+  return mix(h ^ static_cast<uint64_t>(batch_index));
+}
+
+Registry<DatasetFactory>& DatasetRegistry() {
+  static Registry<DatasetFactory>* const registry =
+      NewGlobalRegistry<DatasetFactory>(std::string(kDatasetKind));
+  return *registry;
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
+                                                     const Kwargs& kwargs) {
+  Registry<DatasetFactory>& registry = DatasetRegistry();
+  KD_ASSIGN_OR_RETURN(const DatasetFactory* factory, registry.Get(key));
+  const std::string owner = absl::StrCat(kDatasetKind, " \"", key, "\"");
+  KD_RETURN_IF_ERROR(CheckPluginKwargValues(registry, key, kwargs, owner));
+  return (*factory)(kwargs);
+}
+
+}  // namespace kd

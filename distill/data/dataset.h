@@ -1,0 +1,89 @@
+// Datasets: the interface, the dataset registry and how a config builds one.
+//
+//   // A dataset registers itself under its config key, with its kwargs contract:
+//   KD_REGISTER(kd::DatasetRegistry(), "fashion_mnist", MakeFashionMnist,
+//               {{.name = "split", .type = kd::KwargType::kString,
+//                 .choices = {"train", "test"}}, ...});
+//
+//   KD_ASSIGN_OR_RETURN(std::shared_ptr<kd::Dataset> train,
+//                       kd::MakeDataset("fashion_mnist", {{"split", "train"}}));
+//   kd::Batch batch = train->Get(at::arange(128), kd::TransformSeed(seed, epoch, 0));
+//   // batch.samples: float (128, 1, 28, 28); batch.targets: int64 (128);
+//   // batch.supp: Dict[str, Tensor] {"indices": int64 (128)} (CRD's pos_idx).
+//
+// A dataset is random access by a tensor of indices: it gathers the samples of a whole batch
+// at once (index_select on tensors held in memory) and applies its transforms to the batch,
+// vectorized. Random transforms draw only from the generator passed in, so a batch is a
+// function of (indices, seed): kd::DataLoader seeds it from (seed, epoch, batch index) and a
+// resumed run reproduces its batches exactly.
+//
+// Errors: building a dataset (reading its files, checking kwargs) returns a status; Get with
+// indices that are not a 1-D int64 tensor within [0, size()) is a programming error and throws
+// c10::Error, like libtorch's own index_select.
+#ifndef LIBKD_DISTILL_DATA_DATASET_H_
+#define LIBKD_DISTILL_DATA_DATASET_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
+#include "base/registry.h"
+#include "distill/procs/proc_func.h"
+
+namespace kd {
+
+// A labelled image dataset, random access by batches of indices. Get is const and safe to call
+// from several threads at once.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  // The number of samples.
+  virtual int64_t size() const = 0;
+  // The number of classes; targets are in [0, num_classes()).
+  virtual int64_t num_classes() const = 0;
+
+  // The samples at `indices` (1-D int64, each in [0, size()), repeats allowed) with the
+  // dataset's transforms applied, their random choices drawn from `generator` (a CPU
+  // generator): samples float (B, C, H, W), targets int64 (B), supp a Dict[str, Tensor]
+  // {"indices": the indices}. Throws c10::Error for indices out of range or of another dtype.
+  Batch Get(const at::Tensor& indices, at::Generator generator) const;
+  // As above, with a fresh CPU generator seeded with `seed` (see TransformSeed).
+  Batch Get(const at::Tensor& indices, uint64_t seed) const;
+
+ protected:
+  // The transformed samples and the targets at `indices` (checked already: 1-D, int64, in
+  // range, on the CPU).
+  struct Samples {
+    at::Tensor samples;  // float (B, C, H, W)
+    at::Tensor targets;  // int64 (B)
+  };
+  virtual Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const = 0;
+};
+
+// The seed of the transforms of batch `batch_index` in `epoch` of a run seeded with `seed`: a
+// hash (splitmix64) of the three, so neighbouring batches and epochs draw unrelated numbers.
+uint64_t TransformSeed(uint64_t seed, int64_t epoch, int64_t batch_index);
+
+// Builds a dataset from its kwargs (checked against the registration's contract already).
+using DatasetFactory =
+    std::function<absl::StatusOr<std::shared_ptr<Dataset>>(const Kwargs& kwargs)>;
+
+// The datasets by config key (registry kind "dataset", DatasetConfig.key).
+Registry<DatasetFactory>& DatasetRegistry();
+
+// The dataset registered as `key` built with `kwargs`: NotFound for an unknown key (naming the
+// nearest and listing all), InvalidArgument for kwargs that break the dataset's contract, and
+// the factory's own errors (NotFound for missing files, DataLoss for corrupt ones, ...).
+absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
+                                                     const Kwargs& kwargs);
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_DATA_DATASET_H_

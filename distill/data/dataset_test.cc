@@ -1,0 +1,176 @@
+#include "distill/data/dataset.h"
+
+#include <set>
+#include <string>
+
+#include <ATen/ATen.h>
+
+#include "base/registry.h"
+#include "distill/config/plugin_kinds.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace kd {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+TEST(DatasetRegistryTest, RegistersEveryDataset) {
+  const RegistryBase* registry = FindRegistry(kDatasetKind);
+  ASSERT_NE(registry, nullptr);
+  EXPECT_EQ(registry, &DatasetRegistry());
+  EXPECT_THAT(registry->Keys(), Contains("fashion_mnist"));
+  EXPECT_THAT(registry->Keys(), Contains("synthetic"));
+}
+
+TEST(DatasetRegistryTest, EveryKwargIsTypedAndDocumented) {
+  for (const std::string& key : DatasetRegistry().Keys()) {
+    const auto specs = DatasetRegistry().KwargSpecs(key);
+    ASSERT_TRUE(specs.has_value()) << key << " accepts any kwargs";
+    for (const KwargSpec& spec : *specs) {
+      EXPECT_NE(spec.type, KwargType::kAny) << key << "." << spec.name;
+      EXPECT_FALSE(spec.doc.empty()) << key << "." << spec.name;
+    }
+  }
+}
+
+TEST(MakeDatasetTest, UnknownKeyNamesTheNearest) {
+  EXPECT_THAT(MakeDataset("fashion_mnst", {}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("no dataset \"fashion_mnst\""),
+                             HasSubstr("did you mean \"fashion_mnist\"?"),
+                             HasSubstr("synthetic"))));
+}
+
+TEST(MakeDatasetTest, ChecksKwargsAgainstTheContract) {
+  EXPECT_THAT(MakeDataset("fashion_mnist", {{"split", "validation"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dataset \"fashion_mnist\""), HasSubstr("split"),
+                             HasSubstr("validation"))));
+  EXPECT_THAT(MakeDataset("fashion_mnist", {{"std", 0.0}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("std")));
+  EXPECT_THAT(MakeDataset("fashion_mnist", {{"random_crop_padding", int64_t{-1}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("random_crop_padding")));
+  EXPECT_THAT(MakeDataset("fashion_mnist", {{"random_crop_padding", 4.5}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("random_crop_padding")));
+  EXPECT_THAT(MakeDataset("fashion_mnist", {{"horizontal_flp", true}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("horizontal_flip")));
+  EXPECT_THAT(MakeDataset("synthetic", {{"num_samples", int64_t{0}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_samples")));
+  // The synthetic dataset's own check: its size as a whole.
+  EXPECT_THAT(MakeDataset("synthetic", {{"num_samples", int64_t{1} << 20},
+                                        {"height", int64_t{1024}},
+                                        {"width", int64_t{1024}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dataset \"synthetic\""), HasSubstr("2^28"))));
+}
+
+TEST(DatasetGetTest, PutsTheIndicesInSupp) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset = MakeDataset(
+      "synthetic", {{"num_samples", int64_t{20}}, {"height", int64_t{4}}, {"width", int64_t{5}},
+                    {"channels", int64_t{3}}, {"num_classes", int64_t{4}}});
+  ASSERT_THAT(dataset, IsOk());
+  const at::Tensor indices = at::tensor({7, 0, 7, 19}, at::kLong);
+  const Batch batch = (*dataset)->Get(indices, uint64_t{1});
+  ASSERT_TRUE(batch.samples.isTensor());
+  EXPECT_EQ(batch.samples.toTensor().sizes(), at::IntArrayRef({4, 3, 4, 5}));
+  EXPECT_EQ(batch.samples.toTensor().scalar_type(), at::kFloat);
+  ASSERT_TRUE(batch.targets.isTensor());
+  EXPECT_EQ(batch.targets.toTensor().scalar_type(), at::kLong);
+  // Sample i is of class i % num_classes.
+  EXPECT_TRUE(batch.targets.toTensor().equal(at::tensor({3, 0, 3, 3}, at::kLong)));
+  ASSERT_TRUE(batch.supp.isGenericDict());
+  const c10::Dict<std::string, at::Tensor> supp =
+      c10::impl::toTypedDict<std::string, at::Tensor>(batch.supp.toGenericDict());
+  ASSERT_TRUE(supp.contains("indices"));
+  EXPECT_TRUE(supp.at("indices").equal(indices));
+}
+
+TEST(DatasetGetTest, RejectsBadIndices) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{10}}});
+  ASSERT_THAT(dataset, IsOk());
+  EXPECT_THROW((*dataset)->Get(at::tensor({0, 10}, at::kLong), uint64_t{0}), c10::Error);
+  EXPECT_THROW((*dataset)->Get(at::tensor({-1}, at::kLong), uint64_t{0}), c10::Error);
+  EXPECT_THROW((*dataset)->Get(at::tensor({1, 2}, at::kInt), uint64_t{0}), c10::Error);
+  EXPECT_THROW((*dataset)->Get(at::zeros({2, 2}, at::kLong), uint64_t{0}), c10::Error);
+  // An empty batch is fine.
+  EXPECT_EQ((*dataset)->Get(at::empty({0}, at::kLong), uint64_t{0}).samples.toTensor().size(0),
+            0);
+}
+
+TEST(TransformSeedTest, DiffersInEachArgument) {
+  std::set<uint64_t> seeds;
+  for (uint64_t seed : {0, 1}) {
+    for (int64_t epoch : {0, 1, 2}) {
+      for (int64_t batch : {0, 1, 2, 100}) seeds.insert(TransformSeed(seed, epoch, batch));
+    }
+  }
+  EXPECT_EQ(seeds.size(), 2u * 3u * 4u);
+  EXPECT_EQ(TransformSeed(5, 6, 7), TransformSeed(5, 6, 7));
+}
+
+// Synthetic: deterministic, one prototype per class, learnable in a few steps.
+
+TEST(SyntheticDatasetTest, EqualKwargsGiveEqualData) {
+  const Kwargs kwargs = {{"num_samples", int64_t{64}}, {"seed", int64_t{3}}};
+  absl::StatusOr<std::shared_ptr<Dataset>> a = MakeDataset("synthetic", kwargs);
+  absl::StatusOr<std::shared_ptr<Dataset>> b = MakeDataset("synthetic", kwargs);
+  absl::StatusOr<std::shared_ptr<Dataset>> other =
+      MakeDataset("synthetic", {{"num_samples", int64_t{64}}, {"seed", int64_t{4}}});
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  ASSERT_THAT(other, IsOk());
+  const at::Tensor all = at::arange(64, at::kLong);
+  // The generator is ignored: the synthetic dataset has no random transforms.
+  const at::Tensor x = (*a)->Get(all, uint64_t{0}).samples.toTensor();
+  EXPECT_TRUE(x.equal((*b)->Get(all, uint64_t{99}).samples.toTensor()));
+  EXPECT_FALSE(x.equal((*other)->Get(all, uint64_t{0}).samples.toTensor()));
+  EXPECT_EQ((*a)->size(), 64);
+  EXPECT_EQ((*a)->num_classes(), 10);
+  EXPECT_EQ(x.sizes(), at::IntArrayRef({64, 1, 28, 28}));
+}
+
+TEST(SyntheticDatasetTest, ClassesHaveDistinctPrototypes) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{100}}, {"noise", 0.0}});
+  ASSERT_THAT(dataset, IsOk());
+  const Batch batch = (*dataset)->Get(at::arange(100, at::kLong), uint64_t{0});
+  const at::Tensor x = batch.samples.toTensor().flatten(1);
+  // Without noise, every sample of a class is its prototype, and prototypes are far apart
+  // (standard normal pixels: squared distance about 2 * 784).
+  for (int64_t i = 0; i < 100; ++i) {
+    EXPECT_TRUE(x[i].equal(x[i % 10])) << i;
+  }
+  const at::Tensor prototypes = x.slice(0, 0, 10);
+  const at::Tensor distances = at::cdist(prototypes, prototypes);
+  const at::Tensor off_diagonal = distances + at::eye(10) * 1e6;
+  EXPECT_GT(off_diagonal.min().item<double>(), 20.0);
+}
+
+TEST(SyntheticDatasetTest, SoftmaxRegressionLearnsItInAFewSteps) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{1000}}, {"seed", int64_t{1}}});
+  ASSERT_THAT(dataset, IsOk());
+  const Batch train = (*dataset)->Get(at::arange(0, 500, at::kLong), uint64_t{0});
+  const Batch held_out = (*dataset)->Get(at::arange(500, 1000, at::kLong), uint64_t{0});
+  const at::Tensor x = train.samples.toTensor().flatten(1);
+  const at::Tensor y = at::one_hot(train.targets.toTensor(), 10).to(at::kFloat);
+  // Linear softmax regression, full-batch gradient descent with the cross-entropy gradient
+  // X^T (softmax(XW) - Y) / N written out.
+  at::Tensor w = at::zeros({x.size(1), 10});
+  for (int step = 0; step < 3; ++step) {
+    const at::Tensor p = at::softmax(x.matmul(w), 1);
+    w -= 0.01 * x.t().matmul(p - y) / x.size(0);
+  }
+  const at::Tensor predicted = held_out.samples.toTensor().flatten(1).matmul(w).argmax(1);
+  const double accuracy =
+      predicted.eq(held_out.targets.toTensor()).to(at::kFloat).mean().item<double>();
+  EXPECT_GE(accuracy, 0.95);
+}
+
+}  // namespace
+}  // namespace kd

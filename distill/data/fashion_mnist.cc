@@ -1,0 +1,144 @@
+// "fashion_mnist": Fashion-MNIST (Xiao et al. 2017) from the gzip IDX files of Debian's
+// dataset-fashion-mnist, with torchvision's RandomCrop(28, padding), RandomHorizontalFlip(0.5),
+// ToTensor and Normalize(mean, std), in that order, applied to whole batches.
+//
+// All images stay in memory as one uint8 tensor (60000 x 28 x 28: 47 MB); a batch is an
+// index_select of it, converted and augmented at once.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
+#include "base/registry.h"
+#include "base/status_macros.h"
+#include "distill/data/dataset.h"
+#include "distill/data/idx_file.h"
+#include "distill/data/image_transforms.h"
+#include "distill/data/internal/kwarg_values.h"
+
+namespace kd {
+namespace {
+
+constexpr char kKey[] = "fashion_mnist";
+constexpr char kDefaultRoot[] = "/usr/share/datasets/fashion-mnist";
+constexpr int64_t kNumClasses = 10;
+
+struct FashionMnistOptions {
+  std::string root = kDefaultRoot;
+  std::string split = "train";
+  double mean = 0;
+  double std = 1;
+  int64_t random_crop_padding = 0;
+  bool horizontal_flip = false;
+};
+
+class FashionMnist final : public Dataset {
+ public:
+  FashionMnist(at::Tensor images, at::Tensor labels, FashionMnistOptions options)
+      : images_(std::move(images)), labels_(std::move(labels)), options_(std::move(options)) {}
+
+  int64_t size() const override { return images_.size(0); }
+  int64_t num_classes() const override { return kNumClasses; }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
+    at::Tensor x = images_.index_select(0, indices).unsqueeze(1);  // uint8 (B, 1, H, W)
+    x = RandomCropAndFlip(x, options_.random_crop_padding, options_.horizontal_flip ? 0.5 : 0.0,
+                          generator);
+    return {ScaleAndNormalize(x, options_.mean, options_.std), labels_.index_select(0, indices)};
+  }
+
+ private:
+  at::Tensor images_;  // uint8 (N, H, W)
+  at::Tensor labels_;  // int64 (N)
+  FashionMnistOptions options_;
+};
+
+// The IDX file `name` under `root`: `name` (gzip) or, failing that, `name` without ".gz".
+absl::StatusOr<at::Tensor> ReadDatasetFile(const std::string& root, const std::string& name) {
+  const std::string path = absl::StrCat(root, "/", name);
+  absl::StatusOr<at::Tensor> data = ReadIdxFile(path);
+  if (!absl::IsNotFound(data.status())) return data;
+  const std::string unpacked = path.substr(0, path.size() - 3);  // an unpacked copy
+  absl::StatusOr<at::Tensor> plain = ReadIdxFile(unpacked);
+  if (!absl::IsNotFound(plain.status())) return plain;
+  return absl::NotFoundError(absl::StrCat(
+      kKey, ": no file ", path, "; install Debian's dataset-fashion-mnist (apt-get install ",
+      "dataset-fashion-mnist), or set the kwarg \"root\" to a folder holding ", name));
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) {
+  using data_internal::BoolValue;
+  using data_internal::IntValue;
+  using data_internal::NumberValue;
+  using data_internal::StringValue;
+  FashionMnistOptions options;
+  options.root = StringValue(kwargs, "root", options.root);
+  options.split = StringValue(kwargs, "split", options.split);
+  options.mean = NumberValue(kwargs, "mean", options.mean);
+  options.std = NumberValue(kwargs, "std", options.std);
+  options.random_crop_padding = IntValue(kwargs, "random_crop_padding", 0);
+  options.horizontal_flip = BoolValue(kwargs, "horizontal_flip", false);
+
+  const std::string prefix = options.split == "test" ? "t10k" : "train";
+  const std::string images_name = prefix + "-images-idx3-ubyte.gz";
+  const std::string labels_name = prefix + "-labels-idx1-ubyte.gz";
+  KD_ASSIGN_OR_RETURN(at::Tensor images, ReadDatasetFile(options.root, images_name));
+  KD_ASSIGN_OR_RETURN(at::Tensor labels, ReadDatasetFile(options.root, labels_name));
+  auto corrupt = [&](const std::string& name, const std::string& what) {
+    return absl::DataLossError(absl::StrCat(kKey, ": ", options.root, "/", name, ": ", what));
+  };
+  if (images.dim() != 3 || images.size(0) == 0 || images.size(1) == 0 || images.size(2) == 0) {
+    return corrupt(images_name, absl::StrCat("expected images (N, rows, columns) with N, rows, "
+                                             "columns >= 1; the file holds ",
+                                             ShapeString(images)));
+  }
+  if (labels.dim() != 1) {
+    return corrupt(labels_name,
+                   absl::StrCat("expected labels (N); the file holds ", ShapeString(labels)));
+  }
+  if (labels.size(0) != images.size(0)) {
+    return corrupt(labels_name, absl::StrCat("holds ", labels.size(0), " labels but ",
+                                             images_name, " holds ", images.size(0), " images"));
+  }
+  if (const int64_t top = labels.max().item<int64_t>(); top >= kNumClasses) {
+    return corrupt(labels_name,
+                   absl::StrCat("holds the label ", top, "; Fashion-MNIST's are 0 to 9"));
+  }
+  return std::make_shared<FashionMnist>(std::move(images), labels.to(at::kLong),
+                                        std::move(options));
+}
+
+KD_REGISTER(DatasetRegistry(), kKey, MakeFashionMnist,
+            {{.name = "root",
+              .type = KwargType::kString,
+              .doc = "folder of the gzip IDX files; /usr/share/datasets/fashion-mnist"},
+             {.name = "split",
+              .type = KwargType::kString,
+              .doc = "train (60000 images, default) or test (10000)",
+              .choices = {"train", "test"}},
+             {.name = "mean",
+              .type = KwargType::kNumber,
+              .doc = "Normalize's mean, of pixels scaled to [0, 1]; 0 (train set's: 0.2860)"},
+             {.name = "std",
+              .type = KwargType::kNumber,
+              .doc = "Normalize's std, of pixels scaled to [0, 1]; 1 (train set's: 0.3530)",
+              .min = 0,
+              .min_exclusive = true},
+             {.name = "random_crop_padding",
+              .type = KwargType::kInteger,
+              .doc = "zero-pad by this many pixels, then crop a random 28x28; 0 (off)",
+              .min = 0,
+              .max = 28},
+             {.name = "horizontal_flip",
+              .type = KwargType::kBool,
+              .doc = "mirror each image left to right with probability 0.5; false"}});
+
+}  // namespace
+}  // namespace kd

@@ -1,0 +1,153 @@
+#include "distill/data/idx_file.h"
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace kd {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+using Bytes = std::vector<uint8_t>;
+
+// An IDX file's bytes: magic 0 0 type ndim, big-endian dims, then `data`.
+Bytes Idx(uint8_t type, const std::vector<uint32_t>& dims, const Bytes& data) {
+  Bytes out = {0, 0, type, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims) {
+    out.insert(out.end(), {static_cast<uint8_t>(d >> 24), static_cast<uint8_t>(d >> 16),
+                           static_cast<uint8_t>(d >> 8), static_cast<uint8_t>(d)});
+  }
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+Bytes Iota(int n) {
+  Bytes out(n);
+  for (int i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i);
+  return out;
+}
+
+std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// Writes `bytes` gzip-compressed to `name` in the test's temporary folder; returns the path.
+std::string WriteGzip(const std::string& name, const Bytes& bytes) {
+  const std::string path = TempPath(name);
+  gzFile file = gzopen(path.c_str(), "wb");
+  EXPECT_NE(file, nullptr) << path;
+  EXPECT_EQ(gzwrite(file, bytes.data(), bytes.size()), static_cast<int>(bytes.size()));
+  EXPECT_EQ(gzclose(file), Z_OK);
+  return path;
+}
+
+std::string WritePlain(const std::string& name, const Bytes& bytes) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return path;
+}
+
+Bytes ReadRaw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(ReadIdxFileTest, ReadsGzipImages) {
+  const std::string path = WriteGzip("images.gz", Idx(0x08, {2, 3, 4}, Iota(24)));
+  absl::StatusOr<at::Tensor> images = ReadIdxFile(path);
+  ASSERT_THAT(images, IsOk());
+  EXPECT_EQ(images->scalar_type(), at::kByte);
+  EXPECT_EQ(images->sizes(), at::IntArrayRef({2, 3, 4}));
+  EXPECT_TRUE(images->equal(at::arange(24, at::kByte).view({2, 3, 4})));
+}
+
+TEST(ReadIdxFileTest, ReadsPlainLabels) {
+  const std::string path = WritePlain("labels", Idx(0x08, {5}, {9, 0, 0, 3, 255}));
+  absl::StatusOr<at::Tensor> labels = ReadIdxFile(path);
+  ASSERT_THAT(labels, IsOk());
+  EXPECT_TRUE(labels->equal(at::tensor({9, 0, 0, 3, 255}, at::kByte)));
+}
+
+TEST(ReadIdxFileTest, MissingFileIsNotFound) {
+  const std::string path = TempPath("no-such-file.gz");
+  EXPECT_THAT(ReadIdxFile(path), StatusIs(absl::StatusCode::kNotFound,
+                                          AllOf(HasSubstr(path), HasSubstr("no such file"))));
+}
+
+TEST(ReadIdxFileTest, BadMagicNamesFileAndMagic) {
+  const std::string path = WriteGzip("bad_magic.gz", {0x1f, 0x8b, 0x08, 0x01, 0, 0, 0, 1, 7});
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(path), HasSubstr("not an IDX file"),
+                             HasSubstr("magic number 0x1f8b0801"))));
+}
+
+TEST(ReadIdxFileTest, UnsupportedTypeIsNamed) {
+  const std::string path = WriteGzip("floats.gz", Idx(0x0D, {1}, {0, 0, 0, 0}));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(path), HasSubstr("type 0x0d (float) is not supported"))));
+}
+
+TEST(ReadIdxFileTest, ZeroDimensionsIsCorrupt) {
+  const std::string path = WriteGzip("zero_dims.gz", {0, 0, 8, 0});
+  EXPECT_THAT(ReadIdxFile(path), StatusIs(absl::StatusCode::kDataLoss,
+                                          AllOf(HasSubstr(path), HasSubstr("0 dimensions"))));
+}
+
+TEST(ReadIdxFileTest, TruncatedHeader) {
+  const std::string path = WriteGzip("short_header.gz", {0, 0, 8, 3, 0, 0, 0, 2});
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(path), HasSubstr("truncated"), HasSubstr("needs 16 bytes"),
+                             HasSubstr("has 8"))));
+}
+
+TEST(ReadIdxFileTest, TruncatedData) {
+  // The header promises 2 x 3 x 4 = 24 bytes; 20 follow.
+  const std::string path = WriteGzip("short_data.gz", Idx(0x08, {2, 3, 4}, Iota(20)));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(path), HasSubstr("truncated"), HasSubstr("2x3x4"),
+                             HasSubstr("24 bytes of data"), HasSubstr("the file has 20"))));
+}
+
+TEST(ReadIdxFileTest, ExtraDataIsCorrupt) {
+  const std::string path = WriteGzip("long_data.gz", Idx(0x08, {3}, Iota(4)));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr(path), HasSubstr("more data than"), HasSubstr("3 bytes"))));
+}
+
+TEST(ReadIdxFileTest, TruncatedGzipStream) {
+  // A whole IDX file compressed, then the gzip file cut in the middle of its deflate data.
+  const std::string whole = WriteGzip("whole.gz", Idx(0x08, {100, 28, 28}, Iota(78400)));
+  Bytes gz = ReadRaw(whole);
+  ASSERT_GT(gz.size(), 100u);
+  gz.resize(gz.size() / 2);
+  const std::string path = WritePlain("cut.gz", gz);
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr(path), HasSubstr("gzip"))));
+}
+
+TEST(ReadIdxFileTest, CorruptGzipStream) {
+  const std::string whole = WriteGzip("whole2.gz", Idx(0x08, {100, 28, 28}, Iota(78400)));
+  Bytes gz = ReadRaw(whole);
+  ASSERT_GT(gz.size(), 100u);
+  for (size_t i = gz.size() / 3; i < gz.size() / 3 + 16; ++i) gz[i] ^= 0x5a;
+  const std::string path = WritePlain("corrupt.gz", gz);
+  EXPECT_THAT(ReadIdxFile(path), StatusIs(absl::StatusCode::kDataLoss, HasSubstr(path)));
+}
+
+}  // namespace
+}  // namespace kd

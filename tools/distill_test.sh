@@ -1,0 +1,53 @@
+#!/bin/bash
+# //tools:distill end to end on the synthetic dataset: a run writes summary.json and
+# metrics.jsonl; --resume of a finished run trains nothing more; a bad config is reported as
+# file:line:column with exit 2; a run that fails exits 1 naming why.
+set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
+tool="$TEST_SRCDIR/$TEST_WORKSPACE/tools/distill"
+
+cat >"$TEST_TMPDIR/syn.pbtxt" <<'PBTXT'
+run { name: "syn" seed: 2 log_every_n_steps: 2 }
+datasets { id: "train" key: "synthetic" kwargs { name: "num_samples" integer: 128 }
+           kwargs { name: "num_classes" integer: 4 } kwargs { name: "height" integer: 6 }
+           kwargs { name: "width" integer: 6 } }
+student { native { key: "mlp" kwargs { name: "in_features" integer: 36 }
+                   kwargs { name: "num_classes" integer: 4 } } }
+train {
+  num_epochs: 2
+  train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
+  val_data_loader { dataset_id: "train" batch_size: 64 }
+  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
+  criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
+                      inputs { arg: "target" source: TARGETS } } }
+}
+evaluation { metrics { key: "accuracy" } }
+PBTXT
+run="$TEST_TMPDIR/run"
+out=$("$tool" --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$run" 2>"$TEST_TMPDIR/err"); rc=$?
+check "run: exit 0" test "$rc" -eq 0
+check "run: summary printed" grep -q '"box":"TrainingBox"' <<<"$out"
+check "run: summary.json" grep -q '"torch_version":"' "$run/summary.json"
+check "run: two epoch lines" test "$(grep -c '"epoch":{' "$run/metrics.jsonl")" -eq 2
+check "run: step lines" test "$(grep -c '"step":{' "$run/metrics.jsonl")" -eq 4
+check "run: accuracy logged" grep -q '"accuracy":' "$run/metrics.jsonl"
+check "run: progress lines" grep -q 'syn stage0 epoch 2/2: train loss' "$TEST_TMPDIR/err"
+check "run: checkpoint" test -s "$run/ckpt/last.pt"
+
+# Resuming a finished run trains nothing more.
+out=$("$tool" --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$run" --resume 2>/dev/null); rc=$?
+check "resume: exit 0" test "$rc" -eq 0
+check "resume: no epoch run" bash -c '! grep -q "\"epochs_run\"" <<<"$0"' "$out"
+check "resume: no new epoch lines" test "$(grep -c '"epoch":{' "$run/metrics.jsonl")" -eq 2
+
+printf 'train {\n  num_epochs: 0\n}\n' >"$TEST_TMPDIR/bad.pbtxt"
+err=$("$tool" --config="$TEST_TMPDIR/bad.pbtxt" 2>&1 >/dev/null); rc=$?
+check "bad config: exit 2" test "$rc" -eq 2
+check "bad config: position" grep -q "bad.pbtxt:2:3: num_epochs must be >= 1, got 0" <<<"$err"
+
+sed 's/"mlp"/"mlpp"/' "$TEST_TMPDIR/syn.pbtxt" >"$TEST_TMPDIR/unknown.pbtxt"
+err=$("$tool" --config="$TEST_TMPDIR/unknown.pbtxt" --run_dir="$TEST_TMPDIR/u" 2>&1 >/dev/null); rc=$?
+check "unknown model: nonzero exit" test "$rc" -ne 0
+check "unknown model: named" grep -q 'did you mean "mlp"' <<<"$err"
+
+finish distill_test
