@@ -23,6 +23,7 @@
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
+#include "distill/boxes/io_util.h"
 #include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
 #include "distill/config/kwargs.h"
@@ -420,17 +421,7 @@ class Stage final : public TrainingContext {
                                const StageModelConfig& config, const char* role) {
     hooks.Clear();
     if (model == nullptr) return absl::OkStatus();
-    for (const ForwardHookConfig& hook : config.forward_hooks()) {
-      // Both flags copied explicitly: proto3 defaults them to false, HookOptions to true.
-      HookOptions options;
-      options.requires_input = hook.requires_input();
-      options.requires_output = hook.requires_output();
-      options.accumulates = hook.accumulates();
-      options.stacks_accumulated = hook.stacks_accumulated();
-      if (absl::Status added = hooks.AddHook(*model, hook.module_path(), options); !added.ok()) {
-        return InField(absl::StrCat(role, ".forward_hooks"), added);
-      }
-    }
+    if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return InField(role, set);
     return absl::OkStatus();
   }
 
