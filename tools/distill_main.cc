@@ -1,5 +1,7 @@
 #include "tools/distill_main.h"
 
+#include <ATen/Parallel.h>
+#include <torch/headeronly/version.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -11,9 +13,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <torch/headeronly/version.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -31,16 +30,22 @@
 #include "tools/run_log.pb.h"
 
 ABSL_FLAG(std::string, config, "",
-          "A kd.DistillConfig in protobuf text format (tools/configs/). Default: the Fashion-MNIST "
+          "A kd.DistillConfig in protobuf text format (tools/configs/). "
+          "Default: the Fashion-MNIST "
           "job: teacher, student alone, student distilled.");
-ABSL_FLAG(std::string, run_dir, "",
-          "Folder for checkpoints, metrics.jsonl and summary.json. Default: the config's "
-          "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
-ABSL_FLAG(bool, resume, false, "Continue from the run folder's last checkpoint.");
+ABSL_FLAG(
+    std::string, run_dir, "",
+    "Folder for checkpoints, metrics.jsonl and summary.json. Default: the "
+    "config's "
+    "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
+ABSL_FLAG(bool, resume, false,
+          "Continue from the run folder's last checkpoint.");
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "Overrides run.seed.");
-ABSL_FLAG(std::string, device, "", "Overrides run.device: cpu, cuda or cuda:N.");
+ABSL_FLAG(std::string, device, "",
+          "Overrides run.device: cpu, cuda or cuda:N.");
 ABSL_FLAG(int, threads, 0,
-          "libtorch's intra-op CPU threads; 0: libtorch's default (one per core). On a busy "
+          "libtorch's intra-op CPU threads; 0: libtorch's default (one per "
+          "core). On a busy "
           "machine 1 is often faster: OpenMP threads wait on each other.");
 
 namespace kd {
@@ -76,13 +81,15 @@ std::string Clock(double seconds) {
   return absl::StrFormat("%02d:%02d", s / 60, s % 60);
 }
 
-// Progress: a bar redrawn in place on a terminal, plain lines otherwise; metrics.jsonl.
+// Progress: a bar redrawn in place on a terminal, plain lines otherwise;
+// metrics.jsonl.
 class Reporter {
  public:
   Reporter(const std::string& run_dir, std::string job)
       : job_(std::move(job)), tty_(isatty(STDERR_FILENO) != 0) {
     std::filesystem::create_directories(run_dir);
-    jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(), std::ios::app);
+    jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(),
+                std::ios::app);
   }
 
   void Step(const StepReport& r) {
@@ -92,17 +99,21 @@ class Reporter {
     step->set_epoch(r.epoch);
     step->set_step(r.step);
     step->set_loss(r.loss);
-    for (const auto& [name, value] : r.terms) (*step->mutable_terms())[name] = value;
+    for (const auto& [name, value] : r.terms)
+      (*step->mutable_terms())[name] = value;
     step->set_lr(r.lr);
     step->set_samples_per_second(r.samples_per_second);
     step->set_steps_per_epoch(r.steps_per_epoch);
     jsonl_ << Json(line) << "\n";
-    const double eta = static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
+    const double eta =
+        static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
     const int width = 24;
-    const int done = static_cast<int>(width * r.step / std::max<int64_t>(1, r.steps_per_epoch));
+    const int done = static_cast<int>(width * r.step /
+                                      std::max<int64_t>(1, r.steps_per_epoch));
     const std::string text = absl::StrFormat(
-        "%s %s epoch %d [%s%s] %d/%d %.0f samples/s loss %.4f ETA %s", job_, r.stage, r.epoch,
-        std::string(done, '='), std::string(width - done, ' '), r.step, r.steps_per_epoch,
+        "%s %s epoch %d [%s%s] %d/%d %.0f samples/s loss %.4f ETA %s", job_,
+        r.stage, r.epoch, std::string(done, '='),
+        std::string(width - done, ' '), r.step, r.steps_per_epoch,
         r.samples_per_second, r.loss, Clock(eta));
     if (tty_) {
       std::cerr << "\r" << text << std::flush;
@@ -117,7 +128,8 @@ class Reporter {
     epoch->set_stage(r.stage);
     epoch->set_epoch(r.epoch);
     epoch->set_train_loss(r.train_loss);
-    for (const auto& [name, value] : r.metrics) (*epoch->mutable_metrics())[name] = value;
+    for (const auto& [name, value] : r.metrics)
+      (*epoch->mutable_metrics())[name] = value;
     epoch->set_lr(r.lr);
     epoch->set_seconds(r.seconds);
     epoch->set_samples_per_second(r.samples_per_second);
@@ -127,11 +139,12 @@ class Reporter {
       metrics.push_back(absl::StrFormat("%s %.4f", name, value));
     }
     if (tty_) std::cerr << "\r\033[K";
-    std::cerr << absl::StrFormat("%s %s epoch %d/%d: train loss %.4f, val %s, lr %.4g, %.1f s "
-                                 "(%.0f samples/s)\n",
-                                 job_, r.stage, r.epoch, r.num_epochs, r.train_loss,
-                                 metrics.empty() ? "-" : absl::StrJoin(metrics, ", "), r.lr,
-                                 r.seconds, r.samples_per_second);
+    std::cerr << absl::StrFormat(
+        "%s %s epoch %d/%d: train loss %.4f, val %s, lr %.4g, %.1f s "
+        "(%.0f samples/s)\n",
+        job_, r.stage, r.epoch, r.num_epochs, r.train_loss,
+        metrics.empty() ? "-" : absl::StrJoin(metrics, ", "), r.lr, r.seconds,
+        r.samples_per_second);
   }
 
  private:
@@ -140,10 +153,11 @@ class Reporter {
   std::ofstream jsonl_;
 };
 
-// Runs `config` in `run_dir` (flag > run.run_dir > runs/<job>); writes metrics.jsonl and
-// summary.json there.
-absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string& job,
-                                  std::string run_dir, const std::string& config_text) {
+// Runs `config` in `run_dir` (flag > run.run_dir > runs/<job>); writes
+// metrics.jsonl and summary.json there.
+absl::StatusOr<RunSummary> RunJob(const DistillConfig& config,
+                                  const std::string& job, std::string run_dir,
+                                  const std::string& config_text) {
   if (run_dir.empty()) run_dir = config.run().run_dir();
   if (run_dir.empty()) run_dir = "runs/" + job;
   run_dir = ResolveUserPath(run_dir);
@@ -152,7 +166,8 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   options.base_dir = ResolveUserPath(".");
   options.resume = absl::GetFlag(FLAGS_resume);
   options.seed = absl::GetFlag(FLAGS_seed);
-  if (!absl::GetFlag(FLAGS_device).empty()) options.device = absl::GetFlag(FLAGS_device);
+  if (!absl::GetFlag(FLAGS_device).empty())
+    options.device = absl::GetFlag(FLAGS_device);
   Reporter reporter(run_dir, job);
   options.on_step = [&](const StepReport& r) { reporter.Step(r); };
   options.on_epoch = [&](const EpochReport& r) { reporter.Epoch(r); };
@@ -167,13 +182,14 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   summary.set_seconds(result.seconds);
   summary.set_epochs_run(result.epochs_run);
   summary.set_seed(options.seed.value_or(config.run().seed()));
-  summary.set_device(options.device.value_or(config.run().device().empty() ? "cpu"
-                                                                           : config.run().device()));
+  summary.set_device(options.device.value_or(
+      config.run().device().empty() ? "cpu" : config.run().device()));
   summary.set_config_digest(Digest(config_text));
   summary.set_libkd_version(kLibkdVersion);
   summary.set_torch_version(TORCH_VERSION);
   KD_RETURN_IF_ERROR(WriteFileAtomically(
-      (std::filesystem::path(run_dir) / "summary.json").string(), Json(summary) + "\n"));
+      (std::filesystem::path(run_dir) / "summary.json").string(),
+      Json(summary) + "\n"));
   return summary;
 }
 
@@ -181,16 +197,19 @@ absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
   KD_ASSIGN_OR_RETURN(LoadedConfig loaded, LoadConfig(path, path));
   const std::vector<ConfigProblem> problems = ValidateConfig(loaded, {});
   std::vector<std::string> errors;
-  for (const ConfigProblem& problem : problems) errors.push_back(problem.ToString());
-  if (HasErrors(problems)) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  for (const ConfigProblem& problem : problems)
+    errors.push_back(problem.ToString());
+  if (HasErrors(problems))
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   google::protobuf::TextFormat::PrintToString(loaded.config, text);
   return loaded.config;
 }
 
-// The configs of the default job, next to the program in its runfiles, or in the source tree.
+// The configs of the default job, next to the program in its runfiles, or in
+// the source tree.
 std::string DefaultConfig(const std::string& name) {
-  for (const std::string& dir : {std::string("tools/configs"),
-                                 ResolveUserPath("tools/configs")}) {
+  for (const std::string& dir :
+       {std::string("tools/configs"), ResolveUserPath("tools/configs")}) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     if (std::filesystem::exists(path)) return path;
   }
@@ -205,33 +224,37 @@ int DefaultJob() {
     const char* name;
     const char* config;
   };
-  const std::vector<Job> jobs = {{"teacher", "fashion_mnist_teacher.pbtxt"},
-                                 {"student", "fashion_mnist_student.pbtxt"},
-                                 {"student_kd", "fashion_mnist_student_kd.pbtxt"}};
-  const std::string teacher_ckpt =
-      ResolveUserPath((std::filesystem::path(root) / "teacher" / "model.pt").string());
+  const std::vector<Job> jobs = {
+      {"teacher", "fashion_mnist_teacher.pbtxt"},
+      {"student", "fashion_mnist_student.pbtxt"},
+      {"student_kd", "fashion_mnist_student_kd.pbtxt"}};
+  const std::string teacher_ckpt = ResolveUserPath(
+      (std::filesystem::path(root) / "teacher" / "model.pt").string());
   std::vector<RunSummary> summaries;
   for (const Job& job : jobs) {
     std::string text;
-    absl::StatusOr<DistillConfig> config = Load(DefaultConfig(job.config), &text);
+    absl::StatusOr<DistillConfig> config =
+        Load(DefaultConfig(job.config), &text);
     if (!config.ok()) return Fail(config.status().message());
     const std::string dir = (std::filesystem::path(root) / job.name).string();
     config->mutable_student()->set_dst_ckpt(ResolveUserPath(dir + "/model.pt"));
-    if (config->has_teacher()) config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    if (config->has_teacher())
+      config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
     absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, dir, text);
-    if (!summary.ok()) return Fail(absl::StrCat(job.name, ": ", summary.status().message()), 1);
+    if (!summary.ok())
+      return Fail(absl::StrCat(job.name, ": ", summary.status().message()), 1);
     summaries.push_back(*summary);
   }
-  std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
-                               "test top-5", "time");
+  std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box",
+                               "test top-1", "test top-5", "time");
   for (const RunSummary& s : summaries) {
     auto metric = [&](const char* name) {
       auto it = s.final_metrics().find(name);
       return it == s.final_metrics().end() ? NAN : it->second;
     };
-    std::cout << absl::StrFormat("%-12s %-16s %9.2f%% %9.2f%% %9s\n", s.name(), s.box(),
-                                 100 * metric("accuracy"), 100 * metric("top5"),
-                                 Clock(s.seconds()));
+    std::cout << absl::StrFormat("%-12s %-16s %9.2f%% %9.2f%% %9s\n", s.name(),
+                                 s.box(), 100 * metric("accuracy"),
+                                 100 * metric("top5"), Clock(s.seconds()));
   }
   return 0;
 }
@@ -245,7 +268,8 @@ int Main() {
     std::cerr << config.status().message() << std::endl;
     return 2;
   }
-  const std::string name = config->run().name().empty() ? "run" : config->run().name();
+  const std::string name =
+      config->run().name().empty() ? "run" : config->run().name();
   absl::StatusOr<RunSummary> summary =
       RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
   if (!summary.ok()) return Fail(summary.status().message(), 1);
@@ -257,16 +281,19 @@ int Main() {
 
 int DistillMain(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Runs a libkd distillation config (or, without --config, the Fashion-MNIST job: a "
+      "Runs a libkd distillation config (or, without --config, the "
+      "Fashion-MNIST job: a "
       "teacher, the student alone, the student distilled).\n"
-      "Usage: bazel run //tools:distill -- [--config=FILE] [--run_dir=DIR] [--resume] "
+      "Usage: bazel run //tools:distill -- [--config=FILE] [--run_dir=DIR] "
+      "[--resume] "
       "[--seed=N] [--device=cpu|cuda:N]");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_threads) > 0) {
     at::set_num_threads(absl::GetFlag(FLAGS_threads));
   } else if (absl::GetFlag(FLAGS_config).empty()) {
-    // The default job's small CNNs gain little from a second OpenMP thread on a 2-core
-    // machine and lose much when the machine is busy (measured: README, "The main job").
+    // The default job's small CNNs gain little from a second OpenMP thread on a
+    // 2-core machine and lose much when the machine is busy (measured: README,
+    // "The main job").
     at::set_num_threads(1);
   }
   return Main();

@@ -1,0 +1,477 @@
+#include "distill/boxes/internal/stage.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/ivalue_util.h"
+#include "base/status_macros.h"
+#include "distill/boxes/io_util.h"
+#include "distill/boxes/metrics.h"
+#include "distill/boxes/optim.h"
+#include "distill/config/kwargs.h"
+#include "distill/data/data_loader.h"
+#include "distill/losses/criterion.h"
+#include "distill/procs/proc_func.h"
+#include "distill/procs/training_context.h"
+#include "hooks/forward_hook_manager.h"
+
+namespace kd {
+namespace box_internal {
+namespace {
+
+at::Tensor BytesTensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string TensorBytes(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+// A stage of a box: what torchdistill's box holds for the current stage.
+class Stage final : public StageRun, public TrainingContext {
+ public:
+  Stage(Model* teacher, Model* student, c10::Device device)
+      : teacher_(teacher),
+        student_(student),
+        device_(device),
+        teacher_hooks_(device),
+        student_hooks_(device) {}
+
+  // Builds everything of `config` (`previous` for what a later stage may leave
+  // unset).
+  absl::Status Build(
+      const StageConfig& config, const StageConfig* previous,
+      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      const EvaluationConfig& evaluation, int64_t seed) override {
+    config_ = config;
+    name_ = config.name();
+    const bool with_teacher = teacher_ != nullptr;
+    // Models: requires_grad and frozen modules.
+    teacher_trains_ = with_teacher && config.teacher().has_requires_grad() &&
+                      config.teacher().requires_grad();
+    if (!config.teacher().auxiliary_modules().empty() ||
+        !config.student().auxiliary_modules().empty()) {
+      return absl::UnimplementedError(
+          "auxiliary_modules are not supported by libkd's boxes yet (a loss "
+          "that owns its "
+          "projection, such as FitNetLoss or contrastive, does the same job)");
+    }
+    KD_RETURN_IF_ERROR(
+        SetRequiresGrad(*student_, config.student(), true, "student"));
+    if (with_teacher) {
+      KD_RETURN_IF_ERROR(
+          SetRequiresGrad(*teacher_, config.teacher(), false, "teacher"));
+    }
+    // Hooks.
+    KD_RETURN_IF_ERROR(
+        AddHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
+    KD_RETURN_IF_ERROR(
+        AddHooks(student_hooks_, student_, config.student(), "student"));
+    // Loss.
+    absl::StatusOr<Criterion> criterion =
+        Criterion::FromConfig(config.criterion());
+    if (!criterion.ok()) return InField("criterion", criterion.status());
+    criterion_ = std::make_unique<Criterion>(*std::move(criterion));
+    // Loaders (a later stage may keep the previous one's).
+    const LoaderConfig& train =
+        config.has_train_data_loader() || previous == nullptr
+            ? config.train_data_loader()
+            : previous->train_data_loader();
+    const LoaderConfig& val =
+        config.has_val_data_loader() || previous == nullptr
+            ? config.val_data_loader()
+            : previous->val_data_loader();
+    KD_ASSIGN_OR_RETURN(train_loader_,
+                        MakeLoader(train, datasets, seed, "train_data_loader"));
+    if (!val.dataset_id().empty()) {
+      KD_ASSIGN_OR_RETURN(val_loader_,
+                          MakeLoader(val, datasets, seed, "val_data_loader"));
+    }
+    // Optimizer over what trains, and the loss's own parameters.
+    const OptimizerConfig& optimizer =
+        config.has_optimizer() || previous == nullptr ? config.optimizer()
+                                                      : previous->optimizer();
+    if (!optimizer.param_groups().empty()) {
+      return absl::UnimplementedError(
+          "optimizer.param_groups are not supported yet");
+    }
+    params_.clear();
+    for (Model* model : {student_, teacher_trains_ ? teacher_ : nullptr}) {
+      if (model == nullptr) continue;
+      for (const auto& [name, p] : model->NamedParameters()) {
+        if (p.requires_grad()) params_.push_back(p);
+      }
+    }
+    for (const at::Tensor& p : criterion_->Parameters()) params_.push_back(p);
+    KD_ASSIGN_OR_RETURN(
+        Kwargs opt_kwargs,
+        PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
+                     absl::StrCat("optimizer \"", optimizer.key(), "\"")));
+    KD_ASSIGN_OR_RETURN(optimizer_,
+                        MakeOptimizer(optimizer.key(), params_, opt_kwargs));
+    max_grad_norm_ = optimizer.has_max_grad_norm()
+                         ? std::optional<double>(optimizer.max_grad_norm())
+                         : std::nullopt;
+    grad_accum_step_ = std::max(1, optimizer.grad_accum_step());
+    const SchedulerConfig& scheduler =
+        config.has_scheduler() || previous == nullptr ? config.scheduler()
+                                                      : previous->scheduler();
+    if (!scheduler.key().empty()) {
+      KD_ASSIGN_OR_RETURN(
+          Kwargs kwargs,
+          PluginKwargs(SchedulerRegistry(), scheduler.key(), scheduler.kwargs(),
+                       absl::StrCat("scheduler \"", scheduler.key(), "\"")));
+      KD_ASSIGN_OR_RETURN(scheduler_,
+                          MakeScheduler(scheduler.key(), *optimizer_, kwargs));
+      scheduling_step_ = scheduler.scheduling_step();
+    }
+    // Process functions.
+    KD_ASSIGN_OR_RETURN(pre_epoch_,
+                        BuildStageProcFunc<PreEpochProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(
+        pre_forward_, BuildStageProcFunc<PreForwardProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(post_forward_, BuildStageProcFunc<PostForwardProc>(
+                                           config, with_teacher));
+    KD_ASSIGN_OR_RETURN(
+        post_epoch_, BuildStageProcFunc<PostEpochProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(student_forward_,
+                        BuildForwardProcFunc(config.student()));
+    if (with_teacher) {
+      KD_ASSIGN_OR_RETURN(teacher_forward_,
+                          BuildForwardProcFunc(config.teacher()));
+    }
+    // Metrics.
+    for (const MetricConfig& metric : evaluation.metrics()) {
+      KD_ASSIGN_OR_RETURN(
+          Kwargs kwargs,
+          PluginKwargs(MetricRegistry(), metric.key(), metric.kwargs(),
+                       absl::StrCat("metric \"", metric.key(), "\"")));
+      KD_ASSIGN_OR_RETURN(std::unique_ptr<Metric> made,
+                          MakeMetric(metric.key(), kwargs));
+      metrics_.emplace_back(
+          metric.name().empty() ? metric.key() : metric.name(),
+          std::move(made));
+    }
+    return absl::OkStatus();
+  }
+
+  // TrainingContext.
+  Model* model(ModelRole role) override {
+    return role == ModelRole::kTeacher ? teacher_ : student_;
+  }
+  void ClearIo(ModelRole role) override {
+    (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_)
+        .ClearIoDict();
+  }
+  bool distributed() const override { return false; }
+  void SetSamplerEpoch(int64_t) override {}
+  void Barrier() override {}
+  int64_t IncrementStageGradCount() override { return ++grad_count_; }
+  int64_t grad_accum_step() const override { return grad_accum_step_; }
+  std::optional<double> max_grad_norm() const override {
+    return max_grad_norm_;
+  }
+  void Backward(const at::Tensor& loss) override { loss.backward(); }
+  void ClipGradNorm(double max_norm) override {
+    torch::nn::utils::clip_grad_norm_(params_, max_norm);
+  }
+  void OptimizerStep() override { optimizer_->step(); }
+  void ZeroGrad() override { optimizer_->zero_grad(/*set_to_none=*/true); }
+  bool has_scheduler() const override { return scheduler_ != nullptr; }
+  int64_t scheduling_step() const override { return scheduling_step_; }
+  void SchedulerStep(const SchedulerStepArgs& args) override {
+    if (scheduler_ != nullptr) scheduler_->Step(args);
+  }
+  void AuxiliaryPostEpoch(ModelRole) override {}
+
+  // One epoch of training (epoch counts from 0); the mean loss.
+  absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options,
+                                    int log_every) override {
+    KD_RETURN_IF_ERROR((*pre_epoch_)(*this, epoch));
+    train_loader_->SetEpoch(epoch);
+    const int64_t steps = train_loader_->num_batches();
+    double loss_sum = 0;
+    Clock::time_point window = Clock::now();
+    int64_t window_samples = 0, window_step = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      Batch batch = train_loader_->GetBatch(step);
+      ToDevice(batch);
+      KD_RETURN_IF_ERROR((*pre_forward_)(*this, batch));
+      KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
+      const double loss = result.total.item<double>();
+      if (!std::isfinite(loss)) {
+        std::vector<std::string> terms;
+        for (const TermValue& term : result.terms) {
+          terms.push_back(
+              absl::StrCat(term.name, " = ", term.value.item<double>()));
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stage \"", name_, "\" epoch ", epoch + 1, " step ", step + 1,
+            ": the loss is ", loss, " (", absl::StrJoin(terms, ", "),
+            "); stopped without saving, the last good "
+            "checkpoint is kept"));
+      }
+      loss_sum += loss;
+      KD_RETURN_IF_ERROR((*post_forward_)(*this, result.total, std::nullopt));
+      window_samples += BatchSize(batch);
+      if (options.on_step && log_every > 0 && (step + 1) % log_every == 0) {
+        StepReport report{.stage = name_,
+                          .epoch = epoch + 1,
+                          .step = step + 1,
+                          .steps_per_epoch = steps,
+                          .loss = loss};
+        for (const TermValue& term : result.terms) {
+          report.terms[term.name] = term.value.item<double>();
+        }
+        report.lr = LearningRates(*optimizer_).at(0);
+        const double elapsed = Seconds(window);
+        report.samples_per_second =
+            static_cast<double>(window_samples) / elapsed;
+        report.seconds_per_step =
+            elapsed / static_cast<double>(step + 1 - window_step);
+        window_step = step + 1;
+        window = Clock::now();
+        window_samples = 0;
+        options.on_step(report);
+      }
+    }
+    return steps == 0 ? 0.0 : loss_sum / static_cast<double>(steps);
+  }
+
+  // The validation loss and metrics of the student (empty without a validation
+  // loader).
+  absl::StatusOr<std::map<std::string, double>> Evaluate() override {
+    std::map<std::string, double> out;
+    if (val_loader_ == nullptr) return out;
+    const bool was_training = student_->is_training();
+    student_->SetTraining(false);
+    at::NoGradGuard no_grad;
+    for (auto& [name, metric] : metrics_) metric->Reset();
+    double loss_sum = 0;
+    int64_t count = 0;
+    val_loader_->SetEpoch(0);
+    for (int64_t i = 0; i < val_loader_->num_batches(); ++i) {
+      Batch batch = val_loader_->GetBatch(i);
+      ToDevice(batch);
+      KD_ASSIGN_OR_RETURN(c10::IValue output,
+                          (*student_forward_)(*student_, batch));
+      student_hooks_.ClearIoDict();
+      if (!output.isTensor() || !batch.targets.isTensor()) {
+        return absl::InvalidArgumentError(
+            "evaluation needs a tensor output (logits) and tensor targets");
+      }
+      const at::Tensor logits = output.toTensor(),
+                       targets = batch.targets.toTensor();
+      loss_sum +=
+          at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum)
+              .item<double>();
+      count += targets.size(0);
+      for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
+    }
+    out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
+    for (auto& [name, metric] : metrics_) out[name] = metric->Value();
+    student_->SetTraining(was_training);
+    return out;
+  }
+
+  absl::Status PostEpoch(std::optional<double> metric) override {
+    return (*post_epoch_)(*this, metric);
+  }
+
+  // What a checkpoint keeps of this stage.
+  void SaveTo(c10::impl::GenericDict& dict) const override {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    dict.insert("optimizer", BytesTensor(bytes.str()));
+    c10::List<double> scheduler;
+    if (scheduler_ != nullptr) {
+      for (double v : scheduler_->State()) scheduler.push_back(v);
+    }
+    dict.insert("scheduler", scheduler);
+    dict.insert("grad_count", grad_count_);
+    c10::impl::GenericDict loss_state(c10::StringType::get(),
+                                      c10::TensorType::get());
+    for (const auto& [name, tensor] : criterion_->NamedState()) {
+      loss_state.insert(name, tensor.detach().cpu());
+    }
+    dict.insert("loss_state", loss_state);
+  }
+
+  absl::Status LoadFrom(const c10::impl::GenericDict& dict) override {
+    std::istringstream bytes(TensorBytes(dict.at("optimizer").toTensor()));
+    torch::serialize::InputArchive archive;
+    archive.load_from(bytes);
+    optimizer_->load(archive);
+    if (scheduler_ != nullptr)
+      scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
+    grad_count_ = dict.at("grad_count").toInt();
+    const c10::impl::GenericDict loss_state =
+        dict.at("loss_state").toGenericDict();
+    at::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : criterion_->NamedState()) {
+      auto it = loss_state.find(name);
+      if (it != loss_state.end()) {
+        at::Tensor target = tensor;
+        target.copy_(it->value().toTensor());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string& name() const override { return name_; }
+  const StageConfig& config() const override { return config_; }
+  double lr() const override { return LearningRates(*optimizer_).at(0); }
+  int64_t train_samples_per_epoch() const override {
+    // The loader's batch size: a later stage may inherit the loader from an
+    // earlier one.
+    return train_loader_->num_batches() * train_loader_->options().batch_size;
+  }
+
+ private:
+  absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
+      const LoaderConfig& loader,
+      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      int64_t seed, const char* field) {
+    auto it = datasets.find(loader.dataset_id());
+    if (it == datasets.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": no dataset \"", loader.dataset_id(), "\""));
+    }
+    DataLoaderOptions options;
+    options.batch_size = loader.batch_size();
+    options.shuffle = loader.shuffle();
+    options.drop_last = loader.drop_last();
+    options.seed = static_cast<uint64_t>(seed);
+    absl::StatusOr<DataLoader> created =
+        DataLoader::Create(it->second, options);
+    if (!created.ok()) return InField(field, created.status());
+    return std::make_unique<DataLoader>(*std::move(created));
+  }
+
+  static absl::Status SetRequiresGrad(Model& model,
+                                      const StageModelConfig& config,
+                                      bool default_value, const char* role) {
+    const bool trains =
+        config.has_requires_grad() ? config.requires_grad() : default_value;
+    for (const std::string& path : config.frozen_modules()) {
+      if (absl::Status found = model.CheckModulePath(path); !found.ok()) {
+        return InField(absl::StrCat(role, ".frozen_modules"), found);
+      }
+    }
+    for (const auto& [name, p] : model.NamedParameters()) {
+      bool frozen = !trains;
+      for (const std::string& path : config.frozen_modules()) {
+        if (path.empty() || name.rfind(path + ".", 0) == 0) frozen = true;
+      }
+      at::Tensor param = p;
+      param.requires_grad_(!frozen);
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status AddHooks(ForwardHookManager& hooks, Model* model,
+                               const StageModelConfig& config,
+                               const char* role) {
+    hooks.Clear();
+    if (model == nullptr) return absl::OkStatus();
+    if (absl::Status set = SetHooks(hooks, *model, config); !set.ok())
+      return InField(role, set);
+    return absl::OkStatus();
+  }
+
+  void ToDevice(Batch& batch) const {
+    if (device_.is_cpu()) return;
+    batch.samples = kd::ToDevice(batch.samples, device_);
+    batch.targets = kd::ToDevice(batch.targets, device_);
+  }
+
+  static int64_t BatchSize(const Batch& batch) {
+    return batch.targets.isTensor() ? batch.targets.toTensor().size(0) : 0;
+  }
+
+  absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output,
+                                          const char* role) {
+    if (output.isTensor()) return output.toTensor();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", role, "'s output is a ", output.tagKind(),
+        "; the criterion reads tensor outputs (hook a module for the rest)"));
+  }
+
+  absl::StatusOr<CriterionResult> Forward(const Batch& batch) {
+    CriterionInputs in;
+    IoDict teacher_io, student_io;
+    if (teacher_ != nullptr) {
+      c10::IValue output;
+      if (teacher_trains_) {
+        KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+      } else {
+        at::NoGradGuard no_grad;
+        KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+      }
+      KD_ASSIGN_OR_RETURN(teacher_io, teacher_hooks_.PopIoDict());
+      KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
+      in.teacher_io = &teacher_io;
+      in.teacher_model = teacher_;
+    }
+    KD_ASSIGN_OR_RETURN(c10::IValue output,
+                        (*student_forward_)(*student_, batch));
+    KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
+    KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
+    in.student_io = &student_io;
+    in.student_model = student_;
+    if (batch.targets.isTensor()) in.targets = batch.targets.toTensor();
+    return criterion_->Forward(in);
+  }
+
+  Model* teacher_;
+  Model* student_;
+  c10::Device device_;
+  ForwardHookManager teacher_hooks_, student_hooks_;
+  StageConfig config_;
+  std::string name_;
+  bool teacher_trains_ = false;
+  std::unique_ptr<Criterion> criterion_;
+  std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LrScheduler> scheduler_;
+  int64_t scheduling_step_ = 0;
+  std::optional<double> max_grad_norm_;
+  int64_t grad_accum_step_ = 1;
+  int64_t grad_count_ = 0;
+  // Optional only because they have no default constructor: Build sets them.
+  std::optional<ProcFunc<PreEpochProc>> pre_epoch_;
+  std::optional<ProcFunc<PreForwardProc>> pre_forward_;
+  std::optional<ProcFunc<PostForwardProc>> post_forward_;
+  std::optional<ProcFunc<PostEpochProc>> post_epoch_;
+  std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
+  std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student,
+                                   c10::Device device) {
+  return std::make_unique<Stage>(teacher, student, device);
+}
+
+}  // namespace box_internal
+}  // namespace kd
