@@ -72,6 +72,30 @@ check "losses: exit 2" test "$rc" -eq 2
 check "losses: every problem" test "$out" = "$expected"
 if [[ "$out" != "$expected" ]]; then diff <(echo "$expected") <(echo "$out"); fi
 
+# --check_files builds the models and checks the module paths against them (columns counted by
+# hand: line 9's param_groups value starts at 75). Without it the config is valid.
+cat >"$TEST_TMPDIR/paths.pbtxt" <<'PBTXT'
+student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } }
+teacher { native { key: "fashion_cnn" } }
+datasets { id: "train" key: "fashion_mnist" }
+train {
+  num_epochs: 1
+  train_data_loader { dataset_id: "train" batch_size: 8 }
+  student { forward_hooks { module_path: "layer3" requires_output: true } }
+  teacher { forward_hooks { module_path: "layer2" requires_output: true } }
+  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } param_groups { module_path: "haed" } }
+  criterion { terms { key: "MSELoss" inputs { arg: "input" source: STUDENT path: "layer3" } inputs { arg: "target" source: TEACHER path: "layer2" } } }
+}
+PBTXT
+expected='paths.pbtxt:7:29: no module "layer3" in this native model; did you mean "layer1" or "layer2"?
+paths.pbtxt:9:75: no module "haed" in this native model; did you mean "head"?'
+out=$(cd / && BUILD_WORKING_DIRECTORY="$TEST_TMPDIR" "$tool" --config=paths.pbtxt --check_files); rc=$?
+check "paths: exit 2" test "$rc" -eq 2
+check "paths: every problem" test "$out" = "$expected"
+if [[ "$out" != "$expected" ]]; then diff <(echo "$expected") <(echo "$out"); fi
+out=$(cd / && BUILD_WORKING_DIRECTORY="$TEST_TMPDIR" "$tool" --config=paths.pbtxt); rc=$?
+check "paths without check_files: exit 0" test "$rc" -eq 0
+
 printf 'train {\n  num_epochs: "ten"\n}\n' >"$TEST_TMPDIR/syntax.pbtxt"
 out=$("$tool" --config="$TEST_TMPDIR/syntax.pbtxt"); rc=$?
 check "syntax: exit 2" test "$rc" -eq 2

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "distill/boxes/internal/stage.h"
+#include "distill/boxes/model_paths.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
@@ -37,38 +39,6 @@ using box_internal::StageRun;
 std::string Resolve(const std::string& base, const std::string& path) {
   if (path.empty() || base.empty() || fs::path(path).is_absolute()) return path;
   return (fs::path(base) / path).string();
-}
-
-absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
-                                                 const std::string& base,
-                                                 const char* role) {
-  std::unique_ptr<Model> model;
-  if (config.has_native()) {
-    const PluginConfig& native = config.native();
-    KD_ASSIGN_OR_RETURN(
-        Kwargs kwargs,
-        PluginKwargs(ModelRegistry(), native.key(), native.kwargs(),
-                     absl::StrCat("model \"", native.key(), "\"")));
-    absl::StatusOr<std::unique_ptr<Model>> made =
-        MakeRegisteredModel(native.key(), kwargs);
-    if (!made.ok())
-      return InField(absl::StrCat(role, ".native"), made.status());
-    model = *std::move(made);
-  } else if (!config.torchscript().empty()) {
-    absl::StatusOr<std::unique_ptr<Model>> loaded =
-        LoadTorchScriptModel(Resolve(base, config.torchscript()));
-    if (!loaded.ok())
-      return InField(absl::StrCat(role, ".torchscript"), loaded.status());
-    model = *std::move(loaded);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, ": no source (set torchscript or native)"));
-  }
-  if (!config.src_ckpt().empty()) {
-    absl::Status loaded = model->LoadState(Resolve(base, config.src_ckpt()));
-    if (!loaded.ok()) return InField(absl::StrCat(role, ".src_ckpt"), loaded);
-  }
-  return model;
 }
 
 // The tensors of `model` (parameters, then buffers) as a dict path -> tensor,
@@ -160,6 +130,20 @@ class BoxImpl final : public Box {
     KD_ASSIGN_OR_RETURN(
         student_, LoadModel(config_.student(), options_.base_dir, "student"));
     student_->To(device_);
+    // Every stage is built once here, so that a mistake in a later stage shows before the first
+    // one trains. Building may draw random numbers (a loss's own layers): the RNG state is put
+    // back, so the check leaves no trace in the run.
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      rng = generator.get_state();
+    }
+    for (size_t s = 0; s < stages_.size(); ++s) KD_RETURN_IF_ERROR(BuildStage(s).status());
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng);
+    }
     return absl::OkStatus();
   }
 
@@ -208,16 +192,10 @@ class BoxImpl final : public Box {
                                                ? evaluation.metrics(0).key()
                                                : evaluation.metrics(0).name())
                                         : "loss";
+    std::unique_ptr<StageRun> last_stage;
     for (size_t s = first_stage; s < stages_.size(); ++s) {
-      const std::unique_ptr<StageRun> run =
-          box_internal::NewStage(teacher_.get(), student_.get(), device_);
+      KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
       StageRun& stage = *run;
-      absl::Status built =
-          stage.Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
-                      evaluation, seed_);
-      if (!built.ok())
-        return InField(absl::StrCat("stage \"", stages_[s].name(), "\""),
-                       built);
       int64_t epoch = 0;
       if (resume.has_value() && s == first_stage) {
         // A checkpoint written at a stage's end starts the next stage afresh.
@@ -264,6 +242,7 @@ class BoxImpl final : public Box {
       if (result.final_metrics.empty() && s + 1 == stages_.size()) {
         KD_ASSIGN_OR_RETURN(result.final_metrics, stage.Evaluate());
       }
+      last_stage = std::move(run);
     }
     for (const auto& [model, config] :
          {std::pair<Model*, const ModelConfig*>{student_.get(),
@@ -277,6 +256,9 @@ class BoxImpl final : public Box {
         KD_RETURN_IF_ERROR(model->SaveState(path));
       }
     }
+    if (config_.has_test_data_loader()) {
+      KD_RETURN_IF_ERROR(Test(std::move(last_stage), result));
+    }
     result.seconds = Seconds(start);
     return result;
   }
@@ -284,6 +266,34 @@ class BoxImpl final : public Box {
  private:
   std::string LastPath() const {
     return (fs::path(ckpt_dir_) / "last.pt").string();
+  }
+
+  // Stage `s` built on the box's models and datasets; errors name the stage.
+  absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
+    std::unique_ptr<StageRun> stage = box_internal::NewStage(
+        teacher_.get(), student_.get(), device_, config_.run().precision());
+    const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr,
+                                            datasets_, config_.evaluation(), seed_);
+    if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
+    return stage;
+  }
+
+  // The test set's metrics of the best student by validation (best.pt, written by this run or
+  // the one it resumes), or of the final one without validation. `last_stage` is null when a
+  // resumed run had no stage left to train: the last stage is built for testing then.
+  absl::Status Test(std::unique_ptr<StageRun> last_stage, RunResult& result) {
+    if (last_stage == nullptr) {
+      KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
+    }
+    const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
+    if (!std::isnan(best_) && fs::exists(best)) {
+      KD_ASSIGN_OR_RETURN(c10::IValue saved, ReadTorchFile(best));
+      KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.toGenericDict().at("student"), best));
+      result.tested_checkpoint = best;
+    }
+    KD_ASSIGN_OR_RETURN(result.test_metrics,
+                        last_stage->Test(config_.test_data_loader(), datasets_, seed_));
+    return absl::OkStatus();
   }
 
   static absl::Status CreateDirectories(const std::string& dir) {

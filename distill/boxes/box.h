@@ -1,32 +1,43 @@
-// Boxes: a DistillConfig run end to end — models, data, hooks, loss, optimizer, scheduler and
-// process functions built from the config, epochs with evaluation, stages in order, atomic
-// checkpoints and resume. torchdistill's four boxes, chosen from the config by MakeBox:
+// Boxes: a DistillConfig run end to end — models, data, hooks, loss, optimizer,
+// scheduler and process functions built from the config, epochs with
+// evaluation, stages in order, atomic checkpoints and resume. torchdistill's
+// four boxes, chosen from the config by MakeBox:
 //
 //   TrainingBox                 no teacher, one stage (`train`)
 //   DistillationBox             a teacher, one stage
 //   MultiStagesTrainingBox      no teacher, `stages`
 //   MultiStagesDistillationBox  a teacher, `stages`
 //
-//   KD_ASSIGN_OR_RETURN(kd::DistillConfig config, kd::LoadDistillConfig("kd.pbtxt"));
+//   KD_ASSIGN_OR_RETURN(kd::DistillConfig config,
+//   kd::LoadDistillConfig("kd.pbtxt"));
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Box> box,
-//                       kd::MakeBox(config, {.run_dir = "runs/kd", .resume = true}));
+//                       kd::MakeBox(config, {.run_dir = "runs/kd", .resume =
+//                       true}));
 //   KD_ASSIGN_OR_RETURN(kd::RunResult result, box->Run());
 //
-// Each stage runs torchdistill's loop through the process functions (distill/procs): pre-epoch;
-// per batch pre-forward, the teacher's forward (eval mode under no-grad unless it trains), the
-// student's, the criterion on their outputs and I/O dicts, post-forward (backward, clipping,
-// optimizer and step-wise scheduler steps); evaluation; post-epoch. A stage implements
+// Each stage runs torchdistill's loop through the process functions
+// (distill/procs): pre-epoch; per batch pre-forward, the teacher's forward
+// (eval mode under no-grad unless it trains), the student's, the criterion on
+// their outputs and I/O dicts, post-forward (backward, clipping, optimizer and
+// step-wise scheduler steps); evaluation; post-epoch. A stage implements
 // kd::TrainingContext, which is what the process functions see.
 //
-// Checkpoints: one torch.save file (models' tensors, the optimizer's state, the scheduler's,
-// the losses' own tensors, the CPU RNG state, stage and epoch), written atomically under the
-// run folder's checkpoint dir: "last.pt" after every epoch, "best.pt" on a new best primary
-// metric, "<stage>.pt" at the end of each stage (a later stage resumes from it afresh),
-// "<stage>_epoch<N>.pt" every checkpoint.every_n_epochs. Resume (BoxOptions.resume, or
-// checkpoint.resume_from) continues from "last.pt" to the result an uninterrupted run gives:
-// batches are a function of (seed, epoch), and the RNG state is restored. A NaN or infinite
-// loss stops the run naming the stage, epoch, step and terms, leaving the last good
-// checkpoint as it was.
+// Mixed precision (run.precision): BF16 / FP16 run forwards and losses under libtorch's autocast
+// (distill/boxes/amp.h), FP16 with dynamic loss scaling. Optimizer parameter groups follow
+// torchdistill's module-wise params: only the listed modules train, each at its own kwargs.
+// With a test_data_loader, the best student by validation is tested once at the end.
+//
+// Checkpoints: one torch.save file (models' tensors, the optimizer's state, the
+// scheduler's, the losses' own tensors, the CPU RNG state, stage and epoch),
+// written atomically under the run folder's checkpoint dir: "last.pt" after
+// every epoch, "best.pt" on a new best primary metric, "<stage>.pt" at the end
+// of each stage (a later stage resumes from it afresh),
+// "<stage>_epoch<N>.pt" every checkpoint.every_n_epochs. Resume
+// (BoxOptions.resume, or checkpoint.resume_from) continues from "last.pt" to
+// the result an uninterrupted run gives: batches are a function of (seed,
+// epoch), and the RNG state is restored. A NaN or infinite loss stops the run
+// naming the stage, epoch, step and terms, leaving the last good checkpoint as
+// it was.
 #ifndef LIBKD_DISTILL_BOXES_BOX_H_
 #define LIBKD_DISTILL_BOXES_BOX_H_
 
@@ -46,8 +57,8 @@ namespace kd {
 // One logged training step (every run.log_every_n_steps batches).
 struct StepReport {
   std::string stage;
-  int64_t epoch = 0;             // from 1
-  int64_t step = 0;              // batch in the epoch, from 1
+  int64_t epoch = 0;  // from 1
+  int64_t step = 0;   // batch in the epoch, from 1
   int64_t steps_per_epoch = 0;
   double loss = 0;
   std::map<std::string, double> terms;  // each term's unweighted value
@@ -62,17 +73,19 @@ struct EpochReport {
   int64_t epoch = 0;  // from 1
   int64_t num_epochs = 0;
   double train_loss = 0;  // mean over the epoch's batches
-  std::map<std::string, double> metrics;  // validation: "loss", "accuracy", ... (may be empty)
+  std::map<std::string, double>
+      metrics;  // validation: "loss", "accuracy", ... (may be empty)
   double lr = 0;
   double seconds = 0;
   double samples_per_second = 0;
 };
 
 struct BoxOptions {
-  // Where checkpoints and metrics.jsonl go. Default: run.run_dir, else "runs/<run.name>".
+  // Where checkpoints and metrics.jsonl go. Default: run.run_dir, else
+  // "runs/<run.name>".
   std::string run_dir;
-  // Relative paths in the config (models, checkpoints) are taken from here. Default: the
-  // working directory.
+  // Relative paths in the config (models, checkpoints) are taken from here.
+  // Default: the working directory.
   std::string base_dir;
   // Override run.seed / run.device.
   std::optional<int64_t> seed;
@@ -86,8 +99,14 @@ struct BoxOptions {
 
 struct RunResult {
   std::vector<EpochReport> epochs;
-  // The last stage's validation metrics after its last epoch ("loss", "accuracy", "top5"...).
+  // The last stage's validation metrics after its last epoch ("loss",
+  // "accuracy", "top5"...).
   std::map<std::string, double> final_metrics;
+  // With a test_data_loader: the test metrics, of the student in
+  // `tested_checkpoint` ("best.pt" under the checkpoint dir) or, when that is
+  // empty, of the final student.
+  std::map<std::string, double> test_metrics;
+  std::string tested_checkpoint;
   double seconds = 0;
   // Epochs run by this call (fewer than the config's after a resume).
   int64_t epochs_run = 0;
@@ -96,14 +115,16 @@ struct RunResult {
 class Box {
  public:
   virtual ~Box() = default;
-  // "TrainingBox", "DistillationBox", "MultiStagesTrainingBox" or "MultiStagesDistillationBox".
+  // "TrainingBox", "DistillationBox", "MultiStagesTrainingBox" or
+  // "MultiStagesDistillationBox".
   virtual std::string kind() const = 0;
-  // Runs every stage (after a resume: what is left). Errors name the stage and what failed.
+  // Runs every stage (after a resume: what is left). Errors name the stage and
+  // what failed.
   virtual absl::StatusOr<RunResult> Run() = 0;
 };
 
-// The box `config` describes; models, datasets and stage plugins are built and checked here
-// (errors name the config field), the run starts with Run().
+// The box `config` describes; models, datasets and stage plugins are built and
+// checked here (errors name the config field), the run starts with Run().
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
                                              const BoxOptions& options = {});
 

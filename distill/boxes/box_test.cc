@@ -1,26 +1,27 @@
-// Boxes on the synthetic dataset (distill/data) with native models (distill/models): each box
-// kind trains; stages advance with stage checkpoints; a resumed run equals an uninterrupted
-// one; a killed checkpoint write leaves the previous checkpoint; a NaN loss stops the run;
-// missing dataset files are named.
+// Boxes on the synthetic dataset (distill/data) with native models
+// (distill/models): each box kind trains; stages advance with stage
+// checkpoints; a resumed run equals an uninterrupted one; a killed checkpoint
+// write leaves the previous checkpoint; a NaN loss stops the run; missing
+// dataset files are named.
 #include "distill/boxes/box.h"
 
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
-
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/procs/proc_func.h"
-#include "google/protobuf/text_format.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
@@ -61,7 +62,10 @@ constexpr char kStudent[] = R"pb(
     native {
       key: "mlp"
       kwargs { name: "in_features" integer: 36 }
-      kwargs { name: "hidden" integers { values: [ 16 ] } }
+      kwargs {
+        name: "hidden"
+        integers { values: [ 16 ] }
+      }
       kwargs { name: "num_classes" integer: 4 }
     }
   }
@@ -72,28 +76,39 @@ constexpr char kTeacher[] = R"pb(
     native {
       key: "mlp"
       kwargs { name: "in_features" integer: 36 }
-      kwargs { name: "hidden" integers { values: [ 32 ] } }
+      kwargs {
+        name: "hidden"
+        integers { values: [ 32 ] }
+      }
       kwargs { name: "num_classes" integer: 4 }
     }
   }
 )pb";
 
-std::string Stage(const std::string& name, int epochs, const std::string& loss) {
-  return absl::StrCat(R"pb(
-    name: ")pb", name, R"pb("
-    num_epochs: )pb", epochs, R"pb(
-    train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
-    val_data_loader { dataset_id: "val" batch_size: 64 }
-    optimizer {
-      key: "SGD"
-      kwargs { name: "lr" number: 0.1 }
-      kwargs { name: "momentum" number: 0.9 }
-    }
-    scheduler {
-      key: "MultiStepLR"
-      kwargs { name: "milestones" integers { values: [ 2 ] } }
-    }
-  )pb", loss);
+std::string Stage(const std::string& name, int epochs,
+                  const std::string& loss) {
+  return absl::StrCat(
+      R"pb(
+        name: ")pb",
+      name, R"pb("
+                 num_epochs:)pb",
+      epochs, R"pb(
+        train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
+        val_data_loader { dataset_id: "val" batch_size: 64 }
+        optimizer {
+          key: "SGD"
+          kwargs { name: "lr" number: 0.1 }
+          kwargs { name: "momentum" number: 0.9 }
+        }
+        scheduler {
+          key: "MultiStepLR"
+          kwargs {
+            name: "milestones"
+            integers { values: [ 2 ] }
+          }
+        }
+      )pb",
+      loss);
 }
 
 constexpr char kCe[] = R"pb(
@@ -122,7 +137,8 @@ constexpr char kKd[] = R"pb(
 
 DistillConfig Parse(const std::string& text) {
   DistillConfig config;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config))
+      << text;
   return config;
 }
 
@@ -130,6 +146,20 @@ std::string RunDir(const std::string& name) {
   const std::string dir = test::TempPath(name);
   fs::remove_all(dir);
   return dir;
+}
+
+// The students of two runs' last checkpoints are equal, bit for bit.
+void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
+  const auto a =
+      ReadTorchFile(dir_a + "/ckpt/last.pt")->toGenericDict().at("student");
+  const auto b =
+      ReadTorchFile(dir_b + "/ckpt/last.pt")->toGenericDict().at("student");
+  ASSERT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
+  for (const auto& entry : a.toGenericDict()) {
+    EXPECT_TRUE(at::equal(entry.value().toTensor(),
+                          b.toGenericDict().at(entry.key()).toTensor()))
+        << entry.key().toStringRef();
+  }
 }
 
 class BoxTest : public ::testing::Test {
@@ -146,13 +176,14 @@ TEST_F(BoxTest, TrainingBoxLearns) {
   auto result = (*box)->Run();
   ASSERT_THAT(result, IsOk());
   ASSERT_EQ(result->epochs.size(), 3u);
-  EXPECT_LT(result->epochs.back().train_loss, result->epochs.front().train_loss);
+  EXPECT_LT(result->epochs.back().train_loss,
+            result->epochs.front().train_loss);
   EXPECT_GT(result->final_metrics.at("accuracy"), 0.9);  // chance: 0.25
 }
 
 TEST_F(BoxTest, DistillationBoxRunsTheTeacherAndTheCriterion) {
-  const DistillConfig config =
-      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}"));
+  const DistillConfig config = Parse(absl::StrCat(
+      kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}"));
   int steps = 0;
   auto box = MakeBox(config, {.run_dir = RunDir("distillation"),
                               .on_step = [&](const StepReport& r) {
@@ -167,13 +198,13 @@ TEST_F(BoxTest, DistillationBoxRunsTheTeacherAndTheCriterion) {
   EXPECT_GT(result->final_metrics.at("accuracy"), 0.5);
 }
 
-// Two stages: the second starts from what the first trained, and the stage checkpoint written
-// at the first stage's end resumes at the second stage.
+// Two stages: the second starts from what the first trained, and the stage
+// checkpoint written at the first stage's end resumes at the second stage.
 TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
   const std::string dir = RunDir("multi");
-  const DistillConfig config = Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {",
-                                                  Stage("warm", 1, kCe), "} stages {",
-                                                  Stage("kd", 2, kKd), "}"));
+  const DistillConfig config = Parse(
+      absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe),
+                   "} stages {", Stage("kd", 2, kKd), "}"));
   auto box = MakeBox(config, {.run_dir = dir});
   ASSERT_THAT(box, IsOk());
   EXPECT_EQ((*box)->kind(), "MultiStagesDistillationBox");
@@ -187,8 +218,8 @@ TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
   EXPECT_EQ(last->toGenericDict().at("stage_name").toStringRef(), "kd");
   EXPECT_EQ(last->toGenericDict().at("epoch").toInt(), 2);
 
-  // The first stage's checkpoint starts the second stage: a run resumed from it trains the
-  // second stage only and ends where the uninterrupted run ended.
+  // The first stage's checkpoint starts the second stage: a run resumed from it
+  // trains the second stage only and ends where the uninterrupted run ended.
   auto warm = ReadTorchFile(dir + "/ckpt/warm.pt");
   ASSERT_THAT(warm, IsOk());
   EXPECT_EQ(warm->toGenericDict().at("stage_name").toStringRef(), "warm");
@@ -199,37 +230,130 @@ TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
   auto resumed = (*MakeBox(from_stage, {.run_dir = dir2}))->Run();
   ASSERT_THAT(resumed, IsOk());
   EXPECT_EQ(resumed->epochs_run, 2);
-  const auto a = ReadTorchFile(dir + "/ckpt/last.pt")->toGenericDict().at("student");
-  const auto b = ReadTorchFile(dir2 + "/ckpt/last.pt")->toGenericDict().at("student");
-  for (const auto& entry : a.toGenericDict()) {
-    EXPECT_TRUE(at::equal(entry.value().toTensor(), b.toGenericDict().at(entry.key()).toTensor()))
-        << entry.key().toStringRef();
+  ExpectSameStudent(dir, dir2);
+}
+
+// Parameter groups train only their modules, at their own kwargs
+// (torchdistill's module-wise params): a group over "fc" alone trains as
+// freezing "hidden" does, and a group over the whole model with lr 0.05 trains
+// as an optimizer with lr 0.05 does, bit for bit.
+TEST_F(BoxTest, ParamGroupsTrainTheirModulesAtTheirOwnRates) {
+  const DistillConfig base =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  auto run = [&](const std::string& name,
+                 const std::function<void(StageConfig&)>& change) {
+    const std::string dir = RunDir(name);
+    DistillConfig config = base;
+    change(*config.mutable_train());
+    auto box = MakeBox(config, {.run_dir = dir});
+    EXPECT_THAT(box, IsOk()) << name;
+    if (box.ok()) {
+      EXPECT_THAT((*box)->Run(), IsOk()) << name;
+    }
+    return dir;
+  };
+  ExpectSameStudent(
+      run("group_fc",
+          [](StageConfig& stage) {
+            stage.mutable_optimizer()->add_param_groups()->set_module_path(
+                "fc");
+          }),
+      run("frozen_hidden", [](StageConfig& stage) {
+        stage.mutable_student()->add_frozen_modules("hidden");
+      }));
+  ExpectSameStudent(
+      run("group_lr",
+          [](StageConfig& stage) {
+            Kwarg* lr =
+                stage.mutable_optimizer()->add_param_groups()->add_kwargs();
+            lr->set_name("lr");
+            lr->set_number(0.05);
+          }),
+      run("optimizer_lr", [](StageConfig& stage) {
+        ASSERT_EQ(stage.optimizer().kwargs(0).name(), "lr");
+        stage.mutable_optimizer()->mutable_kwargs(0)->set_number(0.05);
+      }));
+
+  DistillConfig typo = base;
+  typo.mutable_train()
+      ->mutable_optimizer()
+      ->add_param_groups()
+      ->set_module_path("fcc");
+  EXPECT_THAT(
+      MakeBox(typo, {.run_dir = RunDir("group_typo")}),
+      StatusIs(absl::StatusCode::kNotFound,
+               AllOf(HasSubstr("optimizer.param_groups[0]"),
+                     HasSubstr("\"fcc\""), HasSubstr("did you mean \"fc\"?"))));
+}
+
+// run.precision: BF16 runs forwards and losses in bfloat16 autocast, FP16 in
+// float16 with loss scaling (its scaler's state in the checkpoint). Both learn
+// the task as FP32 does, with arithmetic of their own (the epoch losses differ
+// from FP32's).
+TEST_F(BoxTest, MixedPrecisionLearns) {
+  const DistillConfig fp32 =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe), "}"));
+  auto reference = (*MakeBox(fp32, {.run_dir = RunDir("fp32")}))->Run();
+  ASSERT_THAT(reference, IsOk());
+  for (const RunConfig::Precision precision :
+       {RunConfig::BF16, RunConfig::FP16}) {
+    const std::string name = RunConfig::Precision_Name(precision);
+    DistillConfig config = fp32;
+    config.mutable_run()->set_precision(precision);
+    const std::string dir = RunDir(name);
+    auto result = (*MakeBox(config, {.run_dir = dir}))->Run();
+    ASSERT_THAT(result, IsOk()) << name;
+    EXPECT_GT(result->final_metrics.at("accuracy"), 0.9) << name;
+    const double a = result->epochs.back().train_loss;
+    const double b = reference->epochs.back().train_loss;
+    EXPECT_NE(a, b) << name;
+    EXPECT_NEAR(a, b, 0.2 * b) << name;
+    auto last = ReadTorchFile(dir + "/ckpt/last.pt");
+    ASSERT_THAT(last, IsOk());
+    EXPECT_EQ(last->toGenericDict().contains("grad_scaler"),
+              precision == RunConfig::FP16);
   }
 }
 
-// A run stopped after epoch 1 and resumed ends where an uninterrupted run ends, bit for bit.
+// test_data_loader: evaluated once at the end with the best student by
+// validation. Tested on the validation data itself, it must give the best
+// epoch's validation metrics exactly.
+TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
+  const DistillConfig config = Parse(absl::StrCat(
+      kData, kStudent, "train {", Stage("s", 4, kCe), "}",
+      R"pb(test_data_loader { dataset_id: "val" batch_size: 50 })pb"));
+  auto result = (*MakeBox(config, {.run_dir = RunDir("test_set")}))->Run();
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(result->tested_checkpoint, HasSubstr("best.pt"));
+  const EpochReport* best = &result->epochs.front();
+  for (const EpochReport& epoch : result->epochs) {
+    if (epoch.metrics.at("accuracy") > best->metrics.at("accuracy"))
+      best = &epoch;
+  }
+  EXPECT_EQ(result->test_metrics.at("accuracy"), best->metrics.at("accuracy"));
+  EXPECT_NEAR(result->test_metrics.at("loss"), best->metrics.at("loss"), 1e-6);
+}
+
+// A run stopped after epoch 1 and resumed ends where an uninterrupted run ends,
+// bit for bit.
 TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
   const std::string whole = RunDir("whole"), parts = RunDir("parts");
   const DistillConfig config =
       Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe), "}"));
   ASSERT_THAT((*MakeBox(config, {.run_dir = whole}))->Run(), IsOk());
   DistillConfig stopped = config;
-  stopped.mutable_train()->set_num_epochs(1);  // the run that stopped after its first epoch
+  stopped.mutable_train()->set_num_epochs(
+      1);  // the run that stopped after its first epoch
   ASSERT_THAT((*MakeBox(stopped, {.run_dir = parts}))->Run(), IsOk());
   auto resumed = (*MakeBox(config, {.run_dir = parts, .resume = true}))->Run();
   ASSERT_THAT(resumed, IsOk());
   EXPECT_EQ(resumed->epochs_run, 2);
-  const auto a = ReadTorchFile(whole + "/ckpt/last.pt")->toGenericDict().at("student");
-  const auto b = ReadTorchFile(parts + "/ckpt/last.pt")->toGenericDict().at("student");
-  for (const auto& entry : a.toGenericDict()) {
-    EXPECT_TRUE(at::equal(entry.value().toTensor(),
-                          b.toGenericDict().at(entry.key()).toTensor()))
-        << entry.key().toStringRef();
-  }
+  ExpectSameStudent(whole, parts);
 }
 
-// A checkpoint write killed midway (SIGKILL while writing a large file over it) leaves the
-// previous checkpoint readable: writes go to a temporary file renamed into place.
+// A checkpoint write killed midway (SIGKILL while writing a large file over it)
+// leaves the previous checkpoint readable: writes go to a temporary file
+// renamed into place.
 TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {
   const std::string dir = RunDir("killed");
   const DistillConfig config =
@@ -253,14 +377,16 @@ TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {
   waitpid(child, nullptr, 0);
   std::error_code error;
   const uintmax_t written = fs::file_size(tmp, error);
-  ASSERT_FALSE(error) << "the write finished or never started: " << error.message();
+  ASSERT_FALSE(error) << "the write finished or never started: "
+                      << error.message();
   EXPECT_LT(written, uintmax_t{512} << 20);  // killed midway
   auto read = ReadTorchFile(last);
   ASSERT_THAT(read, IsOk());
   EXPECT_EQ(read->toGenericDict().at("epoch").toInt(), 1);
 }
 
-// A pre-forward process that poisons the samples from its 12th call on (epoch 2).
+// A pre-forward process that poisons the samples from its 12th call on (epoch
+// 2).
 int poison_calls = 0;
 absl::Status PoisonLater(TrainingContext&, Batch& batch, const Kwargs&) {
   if (++poison_calls >= 12) batch.samples = batch.samples.toTensor() * NAN;
@@ -275,15 +401,18 @@ TEST_F(BoxTest, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
                          "pre_forward_proc { key: \"test_poison_later\" } }"));
   poison_calls = 0;
   auto result = (*MakeBox(config, {.run_dir = dir}))->Run();
-  EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition,
-                               HasSubstr("stage \"s\" epoch 2 step 4: the loss is nan")));
+  EXPECT_THAT(
+      result,
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("stage \"s\" epoch 2 step 4: the loss is nan")));
   auto last = ReadTorchFile(dir + "/ckpt/last.pt");
   ASSERT_THAT(last, IsOk());
   EXPECT_EQ(last->toGenericDict().at("epoch").toInt(), 1);
 }
 
 TEST_F(BoxTest, MissingDatasetFilesAreNamed) {
-  DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  DistillConfig config =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
   DatasetConfig* fashion = config.mutable_datasets(0);
   fashion->set_key("fashion_mnist");
   fashion->clear_kwargs();

@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "distill/config/kwargs.h"
@@ -46,8 +47,33 @@ std::pair<double, double> Betas(const Kwargs& kwargs) {
   return {b.at(0), b.at(1)};
 }
 
-absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeSgd(
-    std::vector<at::Tensor> params, const Kwargs& kwargs) {
+// `defaults` with `overrides` on top.
+Kwargs Merged(const Kwargs& defaults, const Kwargs& overrides) {
+  Kwargs merged = defaults;
+  for (const auto& [name, value] : overrides)
+    merged.insert_or_assign(name, value);
+  return merged;
+}
+
+// torch::optim's `Opt` over `groups`, each with its options made from the
+// defaults merged with its own kwargs.
+template <typename Opt, typename Options>
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> Build(
+    std::vector<ParamGroup> groups, const Kwargs& defaults,
+    const std::function<absl::StatusOr<Options>(const Kwargs&)>& make_options) {
+  KD_ASSIGN_OR_RETURN(Options base, make_options(defaults));
+  std::vector<torch::optim::OptimizerParamGroup> torch_groups;
+  for (ParamGroup& group : groups) {
+    KD_ASSIGN_OR_RETURN(Options options,
+                        make_options(Merged(defaults, group.kwargs)));
+    torch_groups.emplace_back(std::move(group.params),
+                              std::make_unique<Options>(options));
+  }
+  return std::unique_ptr<torch::optim::Optimizer>(
+      std::make_unique<Opt>(std::move(torch_groups), base));
+}
+
+absl::StatusOr<torch::optim::SGDOptions> SgdOptions(const Kwargs& kwargs) {
   torch::optim::SGDOptions options(Number(kwargs, "lr", 0.1));
   options.momentum(Number(kwargs, "momentum", 0))
       .dampening(Number(kwargs, "dampening", 0))
@@ -58,22 +84,30 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeSgd(
     return absl::InvalidArgumentError(
         "SGD: nesterov needs a momentum > 0 and zero dampening (torch's rule)");
   }
-  return std::unique_ptr<torch::optim::Optimizer>(
-      std::make_unique<torch::optim::SGD>(std::move(params), options));
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeSgd(
+    std::vector<ParamGroup> groups, const Kwargs& defaults) {
+  return Build<torch::optim::SGD, torch::optim::SGDOptions>(
+      std::move(groups), defaults, SgdOptions);
 }
 
 template <typename Opt, typename Options>
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeAdamLike(
-    std::vector<at::Tensor> params, const Kwargs& kwargs,
+    std::vector<ParamGroup> groups, const Kwargs& defaults,
     double default_decay) {
-  Options options(Number(kwargs, "lr", 1e-3));
-  const auto [b1, b2] = Betas(kwargs);
-  options.betas({b1, b2})
-      .eps(Number(kwargs, "eps", 1e-8))
-      .weight_decay(Number(kwargs, "weight_decay", default_decay))
-      .amsgrad(Bool(kwargs, "amsgrad", false));
-  return std::unique_ptr<torch::optim::Optimizer>(
-      std::make_unique<Opt>(std::move(params), options));
+  return Build<Opt, Options>(
+      std::move(groups), defaults,
+      [default_decay](const Kwargs& kwargs) -> absl::StatusOr<Options> {
+        Options options(Number(kwargs, "lr", 1e-3));
+        const auto [b1, b2] = Betas(kwargs);
+        options.betas({b1, b2})
+            .eps(Number(kwargs, "eps", 1e-8))
+            .weight_decay(Number(kwargs, "weight_decay", default_decay))
+            .amsgrad(Bool(kwargs, "amsgrad", false));
+        return options;
+      });
 }
 
 const KwargSpec kLr = {.name = "lr",
@@ -119,16 +153,16 @@ KD_REGISTER(
      {.name = "nesterov", .type = KwargType::kBool, .doc = "false"}});
 KD_REGISTER(
     OptimizerRegistry(), "Adam",
-    ([](std::vector<at::Tensor> params, const Kwargs& kwargs) {
+    ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
       return MakeAdamLike<torch::optim::Adam, torch::optim::AdamOptions>(
-          std::move(params), kwargs, 0.0);
+          std::move(groups), kwargs, 0.0);
     }),
     AdamSpecs("L2 penalty; 0"));
 KD_REGISTER(
     OptimizerRegistry(), "AdamW",
-    ([](std::vector<at::Tensor> params, const Kwargs& kwargs) {
+    ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
       return MakeAdamLike<torch::optim::AdamW, torch::optim::AdamWOptions>(
-          std::move(params), kwargs, 1e-2);
+          std::move(groups), kwargs, 1e-2);
     }),
     AdamSpecs("decoupled weight decay; 1e-2"));
 
@@ -393,12 +427,41 @@ Registry<SchedulerFactory>& SchedulerRegistry() {
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
     absl::string_view key, std::vector<at::Tensor> params,
     const Kwargs& kwargs) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  return MakeOptimizer(key, std::move(groups), kwargs);
+}
+
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
+    absl::string_view key, std::vector<ParamGroup> groups,
+    const Kwargs& kwargs) {
   KD_ASSIGN_OR_RETURN(const OptimizerFactory* factory,
                       OptimizerRegistry().Get(key));
+  const std::string owner = absl::StrCat(kOptimizerKind, " \"", key, "\"");
   KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(OptimizerRegistry(), key, kwargs,
-                             absl::StrCat(kOptimizerKind, " \"", key, "\"")));
-  return (*factory)(std::move(params), kwargs);
+      CheckPluginKwargValues(OptimizerRegistry(), key, kwargs, owner));
+  absl::flat_hash_map<const c10::TensorImpl*, size_t> group_of;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const std::string where = absl::StrCat(owner, ", parameter group ", i);
+    if (groups.size() > 1 && groups[i].params.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where,
+          ": no trainable parameters (a frozen or parameter-free module?)"));
+    }
+    KD_RETURN_IF_ERROR(CheckPluginKwargValues(
+        OptimizerRegistry(), key, Merged(kwargs, groups[i].kwargs), where));
+    for (const at::Tensor& p : groups[i].params) {
+      if (auto [it, inserted] =
+              group_of.try_emplace(p.unsafeGetTensorImpl(), i);
+          !inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": a parameter is also in group ", it->second,
+                         " (torch's rule: each parameter in one group; narrow "
+                         "the module paths)"));
+      }
+    }
+  }
+  return (*factory)(std::move(groups), kwargs);
 }
 
 absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(

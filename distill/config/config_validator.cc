@@ -41,6 +41,14 @@ class Validator : private internal::Checker {
     if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"));
     CheckStages(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
+    if (config.has_test_data_loader()) {
+      const ConfigLocator loc = root.Nested("test_data_loader");
+      CheckLoader(config.test_data_loader(), loc);
+      if (!config.has_evaluation()) {
+        Add(loc.self(), "a test_data_loader needs the evaluation's metrics: add evaluation { "
+                        "metrics { key: \"accuracy\" } }");
+      }
+    }
     if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
     return TakeProblems();
   }
@@ -329,8 +337,12 @@ class Validator : private internal::Checker {
                       const StageContext& context) {
     CheckPlugin(kOptimizerKind, optimizer.key(), optimizer.kwargs(), loc);
     const RegistryBase* registry = FindRegistry(kOptimizerKind);
-    const std::optional<std::vector<KwargSpec>> specs =
+    std::optional<std::vector<KwargSpec>> specs =
         registry != nullptr ? registry->KwargSpecs(optimizer.key()) : std::nullopt;
+    // A group's kwargs override the optimizer's: none is required there.
+    if (specs.has_value()) {
+      for (KwargSpec& spec : *specs) spec.required = false;
+    }
     for (int i = 0; i < optimizer.param_groups_size(); ++i) {
       const ParamGroupConfig& group = optimizer.param_groups(i);
       const ConfigLocator gloc = loc.Nested("param_groups", i);
@@ -373,8 +385,8 @@ class Validator : private internal::Checker {
     for (const StageConfig& stage : config.stages()) {
       any_val_loader = any_val_loader || stage.has_val_data_loader();
     }
-    if (!any_val_loader)
-      Add(loc.self(), "evaluation needs a val_data_loader, and no stage has one");
+    if (!any_val_loader && !config.has_test_data_loader())
+      Add(loc.self(), "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one");
   }
 
   void CheckCheckpoint(const DistillConfig& config, const ConfigLocator& loc) {

@@ -20,6 +20,7 @@ namespace kd {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // Stand-ins for the registries of later parts of libkd (losses, datasets, ...), of the kinds
@@ -453,7 +454,7 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
                    R"(checkpoint { save_best: true every_n_epochs: -1 })"});
   EXPECT_THAT(Validate(lines),
               ElementsAre(At(lines, 29, "evaluation") +
-                              "evaluation needs a val_data_loader, and no stage has one",
+                              "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one",
                           At(lines, 29, "primary_metric") +
                               "unknown metric \"acc\" in primary_metric; valid: accuracy",
                           At(lines, 30, "every_n_epochs") + "every_n_epochs must be >= 0, got -1"));
@@ -461,6 +462,11 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
   EXPECT_THAT(Validate(no_evaluation),
               ElementsAre(At(no_evaluation, 30, "save_best") +
                           "save_best needs evaluation (DistillConfig.evaluation is unset)"));
+  // A test set is evaluated with the evaluation's metrics, and its loader is checked as any.
+  const Lines test = Replace(kBase, 30, {R"(test_data_loader { dataset_id: "tset" batch_size: 8 })"});
+  EXPECT_THAT(Validate(test),
+              ElementsAre(HasSubstr("a test_data_loader needs the evaluation's metrics"),
+                          HasSubstr("unknown dataset id \"tset\"")));
 }
 
 TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
 #include "base/status_macros.h"
+#include "distill/boxes/amp.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
@@ -46,12 +47,19 @@ std::string TensorBytes(const at::Tensor& t) {
 // A stage of a box: what torchdistill's box holds for the current stage.
 class Stage final : public StageRun, public TrainingContext {
  public:
-  Stage(Model* teacher, Model* student, c10::Device device)
+  Stage(Model* teacher, Model* student, c10::Device device,
+        RunConfig::Precision precision)
       : teacher_(teacher),
         student_(student),
         device_(device),
         teacher_hooks_(device),
-        student_hooks_(device) {}
+        student_hooks_(device) {
+    if (precision == RunConfig::BF16) autocast_dtype_ = at::kBFloat16;
+    if (precision == RunConfig::FP16) {
+      autocast_dtype_ = at::kHalf;
+      scaler_ = std::make_unique<GradScaler>(device);
+    }
+  }
 
   // Builds everything of `config` (`previous` for what a later stage may leave
   // unset).
@@ -77,6 +85,13 @@ class Stage final : public StageRun, public TrainingContext {
     if (with_teacher) {
       KD_RETURN_IF_ERROR(
           SetRequiresGrad(*teacher_, config.teacher(), false, "teacher"));
+    }
+    // Wrappers (torchdistill's wrap_model: none in a single-process run).
+    KD_RETURN_IF_ERROR(InFieldIfError(
+        "student", WrapModel(*student_, config.student(), device_, distributed())));
+    if (with_teacher) {
+      KD_RETURN_IF_ERROR(InFieldIfError(
+          "teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
     }
     // Hooks.
     KD_RETURN_IF_ERROR(
@@ -107,24 +122,19 @@ class Stage final : public StageRun, public TrainingContext {
     const OptimizerConfig& optimizer =
         config.has_optimizer() || previous == nullptr ? config.optimizer()
                                                       : previous->optimizer();
-    if (!optimizer.param_groups().empty()) {
-      return absl::UnimplementedError(
-          "optimizer.param_groups are not supported yet");
-    }
+    KD_ASSIGN_OR_RETURN(std::vector<ParamGroup> groups, ParamGroups(optimizer));
     params_.clear();
-    for (Model* model : {student_, teacher_trains_ ? teacher_ : nullptr}) {
-      if (model == nullptr) continue;
-      for (const auto& [name, p] : model->NamedParameters()) {
-        if (p.requires_grad()) params_.push_back(p);
-      }
+    for (const ParamGroup& group : groups) {
+      params_.insert(params_.end(), group.params.begin(), group.params.end());
     }
-    for (const at::Tensor& p : criterion_->Parameters()) params_.push_back(p);
     KD_ASSIGN_OR_RETURN(
         Kwargs opt_kwargs,
         PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
                      absl::StrCat("optimizer \"", optimizer.key(), "\"")));
-    KD_ASSIGN_OR_RETURN(optimizer_,
-                        MakeOptimizer(optimizer.key(), params_, opt_kwargs));
+    absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> made =
+        MakeOptimizer(optimizer.key(), std::move(groups), opt_kwargs);
+    if (!made.ok()) return InField("optimizer", made.status());
+    optimizer_ = *std::move(made);
     max_grad_norm_ = optimizer.has_max_grad_norm()
                          ? std::optional<double>(optimizer.max_grad_norm())
                          : std::nullopt;
@@ -187,11 +197,21 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<double> max_grad_norm() const override {
     return max_grad_norm_;
   }
-  void Backward(const at::Tensor& loss) override { loss.backward(); }
+  void Backward(const at::Tensor& loss) override {
+    (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
+  }
   void ClipGradNorm(double max_norm) override {
+    if (scaler_ != nullptr) scaler_->Unscale(*optimizer_);
     torch::nn::utils::clip_grad_norm_(params_, max_norm);
   }
-  void OptimizerStep() override { optimizer_->step(); }
+  void OptimizerStep() override {
+    if (scaler_ == nullptr) {
+      optimizer_->step();
+      return;
+    }
+    scaler_->Step(*optimizer_);  // skipped on inf/NaN gradients
+    scaler_->Update();
+  }
   void ZeroGrad() override { optimizer_->zero_grad(/*set_to_none=*/true); }
   bool has_scheduler() const override { return scheduler_ != nullptr; }
   int64_t scheduling_step() const override { return scheduling_step_; }
@@ -257,18 +277,33 @@ class Stage final : public StageRun, public TrainingContext {
   // The validation loss and metrics of the student (empty without a validation
   // loader).
   absl::StatusOr<std::map<std::string, double>> Evaluate() override {
+    if (val_loader_ == nullptr) return std::map<std::string, double>();
+    return EvaluateOn(*val_loader_);
+  }
+
+  absl::StatusOr<std::map<std::string, double>> Test(
+      const LoaderConfig& loader,
+      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      int64_t seed) override {
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> test,
+                        MakeLoader(loader, datasets, seed, "test_data_loader"));
+    return EvaluateOn(*test);
+  }
+
+  absl::StatusOr<std::map<std::string, double>> EvaluateOn(DataLoader& loader) {
     std::map<std::string, double> out;
-    if (val_loader_ == nullptr) return out;
     const bool was_training = student_->is_training();
     student_->SetTraining(false);
     at::NoGradGuard no_grad;
     for (auto& [name, metric] : metrics_) metric->Reset();
     double loss_sum = 0;
     int64_t count = 0;
-    val_loader_->SetEpoch(0);
-    for (int64_t i = 0; i < val_loader_->num_batches(); ++i) {
-      Batch batch = val_loader_->GetBatch(i);
+    loader.SetEpoch(0);
+    for (int64_t i = 0; i < loader.num_batches(); ++i) {
+      Batch batch = loader.GetBatch(i);
       ToDevice(batch);
+      std::optional<AutocastGuard> autocast;
+    Autocast(autocast);
       KD_ASSIGN_OR_RETURN(c10::IValue output,
                           (*student_forward_)(*student_, batch));
       student_hooks_.ClearIoDict();
@@ -313,6 +348,7 @@ class Stage final : public StageRun, public TrainingContext {
       loss_state.insert(name, tensor.detach().cpu());
     }
     dict.insert("loss_state", loss_state);
+    if (scaler_ != nullptr) dict.insert("grad_scaler", c10::List<double>(scaler_->State()));
   }
 
   absl::Status LoadFrom(const c10::impl::GenericDict& dict) override {
@@ -323,6 +359,9 @@ class Stage final : public StageRun, public TrainingContext {
     if (scheduler_ != nullptr)
       scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
     grad_count_ = dict.at("grad_count").toInt();
+    if (scaler_ != nullptr && dict.contains("grad_scaler")) {
+      scaler_->LoadState(dict.at("grad_scaler").toDoubleVector());
+    }
     const c10::impl::GenericDict loss_state =
         dict.at("loss_state").toGenericDict();
     at::NoGradGuard no_grad;
@@ -346,6 +385,58 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
  private:
+  // The optimizer's parameter groups: without `param_groups`, one group of everything that
+  // trains (the student, the teacher when it trains); with them, as torchdistill's
+  // module-wise params, only the listed modules' trainable parameters, one group each. The
+  // losses' own parameters (FitNet's regressor, ...) form a last group with the optimizer's
+  // kwargs.
+  absl::StatusOr<std::vector<ParamGroup>> ParamGroups(const OptimizerConfig& optimizer) {
+    std::vector<ParamGroup> groups;
+    if (optimizer.param_groups().empty()) {
+      groups.emplace_back();
+      for (Model* model : {student_, teacher_trains_ ? teacher_ : nullptr}) {
+        if (model == nullptr) continue;
+        for (const auto& [name, p] : model->NamedParameters()) {
+          if (p.requires_grad()) groups[0].params.push_back(p);
+        }
+      }
+    }
+    for (int i = 0; i < optimizer.param_groups_size(); ++i) {
+      const ParamGroupConfig& config = optimizer.param_groups(i);
+      const std::string field = absl::StrCat("optimizer.param_groups[", i, "]");
+      const bool of_teacher = config.model() == ParamGroupConfig::TEACHER;
+      Model* model = of_teacher ? teacher_ : student_;
+      if (model == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": a parameter group of the teacher, but the run has none"));
+      }
+      if (absl::Status found = model->CheckModulePath(config.module_path()); !found.ok()) {
+        return InField(field, found);
+      }
+      ParamGroup group;
+      const std::string& path = config.module_path();
+      for (const auto& [name, p] : model->NamedParameters()) {
+        if (p.requires_grad() && (path.empty() || name.rfind(path + ".", 0) == 0)) {
+          group.params.push_back(p);
+        }
+      }
+      absl::StatusOr<Kwargs> kwargs = KwargsFromConfig(
+          config.kwargs(), std::nullopt, absl::StrCat("optimizer \"", optimizer.key(), "\""));
+      if (!kwargs.ok()) return InField(field, kwargs.status());
+      group.kwargs = *std::move(kwargs);
+      if (group.params.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, ": module \"", path, "\" of the ", of_teacher ? "teacher" : "student",
+            " has no trainable parameters (frozen, or requires_grad false for the model)"));
+      }
+      groups.push_back(std::move(group));
+    }
+    if (std::vector<at::Tensor> own = criterion_->Parameters(); !own.empty()) {
+      groups.push_back({std::move(own), {}});
+    }
+    return groups;
+  }
+
   absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
       const LoaderConfig& loader,
       const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
@@ -415,7 +506,14 @@ class Stage final : public StageRun, public TrainingContext {
         "; the criterion reads tensor outputs (hook a module for the rest)"));
   }
 
+  // Starts autocast in `guard` for this stage's precision (nothing for FP32).
+  void Autocast(std::optional<AutocastGuard>& guard) const {
+    if (autocast_dtype_.has_value()) guard.emplace(device_.type(), *autocast_dtype_);
+  }
+
   absl::StatusOr<CriterionResult> Forward(const Batch& batch) {
+    std::optional<AutocastGuard> autocast;
+    Autocast(autocast);
     CriterionInputs in;
     IoDict teacher_io, student_io;
     if (teacher_ != nullptr) {
@@ -464,13 +562,16 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<PostEpochProc>> post_epoch_;
   std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
+  std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
+  std::unique_ptr<GradScaler> scaler_;            // FP16 only
 };
 
 }  // namespace
 
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student,
-                                   c10::Device device) {
-  return std::make_unique<Stage>(teacher, student, device);
+                                   c10::Device device,
+                                   RunConfig::Precision precision) {
+  return std::make_unique<Stage>(teacher, student, device, precision);
 }
 
 }  // namespace box_internal

@@ -1,0 +1,94 @@
+#include "distill/boxes/model_paths.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+std::vector<std::string> Problems(const std::string& text) {
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(text, "t.pbtxt");
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<std::string> out;
+  for (const ConfigProblem& problem : CheckModulePaths(*loaded, "")) {
+    out.push_back(problem.ToString());
+  }
+  return out;
+}
+
+// fashion_cnn's modules: stem, layer1, layer2, head and their children. Columns
+// counted by hand: line 4 "  student { forward_hooks { " is 28 characters, so
+// module_path is at 29.
+TEST(ModulePathsTest, EveryPathIsCheckedAgainstTheBuiltModels) {
+  const std::string models =
+      "teacher { native { key: \"fashion_cnn\" } }\n"
+      "student { native { key: \"fashion_cnn\" kwargs { name: \"width\" "
+      "integer: 4 } } }\n";
+  EXPECT_THAT(
+      Problems(models +
+               R"pb(train {
+                      student {
+                        forward_hooks { module_path: "layer2" }
+                        frozen_modules: "stem"
+                      }
+                      teacher { forward_hooks { module_path: "layer1.0" } }
+                      optimizer { param_groups { module_path: "head" } }
+                      criterion {
+                        terms {
+                          inputs {
+                            source: STUDENT
+                            io: PARAMETER
+                            path: "head.2.weight"
+                          }
+                        }
+                      }
+                    })pb"),
+      IsEmpty());
+  EXPECT_THAT(
+      Problems(models +
+               R"pb(train {
+                      student {
+                        forward_hooks { module_path: "layer3" }
+                        frozen_modules: "stme"
+                      }
+                      teacher { forward_hooks { module_path: "layer2" } }
+                      optimizer {
+                        param_groups { model: TEACHER module_path: "haed" }
+                      }
+                      criterion {
+                        terms {
+                          inputs {
+                            source: STUDENT
+                            io: PARAMETER
+                            path: "head.weight"
+                          }
+                        }
+                      }
+                    })pb"),
+      ElementsAre("t.pbtxt:4:29: no module \"layer3\" in this native model; "
+                  "did you mean \"layer1\" or "
+                  "\"layer2\"?",
+                  "t.pbtxt:4:53: no module \"stme\" in this native model; did "
+                  "you mean \"stem\"?",
+                  "t.pbtxt:6:45: no module \"haed\" in this native model; did "
+                  "you mean \"head\"?",
+                  "t.pbtxt:7:62: no parameter or buffer \"head.weight\" in the "
+                  "model; did you mean "
+                  "\"head.2.weight\"?"));
+}
+
+TEST(ModulePathsTest, AModelThatCannotBeBuiltIsOneProblemAtItsField) {
+  EXPECT_THAT(
+      Problems("student { torchscript: \"/nonexistent/s.pt\" }\n"
+               "train { student { forward_hooks { module_path: \"x\" } } }\n"),
+      ElementsAre(testing::StartsWith("t.pbtxt:1:1: student.torchscript: ")));
+}
+
+}  // namespace
+}  // namespace kd
