@@ -334,6 +334,75 @@ TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
   EXPECT_NEAR(result->test_metrics.at("loss"), best->metrics.at("loss"), 1e-6);
 }
 
+// An auxiliary module (a linear projection of the student's hidden features to the teacher's
+// width) feeds a hint term; it trains with the student, lives in the checkpoint, and a resumed
+// run ends where an uninterrupted one does, the projection included.
+TEST_F(BoxTest, AuxiliaryModulesTrainAndResume) {
+  constexpr char kHint[] = R"pb(
+    student {
+      forward_hooks { module_path: "hidden.0" requires_output: true }
+      auxiliary_modules {
+        name: "proj"
+        key: "linear"
+        kwargs { name: "in_features" integer: 16 }
+        kwargs { name: "out_features" integer: 32 }
+        input { source: STUDENT path: "hidden.0" }
+      }
+    }
+    teacher { forward_hooks { module_path: "hidden.0" requires_output: true } }
+    criterion {
+      terms {
+        key: "CrossEntropyLoss"
+        inputs { arg: "input" source: STUDENT }
+        inputs { arg: "target" source: TARGETS }
+      }
+      terms {
+        key: "MSELoss"
+        inputs { arg: "input" source: STUDENT path: "proj" }
+        inputs { arg: "target" source: TEACHER path: "hidden.0" }
+      }
+    }
+  )pb";
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("hint", 2, kHint), "}"));
+  const std::string whole = RunDir("aux_whole"), parts = RunDir("aux_parts");
+  auto result = (*MakeBox(config, {.run_dir = whole}))->Run();
+  ASSERT_THAT(result, IsOk());
+  EXPECT_GT(result->final_metrics.at("accuracy"), 0.5);
+  auto one = ReadTorchFile(whole + "/ckpt/last.pt");
+  ASSERT_THAT(one, IsOk());
+  const auto aux = one->toGenericDict().at("auxiliary_modules").toGenericDict();
+  ASSERT_TRUE(aux.contains("student.proj.weight"));
+  EXPECT_EQ(aux.at("student.proj.weight").toTensor().sizes(), (std::vector<int64_t>{32, 16}));
+
+  DistillConfig stopped = config;
+  stopped.mutable_train()->set_num_epochs(1);
+  ASSERT_THAT((*MakeBox(stopped, {.run_dir = parts}))->Run(), IsOk());
+  const at::Tensor after_one = ReadTorchFile(parts + "/ckpt/last.pt")
+                                   ->toGenericDict()
+                                   .at("auxiliary_modules")
+                                   .toGenericDict()
+                                   .at("student.proj.weight")
+                                   .toTensor();
+  ASSERT_THAT((*MakeBox(config, {.run_dir = parts, .resume = true}))->Run(), IsOk());
+  ExpectSameStudent(whole, parts);
+  const at::Tensor resumed = ReadTorchFile(parts + "/ckpt/last.pt")
+                                 ->toGenericDict()
+                                 .at("auxiliary_modules")
+                                 .toGenericDict()
+                                 .at("student.proj.weight")
+                                 .toTensor();
+  EXPECT_TRUE(at::equal(resumed, aux.at("student.proj.weight").toTensor()));
+  EXPECT_FALSE(at::equal(resumed, after_one));  // it trained in the second epoch
+
+  DistillConfig wrong = config;
+  wrong.mutable_train()->mutable_student()->mutable_auxiliary_modules(0)->set_key("linaer");
+  EXPECT_THAT(MakeBox(wrong, {.run_dir = RunDir("aux_wrong")}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("student.auxiliary_modules[0]"),
+                             HasSubstr("did you mean \"linear\"?"))));
+}
+
 // A run stopped after epoch 1 and resumed ends where an uninterrupted run ends,
 // bit for bit.
 TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {

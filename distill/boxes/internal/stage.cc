@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
@@ -17,8 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
+#include "base/torch_status.h"
 #include "base/status_macros.h"
 #include "distill/boxes/amp.h"
+#include "distill/boxes/aux_modules.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
@@ -73,12 +76,10 @@ class Stage final : public StageRun, public TrainingContext {
     // Models: requires_grad and frozen modules.
     teacher_trains_ = with_teacher && config.teacher().has_requires_grad() &&
                       config.teacher().requires_grad();
-    if (!config.teacher().auxiliary_modules().empty() ||
-        !config.student().auxiliary_modules().empty()) {
-      return absl::UnimplementedError(
-          "auxiliary_modules are not supported by libkd's boxes yet (a loss "
-          "that owns its "
-          "projection, such as FitNetLoss or contrastive, does the same job)");
+    aux_.clear();
+    KD_RETURN_IF_ERROR(AddAuxiliaryModules(config.student(), ModelRole::kStudent, "student"));
+    if (with_teacher) {
+      KD_RETURN_IF_ERROR(AddAuxiliaryModules(config.teacher(), ModelRole::kTeacher, "teacher"));
     }
     KD_RETURN_IF_ERROR(
         SetRequiresGrad(*student_, config.student(), true, "student"));
@@ -349,6 +350,9 @@ class Stage final : public StageRun, public TrainingContext {
     }
     dict.insert("loss_state", loss_state);
     if (scaler_ != nullptr) dict.insert("grad_scaler", c10::List<double>(scaler_->State()));
+    c10::impl::GenericDict aux(c10::StringType::get(), c10::TensorType::get());
+    for (const auto& [name, tensor] : AuxTensors()) aux.insert(name, tensor.detach().cpu());
+    dict.insert("auxiliary_modules", aux);
   }
 
   absl::Status LoadFrom(const c10::impl::GenericDict& dict) override {
@@ -359,6 +363,18 @@ class Stage final : public StageRun, public TrainingContext {
     if (scheduler_ != nullptr)
       scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
     grad_count_ = dict.at("grad_count").toInt();
+    if (dict.contains("auxiliary_modules")) {
+      const c10::impl::GenericDict saved = dict.at("auxiliary_modules").toGenericDict();
+      at::NoGradGuard no_grad;
+      for (auto& [name, tensor] : AuxTensors()) {
+        auto it = saved.find(name);
+        if (it == saved.end()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the checkpoint has no \"", name, "\" (auxiliary modules changed since?)"));
+        }
+        tensor.copy_(it->value().toTensor());
+      }
+    }
     if (scaler_ != nullptr && dict.contains("grad_scaler")) {
       scaler_->LoadState(dict.at("grad_scaler").toDoubleVector());
     }
@@ -385,11 +401,78 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
  private:
+  // The auxiliary modules' parameters and buffers as "student.connector.0.weight".
+  std::vector<std::pair<std::string, at::Tensor>> AuxTensors() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const AuxModule& aux : aux_) {
+      for (const auto& item : aux.module.ptr()->named_parameters()) {
+        out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
+      }
+      for (const auto& item : aux.module.ptr()->named_buffers()) {
+        out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
+      }
+    }
+    return out;
+  }
+
+  struct AuxModule {
+    std::string name;  // "student.connector" in messages and checkpoints
+    ModelRole role;
+    IoRef input;
+    std::string io_name;  // its name in the I/O dict
+    torch::nn::AnyModule module;
+  };
+
+  absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
+                                   const char* role_name) {
+    for (int i = 0; i < config.auxiliary_modules_size(); ++i) {
+      const AuxiliaryModuleConfig& aux = config.auxiliary_modules(i);
+      const std::string field = absl::StrCat(role_name, ".auxiliary_modules[", i, "]");
+      absl::StatusOr<Kwargs> kwargs =
+          PluginKwargs(AuxiliaryModuleRegistry(), aux.key(), aux.kwargs(),
+                       absl::StrCat("auxiliary_module \"", aux.key(), "\""));
+      if (!kwargs.ok()) return InField(field, kwargs.status());
+      absl::StatusOr<torch::nn::AnyModule> module = MakeAuxiliaryModule(aux.key(), *kwargs);
+      if (!module.ok()) return InField(field, module.status());
+      module->ptr()->to(device_);
+      const bool trains = !aux.has_requires_grad() || aux.requires_grad();
+      for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
+      aux_.push_back({.name = absl::StrCat(role_name, ".", aux.name()),
+                      .role = role,
+                      .input = aux.input(),
+                      .io_name = aux.name(),
+                      .module = *std::move(module)});
+    }
+    return absl::OkStatus();
+  }
+
+  // Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
+  // the student's train/eval mode (with grad: they may train while their model does not).
+  absl::Status RunAuxiliaryModules(ModelRole role, IoDict& io) {
+    for (AuxModule& aux : aux_) {
+      if (aux.role != role) continue;
+      const char* io_type = aux.input.io() == IoRef::INPUT ? kInput : kOutput;
+      absl::StatusOr<c10::IValue> in = GetIo(io, aux.input.path(), io_type);
+      if (!in.ok()) return InField(aux.name, in.status());
+      if (!in->isTensor()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            aux.name, ": its input is a ", in->tagKind(), "; an auxiliary module takes a tensor"));
+      }
+      aux.module.ptr()->train(student_->is_training());
+      absl::StatusOr<at::Tensor> out =
+          CallTorch([&] { return aux.module.forward(in->toTensor()); },
+                    absl::StatusCode::kInvalidArgument);
+      if (!out.ok()) return InField(aux.name, out.status());
+      io[aux.io_name][kOutput] = *std::move(out);
+    }
+    return absl::OkStatus();
+  }
+
   // The optimizer's parameter groups: without `param_groups`, one group of everything that
   // trains (the student, the teacher when it trains); with them, as torchdistill's
   // module-wise params, only the listed modules' trainable parameters, one group each. The
-  // losses' own parameters (FitNet's regressor, ...) form a last group with the optimizer's
-  // kwargs.
+  // losses' own parameters (FitNet's regressor, ...) and the auxiliary modules' form a last
+  // group with the optimizer's kwargs.
   absl::StatusOr<std::vector<ParamGroup>> ParamGroups(const OptimizerConfig& optimizer) {
     std::vector<ParamGroup> groups;
     if (optimizer.param_groups().empty()) {
@@ -431,9 +514,13 @@ class Stage final : public StageRun, public TrainingContext {
       }
       groups.push_back(std::move(group));
     }
-    if (std::vector<at::Tensor> own = criterion_->Parameters(); !own.empty()) {
-      groups.push_back({std::move(own), {}});
+    std::vector<at::Tensor> own = criterion_->Parameters();
+    for (const AuxModule& aux : aux_) {
+      for (const at::Tensor& p : aux.module.ptr()->parameters()) {
+        if (p.requires_grad()) own.push_back(p);
+      }
     }
+    if (!own.empty()) groups.push_back({std::move(own), {}});
     return groups;
   }
 
@@ -525,6 +612,7 @@ class Stage final : public StageRun, public TrainingContext {
         KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
       }
       KD_ASSIGN_OR_RETURN(teacher_io, teacher_hooks_.PopIoDict());
+      KD_RETURN_IF_ERROR(RunAuxiliaryModules(ModelRole::kTeacher, teacher_io));
       KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
       in.teacher_io = &teacher_io;
       in.teacher_model = teacher_;
@@ -532,6 +620,7 @@ class Stage final : public StageRun, public TrainingContext {
     KD_ASSIGN_OR_RETURN(c10::IValue output,
                         (*student_forward_)(*student_, batch));
     KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
+    KD_RETURN_IF_ERROR(RunAuxiliaryModules(ModelRole::kStudent, student_io));
     KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
     in.student_io = &student_io;
     in.student_model = student_;
@@ -562,6 +651,7 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<PostEpochProc>> post_epoch_;
   std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
+  std::vector<AuxModule> aux_;
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
 };
