@@ -1,91 +1,136 @@
-// A DistillationBox epoch against a hand-written libtorch loop doing the same work: the same
-// teacher and student (fashion_cnn, widths 16 and 4), the same batches (synthetic 28x28, batch
-// 128), teacher forward under no-grad, student forward, torchdistill's KD loss, backward, SGD
-// step. One thread; epochs alternate box / hand and the median of the per-pair ratios of
+// A DistillationBox epoch against a hand-written libtorch loop doing the same
+// work: the same teacher and student (fashion_cnn, widths 16 and 4), the same
+// batches (synthetic 28x28, --batch, 128 by default), teacher forward under
+// no-grad, student forward, torchdistill's KD loss, backward, SGD step. One
+// thread; epochs alternate box / hand and the median of the per-pair ratios of
 // training seconds is printed (target <= 1.03).
 //
+// With --peers, the other side is torchdistill's own DistillationBox instead,
+// in a Python process (peer_box_timing.py, libkd's venv python): the same
+// models (its fashion_cnn has the same layers; both sides' parameter counts are
+// printed and must be equal), synthetic data, batch size, KDLoss, SGD and one
+// thread, timed over an epoch of its own training loop (pre_epoch_process,
+// forward_process + post_forward_process per batch, post_epoch_process). Epochs
+// alternate libkd / torchdistill and the median of the paired speed ratios is
+// printed.
+//
 //   bazel run -c opt //distill/boxes:box_benchmark -- --pairs=7
-#include <algorithm>
-#include <chrono>
-#include <iostream>
-#include <memory>
-#include <string>
-#include <vector>
-
+//   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
+//   (--peers needs tools/install_deps.sh --peers)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <sys/wait.h>
 #include <torch/optim/sgd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "distill/boxes/box.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
 #include "google/protobuf/text_format.h"
 
-ABSL_FLAG(int, pairs, 7, "alternating (box, hand) epochs timed");
-ABSL_FLAG(int, samples, 3840, "samples an epoch (batches of 128)");
+ABSL_FLAG(int, pairs, 7,
+          "alternating (box, hand) or, with --peers, (libkd, torchdistill) "
+          "epochs timed");
+ABSL_FLAG(int, samples, 3840, "samples an epoch");
+ABSL_FLAG(int, batch, 128, "batch size");
+ABSL_FLAG(bool, peers, false,
+          "compare with torchdistill's own DistillationBox (libkd's venv "
+          "python with torchdistill) instead of the hand-written loop");
 
 namespace kd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Config(int samples) {
+std::string Config(int samples, int batch) {
   return absl::StrFormat(R"pb(
-    run { seed: 1 log_every_n_steps: 1000000 }
-    datasets {
-      id: "train"
-      key: "synthetic"
-      kwargs { name: "num_samples" integer: %d }
-      kwargs { name: "num_classes" integer: 10 }
-    }
-    teacher { native { key: "fashion_cnn" kwargs { name: "width" integer: 16 } } }
-    student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } }
-    train {
-      num_epochs: 1
-      train_data_loader { dataset_id: "train" batch_size: 128 shuffle: true drop_last: true }
-      optimizer {
-        key: "SGD"
-        kwargs { name: "lr" number: 0.05 }
-        kwargs { name: "momentum" number: 0.9 }
-      }
-      criterion {
-        terms {
-          key: "KDLoss"
-          kwargs { name: "temperature" number: 4 }
-          kwargs { name: "alpha" number: 0.5 }
-          inputs { arg: "student" source: STUDENT }
-          inputs { arg: "teacher" source: TEACHER }
-          inputs { arg: "targets" source: TARGETS }
-        }
-      }
-    }
-    checkpoint { save_last: false save_best: false }
-  )pb", samples);
+                           run { seed: 1 log_every_n_steps: 1000000 }
+                           datasets {
+                             id: "train"
+                             key: "synthetic"
+                             kwargs { name: "num_samples" integer: %d }
+                             kwargs { name: "num_classes" integer: 10 }
+                           }
+                           teacher {
+                             native {
+                               key: "fashion_cnn"
+                               kwargs { name: "width" integer: 16 }
+                             }
+                           }
+                           student {
+                             native {
+                               key: "fashion_cnn"
+                               kwargs { name: "width" integer: 4 }
+                             }
+                           }
+                           train {
+                             num_epochs: 1
+                             train_data_loader {
+                               dataset_id: "train"
+                               batch_size: %d
+                               shuffle: true
+                               drop_last: true
+                             }
+                             optimizer {
+                               key: "SGD"
+                               kwargs { name: "lr" number: 0.05 }
+                               kwargs { name: "momentum" number: 0.9 }
+                             }
+                             criterion {
+                               terms {
+                                 key: "KDLoss"
+                                 kwargs { name: "temperature" number: 4 }
+                                 kwargs { name: "alpha" number: 0.5 }
+                                 inputs { arg: "student" source: STUDENT }
+                                 inputs { arg: "teacher" source: TEACHER }
+                                 inputs { arg: "targets" source: TARGETS }
+                               }
+                             }
+                           }
+                           checkpoint { save_last: false save_best: false }
+                         )pb",
+                         samples, batch);
 }
 
 // The box's training seconds for one epoch.
 double BoxEpoch(const DistillConfig& config) {
   double seconds = 0;
-  auto box = MakeBox(config, {.run_dir = "/tmp/libkd_box_benchmark",
-                              .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
+  auto box = MakeBox(
+      config, {.run_dir = "/tmp/libkd_box_benchmark",
+               .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
   if (!box.ok() || !(*box)->Run().ok()) std::abort();
   return seconds;
 }
 
 // The same epoch by hand.
-double HandEpoch(int samples) {
+double HandEpoch(int samples, int batch_size) {
   auto teacher = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{16}}});
   auto student = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{4}}});
   auto dataset = *MakeDataset("synthetic", {{"num_samples", int64_t{samples}},
                                             {"num_classes", int64_t{10}}});
-  auto loader = *DataLoader::Create(dataset, {.batch_size = 128, .shuffle = true,
-                                              .drop_last = true, .seed = 1});
+  auto loader = *DataLoader::Create(dataset, {.batch_size = batch_size,
+                                              .shuffle = true,
+                                              .drop_last = true,
+                                              .seed = 1});
   std::vector<at::Tensor> params;
   for (const auto& [name, p] : student->NamedParameters()) params.push_back(p);
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.05).momentum(0.9));
@@ -102,11 +147,13 @@ double HandEpoch(int samples) {
       teacher_logits = teacher->Forward({batch.samples}).toTensor();
     }
     const at::Tensor s = student->Forward({batch.samples}).toTensor();
-    const at::Tensor soft = at::kl_div(at::log_softmax(s / t, 1),
-                                       at::softmax(teacher_logits / t, 1), at::Reduction::Sum) /
-                            s.size(0);
+    const at::Tensor soft =
+        at::kl_div(at::log_softmax(s / t, 1),
+                   at::softmax(teacher_logits / t, 1), at::Reduction::Sum) /
+        s.size(0);
     const at::Tensor loss =
-        0.5 * at::cross_entropy_loss(s, batch.targets.toTensor()) + 0.5 * t * t * soft;
+        0.5 * at::cross_entropy_loss(s, batch.targets.toTensor()) +
+        0.5 * t * t * soft;
     loss.backward();
     sgd.step();
     sgd.zero_grad(true);
@@ -114,13 +161,156 @@ double HandEpoch(int samples) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// torchdistill's DistillationBox, timed by peer_box_timing.py in a Python
+// process that answers one request line at a time (see the script): libkd's own
+// epochs run while it waits, so both sides see the same machine state.
+class PeerServer {
+ public:
+  bool Start(const std::string& python) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      dup2(to_child[0], STDIN_FILENO);
+      dup2(from_child[1], STDOUT_FILENO);
+      close(to_child[1]);
+      close(from_child[0]);
+      const std::string script = "distill/boxes/peer_box_timing.py";
+      execl(python.c_str(), python.c_str(), script.c_str(), nullptr);
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    in_ = fdopen(to_child[1], "w");
+    out_ = fdopen(from_child[0], "r");
+    return in_ != nullptr && out_ != nullptr;
+  }
+
+  // The numbers of the answer to `request`, whose first word must equal the
+  // request's.
+  std::optional<std::vector<double>> Ask(const std::string& request) {
+    fprintf(in_, "%s\n", request.c_str());
+    fflush(in_);
+    char line[512];
+    if (fgets(line, sizeof(line), out_) == nullptr) return std::nullopt;
+    const std::vector<std::string> words = absl::StrSplit(
+        absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
+    const std::vector<std::string> asked = absl::StrSplit(request, ' ');
+    if (words.empty() || words[0] != asked[0]) return std::nullopt;
+    std::vector<double> numbers(words.size() - 1);
+    for (size_t i = 1; i < words.size(); ++i) {
+      if (!absl::SimpleAtod(words[i], &numbers[i - 1])) return std::nullopt;
+    }
+    return numbers;
+  }
+
+  ~PeerServer() {
+    if (in_ != nullptr) fclose(in_);  // end of input: the script exits
+    if (out_ != nullptr) fclose(out_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+};
+
+int64_t NumParams(int64_t width) {
+  auto model = *MakeRegisteredModel("fashion_cnn", {{"width", width}});
+  int64_t n = 0;
+  for (const auto& [name, p] : model->NamedParameters()) n += p.numel();
+  return n;
+}
+
+// libkd's DistillationBox against torchdistill's, alternating epochs.
+int PeersMain(const DistillConfig& config, int samples, int batch) {
+  PeerServer peer;
+  // bazel run's working folder is the main repository's runfiles; @libtorch's
+  // are beside it.
+  if (!peer.Start("../libtorch/python.sh")) {
+    std::cerr << "could not start the peer script\n";
+    return 1;
+  }
+  const std::optional<std::vector<double>> params = peer.Ask("params");
+  if (!params.has_value() || params->size() != 2) {
+    std::cerr << "the peer script did not answer (is torchdistill installed? "
+                 "tools/install_deps.sh --peers)\n";
+    return 1;
+  }
+  const int64_t teacher = NumParams(16), student = NumParams(4);
+  std::cout << absl::StrFormat(
+      "parameters: teacher libkd %d, torchdistill %d; student libkd %d, "
+      "torchdistill %d\n",
+      teacher, static_cast<int64_t>((*params)[0]), student,
+      static_cast<int64_t>((*params)[1]));
+  if (teacher != static_cast<int64_t>((*params)[0]) ||
+      student != static_cast<int64_t>((*params)[1])) {
+    std::cerr << "the models differ: not a fair comparison\n";
+    return 1;
+  }
+  const std::string request = absl::StrCat("epoch ", samples, " ", batch);
+  auto peer_epoch = [&](double& loader) {
+    const std::optional<std::vector<double>> answer = peer.Ask(request);
+    if (!answer.has_value() || answer->size() != 2) {
+      std::cerr << "the peer script failed on \"" << request << "\"\n";
+      std::exit(1);
+    }
+    loader = (*answer)[1];
+    return (*answer)[0];
+  };
+  double loader = 0;
+  BoxEpoch(config);  // warm-up
+  peer_epoch(loader);
+  std::vector<double> ratios;
+  double libkd_sum = 0, peer_sum = 0, loader_sum = 0;
+  for (int i = 0; i < absl::GetFlag(FLAGS_pairs); ++i) {
+    // Alternate the order within pairs.
+    double libkd = 0, torchdistill = 0;
+    if (i % 2 == 0) {
+      libkd = BoxEpoch(config);
+      torchdistill = peer_epoch(loader);
+    } else {
+      torchdistill = peer_epoch(loader);
+      libkd = BoxEpoch(config);
+    }
+    libkd_sum += libkd;
+    peer_sum += torchdistill;
+    loader_sum += loader;
+    // torchdistill's seconds / libkd's = libkd's steps/s / torchdistill's.
+    ratios.push_back(torchdistill / libkd);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const int steps = samples / batch;
+  const double n = static_cast<double>(ratios.size());
+  std::cout << absl::StrFormat(
+      "libkd DistillationBox %.1f steps/s, torchdistill DistillationBox "
+      "%.1f steps/s (%.0f%% of its time in its data loader); %d steps of %d, "
+      "one thread\n"
+      "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
+      "max %.3f)\n",
+      steps * n / libkd_sum, steps * n / peer_sum, 100 * loader_sum / peer_sum,
+      steps, batch, ratios[ratios.size() / 2], static_cast<int>(ratios.size()),
+      ratios.front(), ratios.back());
+  return 0;
+}
+
 int Main() {
   at::set_num_threads(1);
   const int samples = absl::GetFlag(FLAGS_samples);
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch < 1 || samples < batch || absl::GetFlag(FLAGS_pairs) < 1) {
+    std::cerr << "need --batch >= 1, --samples >= --batch and --pairs >= 1\n";
+    return 2;
+  }
   DistillConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(Config(samples), &config)) return 1;
+  if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch),
+                                                     &config))
+    return 1;
+  if (absl::GetFlag(FLAGS_peers)) return PeersMain(config, samples, batch);
   BoxEpoch(config);  // warm-up
-  HandEpoch(samples);
+  HandEpoch(samples, batch);
   std::vector<double> ratios;
   double box_sum = 0, hand_sum = 0;
   for (int i = 0; i < absl::GetFlag(FLAGS_pairs); ++i) {
@@ -128,9 +318,9 @@ int Main() {
     double box = 0, hand = 0;
     if (i % 2 == 0) {
       box = BoxEpoch(config);
-      hand = HandEpoch(samples);
+      hand = HandEpoch(samples, batch);
     } else {
-      hand = HandEpoch(samples);
+      hand = HandEpoch(samples, batch);
       box = BoxEpoch(config);
     }
     box_sum += box;
@@ -138,11 +328,11 @@ int Main() {
     ratios.push_back(box / hand);
   }
   std::sort(ratios.begin(), ratios.end());
-  const int steps = samples / 128;
+  const int steps = samples / batch;
   std::cout << absl::StrFormat(
-      "DistillationBox epoch / hand-written loop = %.3f (median of %d pairs; %d steps of 128, "
-      "box %.1f steps/s, hand %.1f steps/s)\n",
-      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), steps,
+      "DistillationBox epoch / hand-written loop = %.3f (median of %d pairs; "
+      "%d steps of %d, box %.1f steps/s, hand %.1f steps/s)\n",
+      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), steps, batch,
       steps * ratios.size() / box_sum, steps * ratios.size() / hand_sum);
   return 0;
 }

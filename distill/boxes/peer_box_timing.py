@@ -1,0 +1,137 @@
+"""Times torchdistill's own DistillationBox on box_benchmark's run: teacher fashion_cnn width 16,
+student fashion_cnn width 4 (the same layers as libkd's native model, distill/models/
+small_models.cc), synthetic 1x28x28 images of 10 classes, KDLoss (T 4, alpha 0.5), SGD (lr 0.05,
+momentum 0.9), one thread. Serves requests, one a line on stdin:
+
+  params                 -> "params TEACHER STUDENT" (parameter counts)
+  epoch SAMPLES BATCH    -> "epoch SECONDS LOADER_SECONDS": a fresh box (built outside the
+                            timing) trains one epoch of SAMPLES // BATCH batches the way
+                            torchdistill's example script does (pre_epoch_process, then per
+                            batch forward_process and post_forward_process, post_epoch_process);
+                            LOADER_SECONDS is the part spent fetching batches from its loader.
+
+  python peer_box_timing.py      (run by //distill/boxes:box_benchmark --peers)
+"""
+import logging
+import sys
+import time
+
+import torch
+import torch.nn as nn
+from torch.utils.data import RandomSampler, TensorDataset
+from torchdistill.core.distillation import get_distillation_box
+
+NUM_CLASSES = 10
+
+
+def conv_bn_relu(cin, cout, stride=1):
+    return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout),
+            nn.ReLU()]
+
+
+class FashionCnn(nn.Module):
+    """libkd's fashion_cnn: stem (conv stride 2), layer1, layer2 (conv, maxpool, conv), head."""
+
+    def __init__(self, width, num_classes=NUM_CLASSES, in_channels=1, dropout=0.0):
+        super().__init__()
+        self.stem = nn.Sequential(*conv_bn_relu(in_channels, width, stride=2))
+        self.layer1 = nn.Sequential(*conv_bn_relu(width, width))
+        self.layer2 = nn.Sequential(*conv_bn_relu(width, 2 * width), nn.MaxPool2d(2),
+                                    *conv_bn_relu(2 * width, 2 * width))
+        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(dropout),
+                                  nn.Linear(2 * width * 7 * 7, num_classes))
+
+    def forward(self, x):
+        return self.head(self.layer2(self.layer1(self.stem(x))))
+
+
+def num_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def synthetic(samples, seed=0, noise=0.5):
+    """libkd's "synthetic" dataset: class prototypes plus Gaussian noise."""
+    generator = torch.Generator().manual_seed(seed)
+    prototypes = torch.randn(NUM_CLASSES, 1, 28, 28, generator=generator)
+    targets = torch.arange(samples) % NUM_CLASSES
+    images = prototypes[targets] + noise * torch.randn(samples, 1, 28, 28, generator=generator)
+    return TensorDataset(images, targets)
+
+
+def train_config(batch_size):
+    return {
+        'num_epochs': 1,
+        'train_data_loader': {
+            'dataset_id': 'train',
+            'sampler': {'class_or_func': RandomSampler, 'kwargs': {}},
+            'kwargs': {'batch_size': batch_size, 'num_workers': 0, 'drop_last': True},
+        },
+        # libkd's defaults, written out: torchdistill 1.1.5's get_forward_proc_func raises for a
+        # missing forward_proc (core/interfaces/registry.py:252), and without requires_grad
+        # False its box trains the teacher too (core/distillation.py:196-197). libkd's teacher
+        # is frozen: forward under no-grad, not in the optimizer.
+        'teacher': {'forward_proc': 'forward_batch_only', 'requires_grad': False},
+        'student': {'forward_proc': 'forward_batch_only'},
+        'optimizer': {'key': 'SGD', 'kwargs': {'lr': 0.05, 'momentum': 0.9}},
+        'criterion': {
+            'key': 'WeightedSumLoss',
+            'kwargs': {'sub_terms': {'kd': {
+                'criterion': {'key': 'KDLoss', 'kwargs': {
+                    'student_module_path': '.', 'student_module_io': 'output',
+                    'teacher_module_path': '.', 'teacher_module_io': 'output',
+                    'temperature': 4.0, 'alpha': 0.5}},
+                'weight': 1.0}}},
+        },
+    }
+
+
+def make_box(dataset, batch_size):
+    torch.manual_seed(1)
+    teacher, student = FashionCnn(16), FashionCnn(4)
+    # torchdistill's default pre-epoch process sets only the student's mode; its example script
+    # leaves the teacher in eval mode (it evaluates the teacher before training). libkd's sets
+    # the teacher to eval mode.
+    teacher.eval()
+    return get_distillation_box(teacher, student, {'train': dataset}, train_config(batch_size),
+                                torch.device('cpu'), None, False, 1)
+
+
+def epoch_seconds(samples, batch_size):
+    box = make_box(synthetic(samples), batch_size)
+    loader_seconds = 0.0
+    start = time.perf_counter()
+    box.pre_epoch_process(epoch=0)
+    batches = iter(box.train_data_loader)
+    while True:
+        fetch = time.perf_counter()
+        try:
+            sample_batch, targets, supp_dict = next(batches)
+        except StopIteration:
+            break
+        loader_seconds += time.perf_counter() - fetch
+        loss = box.forward_process(sample_batch, targets, supp_dict)
+        box.post_forward_process(loss)
+    box.post_epoch_process()
+    return time.perf_counter() - start, loader_seconds
+
+
+def main():
+    torch.set_num_threads(1)
+    # Answers go to the real stdout; anything torchdistill prints or logs goes to stderr.
+    answers = sys.stdout
+    sys.stdout = sys.stderr
+    logging.disable(logging.WARNING)
+    for line in sys.stdin:
+        words = line.split()
+        if words == ['params']:
+            print('params', num_params(FashionCnn(16)), num_params(FashionCnn(4)), file=answers,
+                  flush=True)
+        elif len(words) == 3 and words[0] == 'epoch':
+            seconds, loader = epoch_seconds(int(words[1]), int(words[2]))
+            print('epoch', seconds, loader, file=answers, flush=True)
+        else:
+            print('error', file=answers, flush=True)
+
+
+if __name__ == '__main__':
+    main()
