@@ -61,28 +61,44 @@ struct ForwardHookManager::Hook {
   // The hot path: one call of the hooked module.
   void Record(const std::vector<c10::IValue>& args, const c10::IValue& output_value) {
     fired = true;
-    const c10::IValue in =
-        args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args));
-    const c10::IValue& out = output_value.isTuple() &&
-                                     output_value.toTupleRef().elements().size() == 1
-                                 ? output_value.toTupleRef().elements()[0]
-                                 : output_value;
-    std::optional<c10::Device> device = FirstTensorDevice(out);
-    if (!device) device = FirstTensorDevice(in);
-    const c10::Device on = device.value_or(c10::Device(c10::kCPU));
-    if (options.requires_input) Store(input, on, in);
+    const c10::IValue& out =
+        output_value.isTuple() && output_value.toTupleRef().elements().size() == 1
+            ? output_value.toTupleRef().elements()[0]
+            : output_value;
+    const c10::Device on = DeviceOf(out, args);
     if (options.requires_output) Store(output, on, out);
+    if (options.requires_input) {
+      Store(input, on, args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args)));
+    }
   }
 
-  void Store(Recorded& recorded, c10::Device device, const c10::IValue& value) {
-    auto it = std::find_if(recorded.begin(), recorded.end(),
-                           [device](const OnDevice& d) { return d.device == device; });
-    if (it == recorded.end()) {
-      recorded.push_back(OnDevice{device, {}});
-      it = recorded.end() - 1;
+  // Where a call's values are recorded: the device of the output's first
+  // tensor, else of the args', else the CPU.
+  static c10::Device DeviceOf(const c10::IValue& out, const std::vector<c10::IValue>& args) {
+    if (out.isTensor()) return out.toTensor().device();
+    std::optional<c10::Device> device = FirstTensorDevice(out);
+    for (size_t i = 0; !device && i < args.size(); ++i) device = FirstTensorDevice(args[i]);
+    return device.value_or(c10::Device(c10::kCPU));
+  }
+
+  void Store(Recorded& recorded, c10::Device device, c10::IValue value) {
+    OnDevice* on = nullptr;
+    if (!recorded.empty() && recorded.front().device == device) {
+      on = &recorded.front();  // the usual case: one device
+    } else {
+      auto it = std::find_if(recorded.begin(), recorded.end(),
+                             [device](const OnDevice& d) { return d.device == device; });
+      if (it == recorded.end()) {
+        recorded.push_back(OnDevice{device, {}});
+        it = recorded.end() - 1;
+      }
+      on = &*it;
     }
-    if (!options.accumulates) it->values.clear();
-    it->values.push_back(value);
+    if (!options.accumulates && !on->values.empty()) {
+      on->values.back() = std::move(value);  // the last call wins
+      return;
+    }
+    on->values.push_back(std::move(value));
   }
 
   void Clear() {
@@ -92,28 +108,30 @@ struct ForwardHookManager::Hook {
   }
 };
 
-ForwardHookManager::ForwardHookManager(c10::Device target_device)
-    : target_device_(target_device) {}
+ForwardHookManager::ForwardHookManager(c10::Device target_device) : target_device_(target_device) {}
 
 ForwardHookManager::~ForwardHookManager() { Clear(); }
 
 absl::Status ForwardHookManager::CheckNewHook(const std::string& key,
                                               const HookOptions& options) const {
   if (!options.requires_input && !options.requires_output) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hook on ", QuoteName(key), ": requires_input and requires_output are both false, so "
-        "it would record nothing; set at least one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hook on ", QuoteName(key),
+                     ": requires_input and requires_output are both false, so "
+                     "it would record nothing; set at least one"));
   }
   if (options.stacks_accumulated && !options.accumulates) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hook on ", QuoteName(key), ": stacks_accumulated requires accumulates (there is only "
-        "one value to stack otherwise); set accumulates = true"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hook on ", QuoteName(key),
+                     ": stacks_accumulated requires accumulates (there is only "
+                     "one value to stack otherwise); set accumulates = true"));
   }
   for (const auto& hook : hooks_) {
     if (hook->key == key) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "I/O dict key ", QuoteName(key), " is hooked already; use AddHookToModule with "
-          "another io_key to record the same module twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("I/O dict key ", QuoteName(key),
+                       " is hooked already; use AddHookToModule with "
+                       "another io_key to record the same module twice"));
     }
   }
   return absl::OkStatus();
@@ -124,8 +142,7 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::Keep(
   KD_RETURN_IF_ERROR(CheckNewHook(hook->key, hook->options));
   Hook* raw = hook.get();
   KD_ASSIGN_OR_RETURN(
-      hook->handle,
-      attach([raw](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+      hook->handle, attach([raw](const std::vector<c10::IValue>& args, const c10::IValue& output) {
         raw->Record(args, output);
       }));
   hooks_.push_back(std::move(hook));
@@ -139,9 +156,8 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::AddModelHook(
   hook->key = std::move(io_key);
   hook->options = options;
   hook->model = &model;
-  return Keep(std::move(hook), [&](HookFn fn) {
-    return model.AddHook(module_path, std::move(fn), options.values);
-  });
+  return Keep(std::move(hook),
+              [&](HookFn fn) { return model.AddHook(module_path, std::move(fn), options.values); });
 }
 
 absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_path,
@@ -150,21 +166,21 @@ absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_
 }
 
 absl::Status ForwardHookManager::AddHookToModule(Model& model, absl::string_view module_path,
-                                                 std::string io_key,
-                                                 const HookOptions& options) {
+                                                 std::string io_key, const HookOptions& options) {
   return AddModelHook(model, module_path, std::move(io_key), options).status();
 }
 
 absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module,
-                                                 std::string io_key,
-                                                 const HookOptions& options) {
+                                                 std::string io_key, const HookOptions& options) {
   auto hook = std::make_unique<Hook>();
   hook->key = std::move(io_key);
   hook->options = options;
   hook->module_type = NativeTypeName(module);
-  return Keep(std::move(hook), [&](HookFn fn) -> absl::StatusOr<HookHandle> {
-           return AddNativeHook(module, std::move(fn), options.values);
-         }).status();
+  return Keep(std::move(hook),
+              [&](HookFn fn) -> absl::StatusOr<HookHandle> {
+                return AddNativeHook(module, std::move(fn), options.values);
+              })
+      .status();
 }
 
 absl::StatusOr<HookHandle> ForwardHookManager::AddScopedHook(Model& model,
@@ -178,8 +194,8 @@ absl::StatusOr<HookHandle> ForwardHookManager::AddScopedHook(Model& model,
 }
 
 void ForwardHookManager::RemoveHook(const Hook* hook) {
-  auto it = std::find_if(hooks_.begin(), hooks_.end(),
-                         [hook](const auto& h) { return h.get() == hook; });
+  auto it =
+      std::find_if(hooks_.begin(), hooks_.end(), [hook](const auto& h) { return h.get() == hook; });
   if (it != hooks_.end()) hooks_.erase(it);  // its handle removes the hook
   sorted_hooks_.clear();
 }
@@ -197,8 +213,7 @@ absl::Status ForwardHookManager::CheckHooksFired() {
   return NeverRanThroughHookPointError(silent);
 }
 
-absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook,
-                                                       absl::string_view io_type,
+absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook, absl::string_view io_type,
                                                        std::vector<c10::IValue> values) const {
   const std::string& key = hook.key;
   if (!hook.options.accumulates) return values.back();
@@ -221,9 +236,8 @@ absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook,
       std::vector<std::string> shapes;
       for (const at::Tensor& s : tensors) shapes.push_back(ShapeString(s));
       return absl::InvalidArgumentError(absl::StrCat(
-          "cannot stack the accumulated ", io_type, " of ", QuoteName(key),
-          ": shapes differ (", absl::StrJoin(shapes, ", "),
-          "); drop stacks_accumulated or keep the shapes equal"));
+          "cannot stack the accumulated ", io_type, " of ", QuoteName(key), ": shapes differ (",
+          absl::StrJoin(shapes, ", "), "); drop stacks_accumulated or keep the shapes equal"));
     }
   }
   return c10::IValue(at::stack(tensors, 0));
@@ -232,14 +246,30 @@ absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook,
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   KD_RETURN_IF_ERROR(CheckHooksFired());
   IoDict result;
-  result.reserve(hooks_.size());
-  for (Hook* hook : SortedHooks()) {
-    IoEntry& out = result.Append(hook->key);
-    for (auto [io_type, recorded] : {std::pair(kInput, &hook->input),
-                                     std::pair(kOutput, &hook->output)}) {
+  const std::vector<Hook*>& sorted = SortedHooks();
+  result.entries_.reserve(sorted.size());
+  for (Hook* hook : sorted) {
+    // Keys are unique and sorted: appended unchecked.
+    IoEntry& out = result.entries_.emplace_back(hook->key, IoEntry()).second;
+    bool cleared = true;  // whether every value of the hook was moved out
+    for (int slot : {0, 1}) {
+      Hook::Recorded& recorded = slot == 0 ? hook->input : hook->output;
+      if (recorded.size() == 1 && !hook->options.accumulates) {
+        // The common case: one device, the last call's value, moved out.
+        std::vector<c10::IValue>& values = recorded.front().values;
+        if (values.empty()) continue;
+        c10::IValue value = std::move(values.back());
+        values.clear();
+        const bool here = value.isTensor() && value.toTensor().device() == target_device_;
+        out.values_[slot] = here ? std::move(value) : ToDevice(value, target_device_);
+        out.has_[slot] = true;
+        continue;
+      }
+      cleared = false;
+      const char* io_type = slot == 0 ? kInput : kOutput;
       Hook::OnDevice* only = nullptr;  // the one device with values, if there is one
       int devices = 0;
-      for (Hook::OnDevice& d : *recorded) {
+      for (Hook::OnDevice& d : recorded) {
         if (!d.values.empty()) {
           only = &d;
           ++devices;
@@ -247,7 +277,6 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
       }
       if (devices == 0) continue;
       if (devices == 1 && !hook->options.accumulates) {
-        // The common case, without a vector: the last call's value.
         out[io_type] = ToDevice(only->values.back(), target_device_);
         continue;
       }
@@ -258,12 +287,12 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
       } else {
         // Several devices (replicas): gather call i of every device.
         size_t calls = SIZE_MAX;
-        for (const Hook::OnDevice& d : *recorded) {
+        for (const Hook::OnDevice& d : recorded) {
           if (!d.values.empty()) calls = std::min(calls, d.values.size());
         }
         for (size_t i = 0; i < calls; ++i) {
           std::vector<c10::IValue> per_device;
-          for (const Hook::OnDevice& d : *recorded) {
+          for (const Hook::OnDevice& d : recorded) {
             if (!d.values.empty()) per_device.push_back(d.values[i]);
           }
           KD_ASSIGN_OR_RETURN(c10::IValue gathered,
@@ -273,7 +302,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
       }
       KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
     }
-    hook->Clear();
+    if (!cleared) hook->Clear();
   }
   return result;
 }
@@ -300,8 +329,8 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
   IoDict result;
   for (const auto& hook : hooks_) {
     auto& out = result[hook->key];
-    for (auto [io_type, recorded] : {std::pair(kInput, &hook->input),
-                                     std::pair(kOutput, &hook->output)}) {
+    for (auto [io_type, recorded] :
+         {std::pair(kInput, &hook->input), std::pair(kOutput, &hook->output)}) {
       for (Hook::OnDevice& d : *recorded) {
         if (d.device != device || d.values.empty()) continue;
         std::vector<c10::IValue> values = std::exchange(d.values, {});

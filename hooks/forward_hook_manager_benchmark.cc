@@ -11,21 +11,20 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
-
-#include "absl/strings/str_format.h"
-#include "benchmark/benchmark.h"
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
+#include "absl/strings/str_format.h"
+#include "benchmark/benchmark.h"
 #include "hooks/forward_hook_manager.h"
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "testing/small_cnn.h"
 #include "testing/bench_models.h"
 #include "testing/ratio_reporter.h"
+#include "testing/small_cnn.h"
 
 namespace kd {
 namespace {
@@ -44,18 +43,20 @@ void Register(const std::string& name, std::shared_ptr<Model> model, at::Tensor 
     }
   }
   const bool hooked = !paths.empty();
-  benchmark::RegisterBenchmark(name.c_str(), [model, manager, input, hooked](
-                                                 benchmark::State& state) {
-    at::NoGradGuard no_grad;
-    for (auto _ : state) {
-      c10::IValue out = model->Forward({input});
-      benchmark::DoNotOptimize(out);
-      if (hooked) {
-        auto io = manager->PopIoDict();
-        benchmark::DoNotOptimize(io);
-      }
-    }
-  })->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [model, manager, input, hooked](benchmark::State& state) {
+                                 at::NoGradGuard no_grad;
+                                 for (auto _ : state) {
+                                   c10::IValue out = model->Forward({input});
+                                   benchmark::DoNotOptimize(out);
+                                   if (hooked) {
+                                     auto io = manager->PopIoDict();
+                                     benchmark::DoNotOptimize(io);
+                                   }
+                                 }
+                               })
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
 }
 
 std::string NsPerHookedCall(double hooked_s, double plain_s) {
@@ -107,13 +108,16 @@ std::shared_ptr<Model> NativeChain() {
 // The cost of one hooked call (input and output recorded, popped), as the median over
 // alternating pairs of (hooked chain - plain chain) CPU time, per hooked call: the steadier
 // statistic on a shared machine. Returns ns.
-double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make) {
+double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make,
+                             HookValues values) {
   constexpr int kForwardsPerRun = 400;
   std::shared_ptr<Model> plain = make();
   std::shared_ptr<Model> hooked = make();
   ForwardHookManager manager;
   for (int i = 0; i < kHookedCalls; ++i) {
-    if (!manager.AddHook(*hooked, "m" + std::to_string(i)).ok()) std::exit(2);
+    if (!manager.AddHook(*hooked, "m" + std::to_string(i), {.values = values}).ok()) {
+      std::exit(2);
+    }
   }
   const at::Tensor one = at::zeros({1});
   at::NoGradGuard no_grad;
@@ -137,8 +141,7 @@ int Main(int argc, char** argv) {
                                                 "fc"};
   const at::Tensor small_input = at::randn({1, 1, 28, 28});
   const std::string small_cnn = "tests/testdata/small_cnn.pt";
-  Register("plain/small_cnn/torchscript", test::LoadTorchScriptOrDie(small_cnn), small_input,
-           {});
+  Register("plain/small_cnn/torchscript", test::LoadTorchScriptOrDie(small_cnn), small_input, {});
   Register("hooked/small_cnn/torchscript", test::LoadTorchScriptOrDie(small_cnn), small_input,
            small_paths);
   {
@@ -166,9 +169,14 @@ int Main(int argc, char** argv) {
   Register("plain/chain5/native", NativeChain(), one, {});
   Register("hooked/chain5/native", NativeChain(), one, chain_paths);
 
-  std::printf("cost of one hooked call in the chain, median of 101 alternating pairs of 400 "
-              "forwards (CPU time; target: at most 260 ns): torchscript %.0f ns, native %.0f ns\n\n",
-              PairedNsPerHookedCall(TorchScriptChain), PairedNsPerHookedCall(NativeChain));
+  std::printf(
+      "cost of one hooked call in the chain, median of 101 alternating pairs of 400 forwards "
+      "(CPU time; target: at most 260 ns), values as returned (default) / references: "
+      "torchscript %.0f / %.0f ns, native %.0f / %.0f ns\n\n",
+      PairedNsPerHookedCall(TorchScriptChain, HookValues::kAsReturned),
+      PairedNsPerHookedCall(TorchScriptChain, HookValues::kReferences),
+      PairedNsPerHookedCall(NativeChain, HookValues::kAsReturned),
+      PairedNsPerHookedCall(NativeChain, HookValues::kReferences));
 
   std::vector<test::Ratio> ratios = {
       {"hooked/small_cnn/torchscript", "plain/small_cnn/torchscript", NsPerHookedCall},
@@ -180,8 +188,8 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::string> resnet = test::GeneratedResNet18();
   if (resnet.ok()) {
     const at::Tensor input = at::randn({1, 3, 224, 224});
-    const std::vector<std::string> resnet_paths = {"layer1", "layer2.0", "layer3.1.conv2",
-                                                   "layer4", "fc"};
+    const std::vector<std::string> resnet_paths = {"layer1", "layer2.0", "layer3.1.conv2", "layer4",
+                                                   "fc"};
     std::shared_ptr<Model> plain = test::LoadTorchScriptOrDie(*resnet);
     std::shared_ptr<Model> hooked = test::LoadTorchScriptOrDie(*resnet);
     Register("plain/resnet18/torchscript", plain, input, {});
@@ -194,24 +202,24 @@ int Main(int argc, char** argv) {
       ForwardHookManager manager;
       for (const std::string& path : resnet_paths) (void)manager.AddHook(*hooked, path);
       at::NoGradGuard no_grad;
-      const double paired = test::MedianPairedRatio(
-          [&] { plain->Forward({input}); },
-          [&] {
-            hooked->Forward({input});
-            (void)manager.PopIoDict();
-          },
-          /*pairs=*/40);
-      std::printf("ResNet-18 hooked / plain, median of 40 alternating pairs (CPU time): %.4f "
-                  "(overhead %+.2f%%; target: at most 2%%)\n\n",
-                  paired, (paired - 1) * 100);
+      const double paired = test::MedianPairedRatio([&] { plain->Forward({input}); },
+                                                    [&] {
+                                                      hooked->Forward({input});
+                                                      (void)manager.PopIoDict();
+                                                    },
+                                                    /*pairs=*/40);
+      std::printf(
+          "ResNet-18 hooked / plain, median of 40 alternating pairs (CPU time): %.4f "
+          "(overhead %+.2f%%; target: at most 2%%)\n\n",
+          paired, (paired - 1) * 100);
     }
-    ratios.push_back({"hooked/resnet18/torchscript", "plain/resnet18/torchscript",
-                      [](double h, double p) {
-                        return absl::StrFormat("overhead: %+.2f%% (target: at most 2%%)",
-                                               (h / p - 1) * 100);
-                      }});
+    ratios.push_back(
+        {"hooked/resnet18/torchscript", "plain/resnet18/torchscript", [](double h, double p) {
+           return absl::StrFormat("overhead: %+.2f%% (target: at most 2%%)", (h / p - 1) * 100);
+         }});
   } else {
-    std::fprintf(stderr, "skipping ResNet-18: %s\n", std::string(resnet.status().message()).c_str());
+    std::fprintf(stderr, "skipping ResNet-18: %s\n",
+                 std::string(resnet.status().message()).c_str());
   }
   return test::RunWithRatios(argc, argv, ratios);
 }

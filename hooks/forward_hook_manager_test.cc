@@ -8,14 +8,14 @@
 
 #include <ATen/ATen.h>
 
-#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
-#include "testing/small_cnn.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/status_matchers.h"
 #include "testing/tensor_matchers.h"
 
 namespace kd {
@@ -112,8 +112,7 @@ void ExpectPythonHookValues(Model& model, const c10::IValue& expected,
                             const std::vector<std::string>& io_types, double atol) {
   ForwardHookManager manager;
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
-    ASSERT_THAT(manager.AddHook(model, entry.key().toStringRef(), {.accumulates = true}),
-                IsOk());
+    ASSERT_THAT(manager.AddHook(model, entry.key().toStringRef(), {.accumulates = true}), IsOk());
   }
   model.Forward(FixtureInputs(expected));
   auto io = manager.PopIoDict();
@@ -144,10 +143,10 @@ TEST(ForwardHookManagerValuesTest, ValuesAreWhatTheModuleReturnedDespiteLaterInP
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
     const std::string& path = entry.key().toStringRef();
     ASSERT_THAT(manager.AddHook(*model, path, {.accumulates = true}), IsOk());
-    ASSERT_THAT(references.AddHookToModule(*model, path, "ref." + path,
-                                           {.accumulates = true,
-                                            .values = HookValues::kReferences}),
-                IsOk());
+    ASSERT_THAT(
+        references.AddHookToModule(*model, path, "ref." + path,
+                                   {.accumulates = true, .values = HookValues::kReferences}),
+        IsOk());
   }
   model->Forward(FixtureInputs(expected));
   auto io = manager.PopIoDict();
@@ -181,9 +180,9 @@ TEST(ForwardHookManagerValuesTest, OverloadedForwardsAreHooked) {
   ASSERT_THAT(io, IsOk());
   EXPECT_EQ(io->at("layer").at(kOutput).toListRef().size(), 2u);
   // The list argument of the first call, as Python's hook saw it.
-  EXPECT_THAT(io->at("layer").at(kInput).toListRef()[0],
-              IValueNear(At(At(At(expected, "hooks"), "layer"), "input").toTupleRef().elements()[0],
-                         1e-6));
+  EXPECT_THAT(
+      io->at("layer").at(kInput).toListRef()[0],
+      IValueNear(At(At(At(expected, "hooks"), "layer"), "input").toTupleRef().elements()[0], 1e-6));
 }
 
 // The same on a native model: a later in-place op does not reach the recorded value.
@@ -204,8 +203,7 @@ TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturned) {
   std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
   ForwardHookManager manager, references;
   ASSERT_THAT(manager.AddHook(*model, "lin"), IsOk());
-  ASSERT_THAT(references.AddHookToModule(*model, "lin", "lin",
-                                         {.values = HookValues::kReferences}),
+  ASSERT_THAT(references.AddHookToModule(*model, "lin", "lin", {.values = HookValues::kReferences}),
               IsOk());
   const at::Tensor x = at::randn({4, 3});
   const c10::IValue y = model->Forward({x});
@@ -221,12 +219,31 @@ TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturned) {
   EXPECT_TRUE(net->lin->weight.grad().defined());
 }
 
+// Without autograd (eval under no_grad, or values that need no grad) the copies
+// are made another way (hooks/hook_point.cc): a later in-place op still does
+// not reach them.
+TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturnedWithoutGrad) {
+  ScaleThenRelu net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "lin"), IsOk());
+  const at::Tensor x = at::randn({4, 3});
+  at::NoGradGuard no_grad;
+  const at::Tensor lin_out = net->lin->forward(x);
+  model->Forward({x});
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_THAT(io->at("lin").at(kOutput), IValueNear(lin_out, 1e-6));
+  EXPECT_THAT(io->at("lin").at(kInput), IValueNear(x, 0));
+  EXPECT_FALSE(io->at("lin").at(kOutput).toTensor().requires_grad());
+}
+
 TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
-  ASSERT_THAT(manager.AddHook(*model, "layer1.1.relu",
-                              {.accumulates = true, .stacks_accumulated = true}),
-              IsOk());
+  ASSERT_THAT(
+      manager.AddHook(*model, "layer1.1.relu", {.accumulates = true, .stacks_accumulated = true}),
+      IsOk());
   model->Forward({Input(2)});
   model->Forward({Input(2)});
   auto io = manager.PopIoDict();
@@ -250,8 +267,8 @@ TEST_P(ForwardHookManagerTest, StackingWithoutAccumulatingIsInvalid) {
 TEST_P(ForwardHookManagerTest, StackingUnequalShapesNamesPathAndShapes) {
   std::unique_ptr<Model> model = SmallCnnModel(GetParam());
   ForwardHookManager manager;
-  ASSERT_THAT(
-      manager.AddHook(*model, "fc", {.accumulates = true, .stacks_accumulated = true}), IsOk());
+  ASSERT_THAT(manager.AddHook(*model, "fc", {.accumulates = true, .stacks_accumulated = true}),
+              IsOk());
   model->Forward({Input(1)});
   model->Forward({Input(3)});
   EXPECT_THAT(manager.PopIoDict(),
@@ -311,7 +328,7 @@ TEST_P(ForwardHookManagerTest, ScopedHandleMayOutliveManager) {
     auto added = manager.AddScopedHook(*model, "fc");
     ASSERT_THAT(added, IsOk());
     handle = *std::move(added);
-  }  // the manager removes its hooks
+  }                // the manager removes its hooks
   handle.Reset();  // nothing left to do, no crash
   model->Forward({Input()});
 }
@@ -322,8 +339,7 @@ TEST_P(ForwardHookManagerTest, SamePathTwiceNeedsAnotherKey) {
   ASSERT_THAT(manager.AddHook(*model, "fc"), IsOk());
   EXPECT_THAT(manager.AddHook(*model, "fc"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hooked already")));
-  ASSERT_THAT(manager.AddHookToModule(*model, "fc", "student.fc", {.accumulates = true}),
-              IsOk());
+  ASSERT_THAT(manager.AddHookToModule(*model, "fc", "student.fc", {.accumulates = true}), IsOk());
   const at::Tensor y = model->Forward({Input()}).toTensor();
   auto io = manager.PopIoDict();
   ASSERT_THAT(io, IsOk());
@@ -367,8 +383,7 @@ TEST_P(ForwardHookManagerTest, TargetDeviceAndPopFromDevice) {
   EXPECT_THAT((*from_cpu)["fc"]["output"], IValueNear(y, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, test::kBothKinds,
-                         test::ModelKindName);
+INSTANTIATE_TEST_SUITE_P(BothKinds, ForwardHookManagerTest, test::kBothKinds, test::ModelKindName);
 
 TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
   test::DirectCallNet net;
@@ -410,8 +425,10 @@ TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
   // Two positional arguments: a tuple; a tuple output stays a tuple.
   EXPECT_TRUE((*io)["mix"]["input"].isTuple());
   EXPECT_THAT((*io)["mix"]["input"], IValueNear(At(mix, "input").toTupleRef().elements()[0], 1e-5));
-  EXPECT_THAT((*io)["mix"]["output"], IValueNear(At(mix, "output").toTupleRef().elements()[0], 1e-5));
-  EXPECT_THAT((*io)["act"]["output"], IValueNear(At(At(At(expected, "hooks"), "act"), "output"), 1e-5));
+  EXPECT_THAT((*io)["mix"]["output"],
+              IValueNear(At(mix, "output").toTupleRef().elements()[0], 1e-5));
+  EXPECT_THAT((*io)["act"]["output"],
+              IValueNear(At(At(At(expected, "hooks"), "act"), "output"), 1e-5));
 }
 
 // One manager hooks a TorchScript teacher and a native student; evaluating the teacher alone
@@ -423,7 +440,8 @@ TEST(ForwardHookManagerNativeTest, TeacherAloneDoesNotBlameTheStudent) {
   std::unique_ptr<Model> student = MakeNativeModel(net.ptr());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*teacher, "fc"), IsOk());
-  ASSERT_THAT(manager.AddHook(*student, "lin"), IsOk());  // bypassed: lin->forward(x)
+  ASSERT_THAT(manager.AddHook(*student, "lin"),
+              IsOk());  // bypassed: lin->forward(x)
   for (int i = 0; i < 2; ++i) {
     teacher->Forward({at::zeros({1, 1, 28, 28})});
     absl::StatusOr<IoDict> io = manager.PopIoDict();

@@ -1,13 +1,22 @@
 #include "hooks/hook_point.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <typeinfo>
 #include <unordered_map>
 
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_lazy_clone.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/COW.h>
+
 #include "base/ivalue_util.h"
+#include "hooks/internal/pooled_args.h"
 
 namespace kd {
 namespace hook_point_internal {
@@ -16,11 +25,13 @@ std::atomic<int64_t> num_hooks{0};
 
 namespace {
 
-// Copy-on-write: a module's list is replaced, never changed, so a call looks it up under a
-// shared lock once and runs it outside the lock.
+// Copy-on-write: a module's list is replaced, never changed, so a call looks it
+// up once and runs it outside the lock. Every change bumps `generation`, which
+// tells a thread's cache (HooksOf) that what it remembers may be stale.
 struct Table {
   std::shared_mutex mutex;
   std::unordered_map<const torch::nn::Module*, std::shared_ptr<const HookList>> by_module;
+  std::atomic<uint64_t> generation{1};
 };
 
 Table& GetTable() {
@@ -43,16 +54,61 @@ void Remove(const torch::nn::Module* module, const HookFn* fn) {
   } else {
     it->second = std::move(list);
   }
+  table.generation.fetch_add(1, std::memory_order_release);
   num_hooks.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// What one thread last looked up for a module, valid while the table's
+// generation is unchanged. Weak: a cache never keeps removed hooks alive.
+struct CacheEntry {
+  const torch::nn::Module* module = nullptr;
+  uint64_t generation = 0;
+  std::weak_ptr<const HookList> hooks;  // empty: the module had no hooks
+};
+
+// at::_lazy_clone(t) (a copy-on-write copy: memory is copied only if one of
+// them is written), built as its CPU kernel builds it, without the dispatcher's
+// round trip, where the copy needs no autograd history and `t` is a plain dense
+// tensor; at::_lazy_clone itself otherwise.
+at::Tensor LazyCloneTensor(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  if (impl == nullptr || typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
+      t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
+      (t.requires_grad() && at::GradMode::is_enabled())) {
+    return at::_lazy_clone(t);
+  }
+  c10::intrusive_ptr<c10::StorageImpl> storage =
+      c10::impl::cow::lazy_clone_storage(*impl->storage().unsafeGetStorageImpl());
+  if (!storage) return at::_lazy_clone(t);  // says why
+  auto copy = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                   impl->key_set(), impl->dtype());
+  copy->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
+  return at::Tensor(std::move(copy));
 }
 
 }  // namespace
 
+c10::IValue LazyCopy(const c10::IValue& value) {
+  if (value.isTensor()) return LazyCloneTensor(value.toTensor());
+  return LazyCloneValue(value);
+}
+
 std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module) {
   Table& table = GetTable();
+  // A small per-thread cache: the hot path takes no lock and hashes nothing.
+  thread_local std::array<CacheEntry, 16> cache;
+  CacheEntry& entry = cache[(reinterpret_cast<uintptr_t>(module) * 0x9E3779B97F4A7C15u) >> 60];
+  if (entry.module == module &&
+      entry.generation == table.generation.load(std::memory_order_acquire)) {
+    return entry.hooks.lock();
+  }
   std::shared_lock lock(table.mutex);
   auto it = table.by_module.find(module);
-  return it == table.by_module.end() ? nullptr : it->second;
+  std::shared_ptr<const HookList> hooks = it == table.by_module.end() ? nullptr : it->second;
+  entry.module = module;
+  entry.generation = table.generation.load(std::memory_order_relaxed);  // stable under the lock
+  entry.hooks = hooks;
+  return hooks;
 }
 
 void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
@@ -67,10 +123,9 @@ HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues 
   if (values == HookValues::kAsReturned) {
     // A native forward's later ops are unknown: copies that cost memory only if written.
     fn = [fn = std::move(fn)](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-      std::vector<c10::IValue> copied;
-      copied.reserve(args.size());
-      for (const c10::IValue& arg : args) copied.push_back(LazyCloneValue(arg));
-      fn(copied, LazyCloneValue(output));
+      internal::PooledArgs copied;
+      for (const c10::IValue& arg : args) copied->push_back(hook_point_internal::LazyCopy(arg));
+      fn(*copied, hook_point_internal::LazyCopy(output));
     };
   }
   auto shared = std::make_shared<const HookFn>(std::move(fn));
@@ -81,12 +136,12 @@ HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues 
     auto list = slot ? std::make_shared<HookList>(*slot) : std::make_shared<HookList>();
     list->fns.push_back(shared);
     slot = std::move(list);
+    table.generation.fetch_add(1, std::memory_order_release);
     hook_point_internal::num_hooks.fetch_add(1, std::memory_order_relaxed);
   }
   // The module is only a key here: removal after the module is gone is safe.
-  return HookHandle([module = &module, fn = shared.get()] {
-    hook_point_internal::Remove(module, fn);
-  });
+  return HookHandle(
+      [module = &module, fn = shared.get()] { hook_point_internal::Remove(module, fn); });
 }
 
 }  // namespace kd

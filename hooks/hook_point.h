@@ -10,7 +10,8 @@
 //     NetImpl()
 //         : conv(register_module("conv", torch::nn::Conv2d(1, 8, 3))),
 //           head(register_module("head", kd::HookedSequential(torch::nn::Flatten(),
-//                                                             torch::nn::Linear(8 * 26 * 26, 10)))) {}
+//                                                             torch::nn::Linear(8 * 26 * 26, 10))))
+//                                                             {}
 //     torch::Tensor forward(torch::Tensor x) {
 //       x = kd::Call(conv, x);     // not conv->forward(x): hooks on "conv" fire
 //       return kd::Call(head, x);  // hooks on "head", "head.0" and "head.1" fire
@@ -40,6 +41,7 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include "hooks/hook.h"
+#include "hooks/internal/pooled_args.h"
 
 namespace kd {
 
@@ -65,6 +67,8 @@ struct HookList {
 std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module);
 void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
               const c10::IValue& output);
+// kd::LazyCloneValue (base/ivalue_util.h), cheaper for a lone tensor.
+c10::IValue LazyCopy(const c10::IValue& value);
 
 template <typename T>
 c10::IValue ToIValue(const T& value) {
@@ -96,9 +100,10 @@ decltype(auto) Call(M&& module, Args&&... args) {
       !(hooks = hook_point_internal::HooksOf(&impl))) {
     return impl.forward(std::forward<Args>(args)...);
   }
-  std::vector<c10::IValue> in = {hook_point_internal::ToIValue(args)...};
+  internal::PooledArgs in;
+  (in->push_back(hook_point_internal::ToIValue(args)), ...);
   auto out = impl.forward(std::forward<Args>(args)...);
-  hook_point_internal::RunHooks(*hooks, in, hook_point_internal::ToIValue(out));
+  hook_point_internal::RunHooks(*hooks, *in, hook_point_internal::ToIValue(out));
   return out;
 }
 
@@ -130,9 +135,10 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
         !(hooks = hook_point_internal::HooksOf(child.ptr().get()))) {
       return child.any_forward(std::forward<InputTypes>(inputs)...);
     }
-    std::vector<c10::IValue> in = {ArgToIValue(inputs)...};
+    internal::PooledArgs in;
+    (in->push_back(ArgToIValue(inputs)), ...);
     torch::nn::AnyValue out = child.any_forward(std::forward<InputTypes>(inputs)...);
-    hook_point_internal::RunHooks(*hooks, in, hook_point_internal::AnyToIValue(out));
+    hook_point_internal::RunHooks(*hooks, *in, hook_point_internal::AnyToIValue(out));
     return out;
   }
 

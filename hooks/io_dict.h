@@ -24,6 +24,8 @@
 
 namespace kd {
 
+class ForwardHookManager;
+
 inline constexpr char kInput[] = "input";
 inline constexpr char kOutput[] = "output";
 
@@ -48,9 +50,7 @@ class IoEntry {
     using value_type = std::pair<absl::string_view, const c10::IValue&>;
     using difference_type = std::ptrdiff_t;
     const_iterator(const IoEntry* entry, int slot) : entry_(entry), slot_(slot) { Skip(); }
-    value_type operator*() const {
-      return {slot_ == 0 ? kInput : kOutput, entry_->values_[slot_]};
-    }
+    value_type operator*() const { return {slot_ == 0 ? kInput : kOutput, entry_->values_[slot_]}; }
     const_iterator& operator++() {
       ++slot_;
       Skip();
@@ -70,6 +70,8 @@ class IoEntry {
   const_iterator end() const { return const_iterator(this, 2); }
 
  private:
+  friend class ForwardHookManager;  // fills entries without looking up io types
+
   c10::IValue values_[2];  // input, output
   bool has_[2] = {false, false};
 };
@@ -102,6 +104,8 @@ class IoDict {
   const_iterator end() const { return entries_.end(); }
 
  private:
+  friend class ForwardHookManager;  // appends its sorted keys unchecked
+
   std::vector<value_type> entries_;  // sorted by path
 };
 

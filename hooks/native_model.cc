@@ -44,24 +44,27 @@ class NativeModel final : public Model {
   std::string kind() const override { return "native"; }
 
   c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs) override {
-    const bool tap_root = taps_.HasPath("");
+    const bool tap_root = taps_.HasPath(internal::TapList::kRootPathId);
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue output = forward_(args, kwargs);
     ++forwards_;
-    if (tap_root) taps_.Dispatch("", root_args, output, root_args, output);
+    if (tap_root) {
+      taps_.Dispatch(internal::TapList::kRootPathId, root_args, output, root_args, output);
+    }
     return output;
   }
 
-  absl::StatusOr<c10::IValue> ForwardTruncated(std::vector<c10::IValue> args,
-                                               const Kwargs& kwargs,
-                                               const std::vector<std::string>& stop_after) override {
+  absl::StatusOr<c10::IValue> ForwardTruncated(
+      std::vector<c10::IValue> args, const Kwargs& kwargs,
+      const std::vector<std::string>& stop_after) override {
     auto modules = root_->named_modules();
     std::set<std::string> pending;
     for (const std::string& path : stop_after) {
       if (path.empty()) {
         return absl::InvalidArgumentError(
-            "cannot truncate after the root module \"\": that is the whole forward");
+            "cannot truncate after the root module \"\": that is the whole "
+            "forward");
       }
       if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
       pending.insert(path);

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -24,6 +24,7 @@
 #include "base/nearest.h"
 #include "base/torch_status.h"
 #include "hooks/internal/graph_transforms.h"
+#include "hooks/internal/pooled_args.h"
 #include "hooks/internal/tap_list.h"
 
 namespace kd {
@@ -39,17 +40,28 @@ class CompiledForward final : public internal::TapSink {
  public:
   CompiledForward(internal::TapList* taps) : taps_(taps) {}
 
-  void OnTap(int64_t site, c10::IValue args, c10::IValue output, c10::IValue args_now,
-             c10::IValue output_now) override {
-    taps_->Dispatch(tapped.sites[site], args.toTupleRef().elements().vec(), output,
-                    args_now.toTupleRef().elements().vec(), output_now);
+  void OnTap(int64_t site, const c10::IValue& args, const c10::IValue& output,
+             const c10::IValue& args_now, const c10::IValue& output_now) override {
+    internal::PooledArgs values;
+    const auto& elements = args.toTupleRef().elements();
+    values->assign(elements.begin(), elements.end());
+    if (&args_now == &args || args_now.isSameIdentity(args)) {  // not copied
+      taps_->Dispatch(site_ids[site], *values, output, *values, output_now);
+      return;
+    }
+    internal::PooledArgs values_now;
+    const auto& elements_now = args_now.toTupleRef().elements();
+    values_now->assign(elements_now.begin(), elements_now.end());
+    taps_->Dispatch(site_ids[site], *values, output, *values_now, output_now);
   }
 
   int64_t address() const {
-    return static_cast<int64_t>(reinterpret_cast<intptr_t>(static_cast<const internal::TapSink*>(this)));
+    return static_cast<int64_t>(
+        reinterpret_cast<intptr_t>(static_cast<const internal::TapSink*>(this)));
   }
 
   internal::TappedGraph tapped;  // the graph with taps (internal/graph_transforms.h)
+  std::vector<int> site_ids;     // a tap's site index -> the tap list's id of its path
   std::unique_ptr<torch::jit::GraphFunction> function;
 
  private:
@@ -67,16 +79,17 @@ class TorchScriptModel final : public Model {
     return Run(tapped_.get(), std::move(args), kwargs);
   }
 
-  absl::StatusOr<c10::IValue> ForwardTruncated(std::vector<c10::IValue> args,
-                                               const Kwargs& kwargs,
-                                               const std::vector<std::string>& stop_after) override {
+  absl::StatusOr<c10::IValue> ForwardTruncated(
+      std::vector<c10::IValue> args, const Kwargs& kwargs,
+      const std::vector<std::string>& stop_after) override {
     std::vector<std::string> paths = stop_after;
     std::sort(paths.begin(), paths.end());
     paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
     for (const std::string& path : paths) {
       if (path.empty()) {
         return absl::InvalidArgumentError(
-            "cannot truncate after the root module \"\": that is the whole forward");
+            "cannot truncate after the root module \"\": that is the whole "
+            "forward");
       }
       if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     }
@@ -86,14 +99,13 @@ class TorchScriptModel final : public Model {
     auto it = truncated_.find(key);
     if (it == truncated_.end()) {
       auto compiled = std::make_unique<CompiledForward>(&taps_);
-      absl::Status built =
-          CallTorch([&] { BuildTruncated(paths, *compiled); }, absl::StatusCode::kFailedPrecondition);
+      absl::Status built = CallTorch([&] { BuildTruncated(paths, *compiled); },
+                                     absl::StatusCode::kFailedPrecondition);
       if (!built.ok()) return built;
       it = truncated_.emplace(key, std::move(compiled)).first;
     }
-    return CallTorch([&] {
-      return Run(it->second.get(), std::move(args), kwargs, /*tap_root=*/false);
-    });
+    return CallTorch(
+        [&] { return Run(it->second.get(), std::move(args), kwargs, /*tap_root=*/false); });
   }
 
   std::vector<ModuleInfo> NamedModules() const override {
@@ -127,8 +139,7 @@ class TorchScriptModel final : public Model {
                                      HookValues values) override {
     if (absl::Status s = CheckModulePath(path); !s.ok()) return s;
     std::string key(path);
-    if (!key.empty() && values == HookValues::kAsReturned &&
-        !taps_.AsReturnedPaths().count(key)) {
+    if (!key.empty() && values == HookValues::kAsReturned && !taps_.AsReturnedPaths().count(key)) {
       dirty_ = true;  // the taps on this path now copy what is written later
     }
     if (!key.empty() && !taps_.HasPath(key)) {
@@ -155,9 +166,9 @@ class TorchScriptModel final : public Model {
 
  private:
   // Runs `compiled` (or the module's own forward if null) and, if `tap_root`, the root taps.
-  c10::IValue Run(CompiledForward* compiled, std::vector<c10::IValue> args,
-                  const Kwargs& kwargs, bool tap_root = true) {
-    tap_root = tap_root && taps_.HasPath("");
+  c10::IValue Run(CompiledForward* compiled, std::vector<c10::IValue> args, const Kwargs& kwargs,
+                  bool tap_root = true) {
+    tap_root = tap_root && taps_.HasPath(internal::TapList::kRootPathId);
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue output;
@@ -166,12 +177,13 @@ class TorchScriptModel final : public Model {
     } else {
       torch::jit::Stack stack = std::move(args);
       stack.insert(stack.begin(), module_._ivalue());
-      module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(stack,
-                                                                                  kwargs);
+      module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(stack, kwargs);
       compiled->function->run(stack);
       output = torch::jit::pop(stack);
     }
-    if (tap_root) taps_.Dispatch("", root_args, output, root_args, output);
+    if (tap_root) {
+      taps_.Dispatch(internal::TapList::kRootPathId, root_args, output, root_args, output);
+    }
     return output;
   }
 
@@ -197,12 +209,17 @@ class TorchScriptModel final : public Model {
     if (!out.tapped.missing.empty()) {
       const std::string& path = out.tapped.missing.front();
       TORCH_CHECK(false, "module \"", path, "\" (", ModuleType(path),
-                  ") exists but forward never calls it, so it has no output to capture");
+                  ") exists but forward never calls it, so it has no output to "
+                  "capture");
     }
   }
 
   void Compile(CompiledForward& compiled) {
     compiled.tapped.tapped_calls.clear();
+    compiled.site_ids.clear();
+    for (const std::string& path : compiled.tapped.sites) {
+      compiled.site_ids.push_back(taps_.PathId(path));
+    }
     compiled.function = std::make_unique<torch::jit::GraphFunction>(
         c10::QualifiedName("__kd_tapped_forward"), compiled.tapped.graph, nullptr);
   }
@@ -238,9 +255,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& p
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
   if (bytes->size() < 4 || bytes->compare(0, 2, "PK") != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a TorchScript file (expected the zip archive torch.jit.save writes; got ",
-        bytes->size(), " bytes that are not a zip archive)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": not a TorchScript file (expected the zip archive "
+                     "torch.jit.save writes; got ",
+                     bytes->size(), " bytes that are not a zip archive)"));
   }
   absl::StatusOr<torch::jit::Module> module = CallTorch(
       [&] {
@@ -249,9 +268,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& p
       },
       absl::StatusCode::kInvalidArgument);
   if (!module.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a TorchScript module (save it with torch.jit.save, not torch.save): ",
-        module.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": not a TorchScript module (save it with torch.jit.save, "
+                     "not torch.save): ",
+                     module.status().message()));
   }
   return std::unique_ptr<Model>(std::make_unique<TorchScriptModel>(*std::move(module)));
 }

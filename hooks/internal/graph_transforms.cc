@@ -19,17 +19,23 @@ namespace {
 torch::jit::RegisterOperators register_tap_op({torch::jit::Operator(
     "kd::tap(int sink, int site, int copy, Any args, Any output) -> ()",
     [](torch::jit::Stack& stack) {
-      c10::IValue output = torch::jit::pop(stack);
-      c10::IValue args = torch::jit::pop(stack);
-      const int64_t copy = torch::jit::pop(stack).toInt();
-      const int64_t site = torch::jit::pop(stack).toInt();
-      // Values the rest of the graph writes in place: copies as they are now, for the sink's
-      // HookValues::kAsReturned consumers.
-      c10::IValue args_now = (copy & kCopyArgs) ? CloneValue(args) : args;
-      c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
-      auto* sink = reinterpret_cast<TapSink*>(torch::jit::pop(stack).toInt());
-      sink->OnTap(site, std::move(args), std::move(output), std::move(args_now),
-                  std::move(output_now));
+      // Read in place and dropped after: a hooked call pays no copies here.
+      const c10::IValue* in = &*(stack.end() - 5);
+      auto* sink = reinterpret_cast<TapSink*>(in[0].toInt());
+      const int64_t site = in[1].toInt();
+      const int64_t copy = in[2].toInt();
+      const c10::IValue& args = in[3];
+      const c10::IValue& output = in[4];
+      if (copy == 0) {
+        sink->OnTap(site, args, output, args, output);
+      } else {
+        // Values the rest of the graph writes in place: copies as they are now, for the sink's
+        // HookValues::kAsReturned consumers.
+        const c10::IValue args_now = (copy & kCopyArgs) ? CloneValue(args) : args;
+        const c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
+        sink->OnTap(site, args, output, args_now, output_now);
+      }
+      torch::jit::drop(stack, 5);
     },
     c10::AliasAnalysisKind::CONSERVATIVE)});
 
@@ -79,8 +85,8 @@ size_t GivenArguments(Node* call) {
 void InsertTap(TappedGraph& out, Node* call, const std::string& path, int64_t sink) {
   Graph& graph = *out.graph;
   torch::jit::WithInsertPoint guard(call->next());
-  Value* args = graph.insertNode(graph.createTuple(call->inputs().slice(1, GivenArguments(call))))
-                    ->output();
+  Value* args =
+      graph.insertNode(graph.createTuple(call->inputs().slice(1, GivenArguments(call))))->output();
   Value* sink_value = graph.insertConstant(c10::IValue(sink));
   Value* site = graph.insertConstant(c10::IValue(static_cast<int64_t>(out.sites.size())));
   Value* copy = graph.insertConstant(c10::IValue(int64_t{0}));

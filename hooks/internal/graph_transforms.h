@@ -41,10 +41,11 @@ inline constexpr int64_t kCopyOutput = 2;
 class TapSink {
  public:
   virtual ~TapSink() = default;
-  // `args` and `output` are the graph's own values; `args_now` and `output_now` the same or,
-  // where the tap copies, copies taken at the tap.
-  virtual void OnTap(int64_t site, c10::IValue args, c10::IValue output, c10::IValue args_now,
-                     c10::IValue output_now) = 0;
+  // `args` (a tuple) and `output` are the graph's own values; `args_now` and
+  // `output_now` the same objects or, where the tap copies, copies taken at the
+  // tap. They live for the call.
+  virtual void OnTap(int64_t site, const c10::IValue& args, const c10::IValue& output,
+                     const c10::IValue& args_now, const c10::IValue& output_now) = 0;
 };
 
 // The module path of a module value: the chain of prim::GetAttr from `self` ("layer2.0"),

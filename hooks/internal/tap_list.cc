@@ -14,7 +14,8 @@ TapList::~TapList() {
 }
 
 HookHandle TapList::Add(std::string path, HookFn fn, HookValues values, OnRemove on_remove) {
-  taps_.push_back(std::make_shared<Tap>(std::move(path), std::move(fn), values));
+  const int path_id = PathId(path);
+  taps_.push_back(std::make_shared<Tap>(std::move(path), path_id, std::move(fn), values));
   std::weak_ptr<TapList*> alive = alive_;
   return HookHandle([alive, tap = taps_.back().get(), on_remove = std::move(on_remove)] {
     if (auto list = alive.lock(); list && *list) (*list)->Remove(tap, on_remove);
@@ -31,12 +32,18 @@ void TapList::Remove(const Tap* tap, const OnRemove& on_remove) {
   if (on_remove) on_remove(*removed);
 }
 
-void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
-                       const c10::IValue& output, const std::vector<c10::IValue>& args_now,
-                       const c10::IValue& output_now) {
+int TapList::PathId(const std::string& path) {
+  auto it = std::find(paths_.begin(), paths_.end(), path);
+  if (it != paths_.end()) return static_cast<int>(it - paths_.begin());
+  paths_.push_back(path);
+  return static_cast<int>(paths_.size()) - 1;
+}
+
+void TapList::Dispatch(int path_id, const std::vector<c10::IValue>& args, const c10::IValue& output,
+                       const std::vector<c10::IValue>& args_now, const c10::IValue& output_now) {
   // By index, holding the tap: a tap may remove taps while it runs.
   for (size_t i = 0; i < taps_.size(); ++i) {
-    if (taps_[i]->path != path) continue;
+    if (taps_[i]->path_id != path_id) continue;
     const std::shared_ptr<Tap> tap = taps_[i];
     if (tap->values == HookValues::kReferences) {
       Fire(*tap, args, output);
@@ -49,6 +56,11 @@ void TapList::Dispatch(const std::string& path, const std::vector<c10::IValue>& 
 bool TapList::HasPath(const std::string& path) const {
   return std::any_of(taps_.begin(), taps_.end(),
                      [&](const std::shared_ptr<Tap>& t) { return t->path == path; });
+}
+
+bool TapList::HasPath(int path_id) const {
+  return std::any_of(taps_.begin(), taps_.end(),
+                     [&](const std::shared_ptr<Tap>& t) { return t->path_id == path_id; });
 }
 
 std::set<std::string> TapList::AsReturnedPaths() const {

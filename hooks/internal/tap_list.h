@@ -20,9 +20,10 @@ namespace internal {
 class TapList {
  public:
   struct Tap {
-    Tap(std::string path, HookFn fn, HookValues values)
-        : path(std::move(path)), fn(std::move(fn)), values(values) {}
+    Tap(std::string path, int path_id, HookFn fn, HookValues values)
+        : path(std::move(path)), path_id(path_id), fn(std::move(fn)), values(values) {}
     const std::string path;
+    const int path_id;  // PathId(path)
     const HookFn fn;
     const HookValues values;
     std::atomic<bool> fired{false};
@@ -34,7 +35,10 @@ class TapList {
   };
   using OnRemove = std::function<void(const Tap& removed)>;
 
-  TapList() : alive_(std::make_shared<TapList*>(this)) {}
+  // The root's path "" has id kRootPathId.
+  static constexpr int kRootPathId = 0;
+
+  TapList() : alive_(std::make_shared<TapList*>(this)) { PathId(""); }
   ~TapList();
   TapList(const TapList&) = delete;
   TapList& operator=(const TapList&) = delete;
@@ -44,18 +48,23 @@ class TapList {
   // The tap added last.
   const std::shared_ptr<Tap>& back() const { return taps_.back(); }
 
-  // Calls every tap on `path`, in the order they were added: kReferences taps with `args`
-  // and `output`, kAsReturned taps with `args_now` and `output_now` (copies where the forward
-  // writes them later, else the same values).
-  void Dispatch(const std::string& path, const std::vector<c10::IValue>& args,
-                const c10::IValue& output, const std::vector<c10::IValue>& args_now,
-                const c10::IValue& output_now);
+  // A small integer for `path`, the same for the list's life (a dispatch
+  // compares these, not strings).
+  int PathId(const std::string& path);
+
+  // Calls every tap on the path with id `path_id`, in the order they were
+  // added: kReferences taps with `args` and `output`, kAsReturned taps with
+  // `args_now` and `output_now` (copies where the forward writes them later,
+  // else the same values).
+  void Dispatch(int path_id, const std::vector<c10::IValue>& args, const c10::IValue& output,
+                const std::vector<c10::IValue>& args_now, const c10::IValue& output_now);
   // Calls one tap.
   static void Fire(Tap& tap, const std::vector<c10::IValue>& args, const c10::IValue& output) {
     tap.fired.store(true, std::memory_order_relaxed);
     tap.fn(args, output);
   }
   bool HasPath(const std::string& path) const;
+  bool HasPath(int path_id) const;
   // The distinct paths with a tap that wants HookValues::kAsReturned.
   std::set<std::string> AsReturnedPaths() const;
   // The distinct tapped paths, sorted.
@@ -66,6 +75,7 @@ class TapList {
   void Remove(const Tap* tap, const OnRemove& on_remove);
 
   std::vector<std::shared_ptr<Tap>> taps_;
+  std::vector<std::string> paths_;  // by path id
   // Lets a HookHandle that outlives this list do nothing.
   std::shared_ptr<TapList*> alive_;
 };
