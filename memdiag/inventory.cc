@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "memdiag/internal/cuda_backend.h"
 #include "memdiag/tracking_allocator.h"
 
 namespace kd {
@@ -14,49 +16,72 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::string DtypeName(const at::Tensor& t) {
-  return absl::StrCat("torch.",
-                      std::string(c10::getDtypeNames(t.scalar_type()).first));
+// "torch.float32": computed once per dtype.
+const std::string& DtypeName(const at::Tensor& t) {
+  static const auto* names = [] {
+    auto* table = new std::vector<std::string>();
+    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+      const auto type = static_cast<c10::ScalarType>(i);
+      std::string name;
+      try {
+        name = absl::StrCat("torch.", std::string(c10::getDtypeNames(type).first));
+      } catch (...) {
+        name = absl::StrCat("torch.", c10::toString(type));
+      }
+      table->push_back(std::move(name));
+    }
+    return table;
+  }();
+  return (*names)[static_cast<int>(t.scalar_type())];
+}
+
+std::string DeviceName(const at::Tensor& t) {
+  return t.device().is_cpu() ? std::string("cpu") : t.device().str();
 }
 
 bool Included(const at::Tensor& t, const InventoryOptions& options) {
   const bool cuda = t.device().is_cuda();
-  return cuda ? options.include_cuda
-              : (t.device().is_cpu() && options.include_cpu);
+  return cuda ? options.include_cuda : (t.device().is_cpu() && options.include_cpu);
 }
 
-std::vector<int64_t> Shape(const at::Tensor& t) { return t.sizes().vec(); }
+Shape ShapeOf(const at::Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
 std::string Unowned(const StorageInfo& info) {
-  std::string where = info.scope.empty()
-                          ? "outside any annotated scope"
-                          : absl::StrCat("in scope \"", info.scope, "\"");
+  if (info.seq == 0) {  // not the tracking allocator's: a CUDA caching-allocator block
+    return absl::StrCat("unowned: ", info.nbytes, " bytes on ", info.device,
+                        " that no root reaches");
+  }
+  std::string where = info.scope.empty() ? "outside any annotated scope"
+                                         : absl::StrCat("in scope \"", info.scope, "\"");
   if (info.step >= 0) absl::StrAppend(&where, " step ", info.step);
-  return absl::StrCat("unowned: ", info.nbytes, " bytes allocated ", where,
-                      " (#", info.seq, ")");
+  return absl::StrCat("unowned: ", info.nbytes, " bytes allocated ", where, " (#", info.seq, ")");
 }
 
-template <typename Bucket, typename Key, typename Info, typename Fill>
-InventoryDiff<Bucket> Group(const std::map<const void*, Info>& before,
-                            const std::map<const void*, Info>& after, Key key,
-                            Fill fill) {
-  std::map<decltype(key(std::declval<const Info&>())), Bucket> buckets;
+// Groups what `after` has and `before` does not by key(info); fill(bucket, info) sets a
+// bucket's example from the info that `better` prefers (so the result does not depend on the
+// hash order).
+template <typename Bucket, typename Key, typename Info, typename Fill, typename Better>
+InventoryDiff<Bucket> Group(const absl::flat_hash_map<const void*, Info>& before,
+                            const absl::flat_hash_map<const void*, Info>& after, Key key, Fill fill,
+                            Better better) {
+  std::map<decltype(key(std::declval<const Info&>())), std::pair<Bucket, const Info*>> buckets;
   for (const auto& [id, info] : after) {
-    if (before.count(id)) continue;
-    Bucket& bucket = buckets[key(info)];
-    if (bucket.count == 0) fill(bucket, info);
+    if (before.contains(id)) continue;
+    auto& [bucket, example] = buckets[key(info)];
+    if (example == nullptr || better(info, *example)) {
+      example = &info;
+      fill(bucket, info);
+    }
     ++bucket.count;
     bucket.total_bytes += info.nbytes;
   }
   InventoryDiff<Bucket> diff;
-  for (auto& [k, bucket] : buckets) {
-    diff.total_bytes += bucket.total_bytes;
-    diff.buckets.push_back(std::move(bucket));
+  for (auto& [k, entry] : buckets) {
+    diff.total_bytes += entry.first.total_bytes;
+    diff.buckets.push_back(std::move(entry.first));
   }
   std::stable_sort(diff.buckets.begin(), diff.buckets.end(),
-                   [](const Bucket& a, const Bucket& b) {
-                     return a.total_bytes > b.total_bytes;
-                   });
+                   [](const Bucket& a, const Bucket& b) { return a.total_bytes > b.total_bytes; });
   return diff;
 }
 
@@ -71,18 +96,15 @@ int64_t InventoryDiff<Bucket>::count() const {
 template struct InventoryDiff<TensorDiffBucket>;
 template struct InventoryDiff<StorageDiffBucket>;
 
-void MemoryRoots::Add(const std::string& name,
-                      std::function<void(const TensorVisitor&)> visit) {
+void MemoryRoots::Add(const std::string& name, std::function<void(const TensorVisitor&)> visit) {
   roots_[name] = std::move(visit);
 }
 
 void MemoryRoots::AddTensor(const std::string& name, const at::Tensor* tensor) {
-  Add(name,
-      [name, tensor](const TensorVisitor& visit) { visit(name, *tensor); });
+  Add(name, [name, tensor](const TensorVisitor& visit) { visit(name, *tensor); });
 }
 
-void MemoryRoots::AddTensors(const std::string& name,
-                             const std::vector<at::Tensor>* tensors) {
+void MemoryRoots::AddTensors(const std::string& name, const std::vector<at::Tensor>* tensors) {
   Add(name, [name, tensors](const TensorVisitor& visit) {
     for (size_t i = 0; i < tensors->size(); ++i) {
       visit(absl::StrCat(name, "[", i, "]"), (*tensors)[i]);
@@ -106,18 +128,17 @@ std::vector<std::string> MemoryRoots::names() const {
   return out;
 }
 
-TensorInventory CollectTensorInventory(const MemoryRoots& roots,
-                                       const InventoryOptions& options) {
+TensorInventory CollectTensorInventory(const MemoryRoots& roots, const InventoryOptions& options) {
   TensorInventory inventory;
   roots.Visit([&](const std::string& path, const at::Tensor& t) {
     if (!Included(t, options)) return;
-    inventory.try_emplace(
-        t.unsafeGetTensorImpl(),
-        TensorInfo{.shape = Shape(t),
-                   .dtype = DtypeName(t),
-                   .device = t.device().str(),
-                   .nbytes = static_cast<int64_t>(t.numel() * t.element_size()),
-                   .path = path});
+    auto [it, inserted] = inventory.try_emplace(t.unsafeGetTensorImpl());
+    if (!inserted) return;
+    it->second = TensorInfo{.shape = ShapeOf(t),
+                            .dtype = DtypeName(t),
+                            .device = DeviceName(t),
+                            .nbytes = static_cast<int64_t>(t.numel() * t.element_size()),
+                            .path = path};
   });
   return inventory;
 }
@@ -125,79 +146,102 @@ TensorInventory CollectTensorInventory(const MemoryRoots& roots,
 StorageInventory CollectStorageInventory(const MemoryRoots& roots,
                                          const InventoryOptions& options) {
   StorageInventory inventory;
-  std::set<std::pair<const void*, const void*>>
-      seen;  // (storage, tensor): a view once
+  absl::flat_hash_set<const void*> seen;
+  if (TrackingAllocator::installed()) {
+    // Most storages are tracked allocations: size the tables once.
+    const size_t live = static_cast<size_t>(TrackingAllocator::Install().num_live());
+    inventory.reserve(live);
+    seen.reserve(live);
+  }  // TensorImpls met: a tensor counts as one view once
   roots.Visit([&](const std::string& path, const at::Tensor& t) {
     if (!Included(t, options) || !t.has_storage()) return;
     const void* ptr = t.storage().data();
     if (ptr == nullptr) return;  // empty
-    StorageInfo& info = inventory[ptr];
-    if (info.num_views == 0) {
+    auto [it, inserted] = inventory.try_emplace(ptr);
+    StorageInfo& info = it->second;
+    if (inserted) {
       info.nbytes = static_cast<int64_t>(t.storage().nbytes());
-      info.device = t.device().str();
-      info.representative_shape = Shape(t);
+      info.device = DeviceName(t);
+      info.representative_shape = ShapeOf(t);
       info.representative_dtype = DtypeName(t);
     }
-    if (seen.emplace(ptr, t.unsafeGetTensorImpl()).second) {
+    if (seen.insert(t.unsafeGetTensorImpl()).second) {
       ++info.num_views;
-      const std::vector<int64_t> shape = Shape(t);
-      if (std::find(info.view_shapes.begin(), info.view_shapes.end(), shape) ==
-          info.view_shapes.end()) {
-        info.view_shapes.push_back(shape);
+      if (info.num_views == 1) {
+        info.view_shapes.push_back(info.representative_shape);
+      } else if (std::none_of(info.view_shapes.begin(), info.view_shapes.end(),
+                              [&](const Shape& s) {
+                                return t.sizes().equals(c10::IntArrayRef(s.data(), s.size()));
+                              })) {
+        info.view_shapes.push_back(ShapeOf(t));
       }
     }
     info.owners.push_back(path);
   });
   for (auto& [ptr, info] : inventory) {
-    std::sort(info.view_shapes.begin(), info.view_shapes.end(),
-              [](const auto& a, const auto& b) {
-                return std::make_tuple(-static_cast<int64_t>(a.size()), a) <
-                       std::make_tuple(-static_cast<int64_t>(b.size()), b);
-              });
+    if (info.view_shapes.size() < 2) continue;
+    std::sort(info.view_shapes.begin(), info.view_shapes.end(), [](const auto& a, const auto& b) {
+      return std::make_tuple(-static_cast<int64_t>(a.size()), a) <
+             std::make_tuple(-static_cast<int64_t>(b.size()), b);
+    });
   }
   if (TrackingAllocator::installed()) {
-    TrackingAllocator& tracker = TrackingAllocator::Install();
-    for (const Allocation& a : tracker.LiveAllocations()) {
-      auto it = inventory.find(a.data);
-      if (it != inventory.end()) {
-        it->second.seq = a.seq;
-        it->second.scope = a.scope;
-        it->second.step = a.step;
-      } else if (options.include_unowned && options.include_cpu) {
-        inventory[a.data] =
-            StorageInfo{.nbytes = static_cast<int64_t>(a.nbytes),
-                        .device = "cpu",
-                        .representative_shape = {},
-                        .representative_dtype = "unknown",
-                        .num_views = 0,
-                        .view_shapes = {},
-                        .owners = {},
-                        .seq = a.seq,
-                        .scope = a.scope,
-                        .step = a.step};
-      }
+    TrackingAllocator::Install().ForEachLiveAllocation(
+        [&](const void* data, size_t nbytes, uint64_t seq, uint32_t scope, int64_t step) {
+          auto it = inventory.find(data);
+          if (it != inventory.end()) {
+            it->second.seq = seq;
+            it->second.scope_id = scope;
+            it->second.step = step;
+          } else if (options.include_unowned && options.include_cpu) {
+            StorageInfo& info = inventory[data];
+            info.nbytes = static_cast<int64_t>(nbytes);
+            info.device = "cpu";
+            info.representative_dtype = "unknown";
+            info.seq = seq;
+            info.scope_id = scope;
+            info.step = step;
+          }
+        });
+    // Scope names outside the allocator's locks, once per distinct scope.
+    absl::flat_hash_map<uint32_t, std::string> names;
+    for (auto& [ptr, info] : inventory) {
+      if (info.scope_id == 0) continue;
+      auto [it, inserted] = names.try_emplace(info.scope_id);
+      if (inserted) it->second = TrackingAllocator::ScopeName(info.scope_id);
+      info.scope = it->second;
+    }
+  }
+  // CUDA memory no root reaches: the caching allocator's active blocks (its snapshot).
+  memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
+  if (options.include_unowned && options.include_cuda && cuda != nullptr && cuda->Available()) {
+    for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
+      auto [it, inserted] = inventory.try_emplace(block.address);
+      if (!inserted) continue;
+      it->second.nbytes = block.size;
+      it->second.device = absl::StrCat("cuda:", block.device);
+      it->second.representative_dtype = "unknown";
     }
   }
   return inventory;
 }
 
-TensorDiff DiffTensorInventories(const TensorInventory& before,
-                                 const TensorInventory& after) {
+TensorDiff DiffTensorInventories(const TensorInventory& before, const TensorInventory& after) {
   return Group<TensorDiffBucket>(
       before, after,
-      [](const TensorInfo& i) {
-        return std::make_tuple(i.shape, i.dtype, i.device);
-      },
+      [](const TensorInfo& i) { return std::make_tuple(i.shape, i.dtype, i.device); },
       [](TensorDiffBucket& b, const TensorInfo& i) {
         b.shape = i.shape;
         b.dtype = i.dtype;
         b.device = i.device;
         b.example_path = i.path;
+      },
+      [](const TensorInfo& a, const TensorInfo& b) {
+        return a.path.size() != b.path.size() ? a.path.size() < b.path.size() : a.path < b.path;
       });
 }
 
-StorageDiff DiffStorageInventories(const StorageInventory& before,
-                                   const StorageInventory& after) {
+StorageDiff DiffStorageInventories(const StorageInventory& before, const StorageInventory& after) {
   return Group<StorageDiffBucket>(
       before, after,
       [](const StorageInfo& i) {
@@ -210,61 +254,54 @@ StorageDiff DiffStorageInventories(const StorageInventory& before,
         b.representative_dtype = i.representative_dtype;
         b.example_view_shapes = i.view_shapes;
         b.example_owner = i.owners.empty() ? Unowned(i) : i.owners.front();
+      },
+      [](const StorageInfo& a, const StorageInfo& b) {
+        if (a.seq != b.seq) return a.seq < b.seq;
+        return a.owners < b.owners;
       });
 }
 
-TensorDiff LogTensorDiff(const TensorInventory& before,
-                         const TensorInventory& after, const std::string& label,
-                         int max_buckets, std::ostream& out) {
+TensorDiff LogTensorDiff(const TensorInventory& before, const TensorInventory& after,
+                         const std::string& label, int max_buckets, std::ostream& out) {
   TensorDiff diff = DiffTensorInventories(before, after);
-  out << absl::StrFormat(
-      "TENSOR_DIFF [%s] NEW tensors: count=%d total=%.3fGiB\n", label,
-      diff.count(), diff.total_bytes / kGiB);
-  const size_t rows = max_buckets <= 0
-                          ? diff.buckets.size()
-                          : std::min<size_t>(max_buckets, diff.buckets.size());
+  out << absl::StrFormat("TENSOR_DIFF [%s] NEW tensors: count=%d total=%.3fGiB\n", label,
+                         diff.count(), diff.total_bytes / kGiB);
+  const size_t rows =
+      max_buckets <= 0 ? diff.buckets.size() : std::min<size_t>(max_buckets, diff.buckets.size());
   for (size_t i = 0; i < rows; ++i) {
     const TensorDiffBucket& b = diff.buckets[i];
     out << absl::StrFormat("  NEW %s %s on %s  x%d  total=%.1fMiB  (e.g. %s)\n",
-                           ShapeTuple(b.shape), b.dtype, b.device, b.count,
-                           b.total_bytes / kMiB, b.example_path);
+                           ShapeTuple(b.shape), b.dtype, b.device, b.count, b.total_bytes / kMiB,
+                           b.example_path);
   }
   if (rows < diff.buckets.size()) {
-    out << absl::StrFormat("  ... (%d more buckets)\n",
-                           diff.buckets.size() - rows);
+    out << absl::StrFormat("  ... (%d more buckets)\n", diff.buckets.size() - rows);
   }
   return diff;
 }
 
-StorageDiff LogStorageDiff(const StorageInventory& before,
-                           const StorageInventory& after,
-                           const std::string& label, int max_buckets,
-                           std::ostream& out) {
+StorageDiff LogStorageDiff(const StorageInventory& before, const StorageInventory& after,
+                           const std::string& label, int max_buckets, std::ostream& out) {
   StorageDiff diff = DiffStorageInventories(before, after);
-  out << absl::StrFormat(
-      "STORAGE_DIFF [%s] NEW storages: count=%d total=%.3fGiB\n", label,
-      diff.count(), diff.total_bytes / kGiB);
-  const size_t rows = max_buckets <= 0
-                          ? diff.buckets.size()
-                          : std::min<size_t>(max_buckets, diff.buckets.size());
+  out << absl::StrFormat("STORAGE_DIFF [%s] NEW storages: count=%d total=%.3fGiB\n", label,
+                         diff.count(), diff.total_bytes / kGiB);
+  const size_t rows =
+      max_buckets <= 0 ? diff.buckets.size() : std::min<size_t>(max_buckets, diff.buckets.size());
   for (size_t i = 0; i < rows; ++i) {
     const StorageDiffBucket& b = diff.buckets[i];
-    out << absl::StrFormat(
-        "  NEW storage %.1fMiB on %s  x%d  total=%.1fMiB  (rep: %s %s)\n",
-        b.nbytes / kMiB, b.device, b.count, b.total_bytes / kMiB,
-        ShapeTuple(b.representative_shape), b.representative_dtype);
+    out << absl::StrFormat("  NEW storage %.1fMiB on %s  x%d  total=%.1fMiB  (rep: %s %s)\n",
+                           b.nbytes / kMiB, b.device, b.count, b.total_bytes / kMiB,
+                           ShapeTuple(b.representative_shape), b.representative_dtype);
     if (!b.example_view_shapes.empty()) {
       std::vector<std::string> shapes;
-      for (const auto& s : b.example_view_shapes)
-        shapes.push_back(ShapeTuple(s));
+      for (const auto& s : b.example_view_shapes) shapes.push_back(ShapeTuple(s));
       out << "    view_shapes (in one example storage of this bucket): ["
           << absl::StrJoin(shapes, ", ") << "]\n";
     }
     out << "    held by: " << b.example_owner << "\n";
   }
   if (rows < diff.buckets.size()) {
-    out << absl::StrFormat("  ... (%d more buckets)\n",
-                           diff.buckets.size() - rows);
+    out << absl::StrFormat("  ... (%d more buckets)\n", diff.buckets.size() - rows);
   }
   return diff;
 }
@@ -273,46 +310,52 @@ std::vector<std::pair<std::string, at::Tensor>> FindTensorsForDataPtrs(
     const MemoryRoots& roots, const std::set<const void*>& data_ptrs) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   roots.Visit([&](const std::string& path, const at::Tensor& t) {
-    if (t.has_storage() && data_ptrs.count(t.storage().data()))
-      out.emplace_back(path, t);
+    if (t.has_storage() && data_ptrs.count(t.storage().data())) out.emplace_back(path, t);
   });
   return out;
 }
 
-std::vector<std::string> DescribeOwners(const MemoryRoots& roots,
-                                        const void* data_ptr) {
+std::vector<std::string> DescribeOwners(const MemoryRoots& roots, const void* data_ptr) {
   std::vector<std::string> owners;
   for (const auto& [path, tensor] : FindTensorsForDataPtrs(roots, {data_ptr})) {
-    owners.push_back(absl::StrCat(path, " ", ShapeTuple(Shape(tensor)), " ",
-                                  DtypeName(tensor)));
+    owners.push_back(absl::StrCat(path, " ", ShapeTuple(ShapeOf(tensor)), " ", DtypeName(tensor)));
   }
   if (!owners.empty()) return owners;
   Allocation a;
-  if (TrackingAllocator::installed() &&
-      TrackingAllocator::Install().FindAllocation(data_ptr, &a)) {
-    StorageInfo info{.nbytes = static_cast<int64_t>(a.nbytes),
-                     .seq = a.seq,
-                     .scope = a.scope,
-                     .step = a.step};
+  if (TrackingAllocator::installed() && TrackingAllocator::Install().FindAllocation(data_ptr, &a)) {
+    StorageInfo info{
+        .nbytes = static_cast<int64_t>(a.nbytes), .seq = a.seq, .scope = a.scope, .step = a.step};
     return {Unowned(info)};
   }
-  return {
-      "unknown (no root holds it and the tracking allocator did not allocate "
-      "it)"};
+  memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
+  if (cuda != nullptr && cuda->Available()) {
+    for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
+      if (block.address != data_ptr) continue;
+      return {Unowned(
+          StorageInfo{.nbytes = block.size, .device = absl::StrCat("cuda:", block.device)})};
+    }
+  }
+  return {"unknown (no root holds it and no allocator libkd sees allocated it)"};
 }
 
 std::string FormatMemoryStats(c10::Device device) {
-  if (device.is_cuda()) return "CUDA not available";
+  if (device.is_cuda()) {
+    memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
+    if (cuda == nullptr) return memdiag_internal::kNoCudaMemorySupport;
+    if (!cuda->Available()) return "CUDA not available";
+    const memdiag_internal::CudaStats stats = cuda->Stats(device.has_index() ? device.index() : -1);
+    return absl::StrFormat("alloc=%.3fGiB reserved=%.3fGiB peak=%.3fGiB", stats.allocated / kGiB,
+                           stats.reserved / kGiB, stats.peak / kGiB);
+  }
   if (!TrackingAllocator::installed()) {
     return "CPU memory is not tracked (install kd::TrackingAllocator)";
   }
   const TrackingAllocator& t = TrackingAllocator::Install();
-  return absl::StrFormat("alloc=%.3fGiB reserved=%.3fGiB peak=%.3fGiB",
-                         t.live_bytes() / kGiB, t.live_bytes() / kGiB,
-                         t.peak_bytes() / kGiB);
+  return absl::StrFormat("alloc=%.3fGiB reserved=%.3fGiB peak=%.3fGiB", t.live_bytes() / kGiB,
+                         t.live_bytes() / kGiB, t.peak_bytes() / kGiB);
 }
 
-std::string ShapeTuple(const std::vector<int64_t>& shape) {
+std::string ShapeTuple(absl::Span<const int64_t> shape) {
   if (shape.size() == 1) return absl::StrCat("(", shape[0], ",)");
   return absl::StrCat("(", absl::StrJoin(shape, ", "), ")");
 }

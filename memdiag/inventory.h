@@ -3,12 +3,11 @@
 // diff_*, log_*_diff, find_tensors_for_data_ptrs, describe_referrers,
 // format_memory_stats) in C++.
 //
-//   kd::MemoryRoots roots;                       // what the program knows it
-//   holds roots.AddTensors("kept", &kept);             // kept[0], kept[1], ...
+//   kd::MemoryRoots roots;                  // what the program knows it holds
+//   roots.AddTensors("kept", &kept);        // kept[0], kept[1], ...
 //   kd::StorageInventory before = kd::CollectStorageInventory(roots);
 //   ... run batches ...
-//   kd::LogStorageDiff(before, kd::CollectStorageInventory(roots), "eval", 30,
-//   std::cerr);
+//   kd::LogStorageDiff(before, kd::CollectStorageInventory(roots), "eval", 30, std::cerr);
 //
 // Python walks gc.get_objects(); C++ has no such walk. Tensors are found
 // through roots (named containers the program registers: models, optimizer
@@ -25,9 +24,6 @@
 #ifndef LIBKD_MEMDIAG_INVENTORY_H_
 #define LIBKD_MEMDIAG_INVENTORY_H_
 
-#include <ATen/core/Tensor.h>
-#include <c10/core/Device.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,12 +33,21 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+
 namespace kd {
+
+// A tensor's sizes (no heap allocation up to 5 dims).
+using Shape = absl::InlinedVector<int64_t, 5>;
 
 // Called with each tensor a root holds and its path ("student.fc.weight.grad",
 // "kept[3]").
-using TensorVisitor =
-    std::function<void(const std::string& path, const at::Tensor& tensor)>;
+using TensorVisitor = std::function<void(const std::string& path, const at::Tensor& tensor)>;
 
 // Named roots: where the program holds tensors. Not thread-safe; the containers
 // must outlive their registration (Remove them first).
@@ -50,13 +55,11 @@ class MemoryRoots {
  public:
   // A root whose `visit` calls its argument with every tensor it holds (paths
   // should begin with `name`). Replaces a root of the same name.
-  void Add(const std::string& name,
-           std::function<void(const TensorVisitor&)> visit);
+  void Add(const std::string& name, std::function<void(const TensorVisitor&)> visit);
   // One tensor, under `name`.
   void AddTensor(const std::string& name, const at::Tensor* tensor);
   // A list of tensors, as name[0], name[1], ...
-  void AddTensors(const std::string& name,
-                  const std::vector<at::Tensor>* tensors);
+  void AddTensors(const std::string& name, const std::vector<at::Tensor>* tensors);
   void Remove(const std::string& name);
   // Every tensor of every root (defined ones only), roots in name order.
   void Visit(const TensorVisitor& visitor) const;
@@ -76,33 +79,33 @@ struct InventoryOptions {
 
 // One tensor a root holds (silverspoon-kd's TensorInfo, plus where it is held).
 struct TensorInfo {
-  std::vector<int64_t> shape;
+  Shape shape;
   std::string dtype;   // "torch.float32"
   std::string device;  // "cpu", "cuda:0"
   int64_t nbytes = 0;  // numel * element size (the view, not its storage)
   std::string path;    // the first root path it was met at
 };
 // By tensor identity (its TensorImpl), as Python keys by id(tensor).
-using TensorInventory = std::map<const void*, TensorInfo>;
+using TensorInventory = absl::flat_hash_map<const void*, TensorInfo>;
 
 // One storage (silverspoon-kd's StorageInfo), with its owners and allocation.
 struct StorageInfo {
   int64_t nbytes = 0;  // the storage's true size
   std::string device;
-  std::vector<int64_t>
-      representative_shape;          // of the first view met ({} if unowned)
-  std::string representative_dtype;  // "unknown" if unowned
-  int64_t num_views = 0;             // tensors met that share it
-  std::vector<std::vector<int64_t>> view_shapes;  // distinct, most dims first
-  std::vector<std::string> owners;  // root paths of its views (empty: unowned)
+  Shape representative_shape;                  // of the first view met ({} if unowned)
+  std::string representative_dtype;            // "unknown" if unowned
+  int64_t num_views = 0;                       // tensors met that share it
+  absl::InlinedVector<Shape, 1> view_shapes;   // distinct, most dims first
+  absl::InlinedVector<std::string, 1> owners;  // root paths of its views (empty: unowned)
   // From the tracking allocator (0 / "" / -1 when it did not allocate this
   // storage).
   uint64_t seq = 0;
   std::string scope;
   int64_t step = -1;
+  uint32_t scope_id = 0;  // the allocator's id of `scope` (0: none)
 };
 // By the storage's data pointer.
-using StorageInventory = std::map<const void*, StorageInfo>;
+using StorageInventory = absl::flat_hash_map<const void*, StorageInfo>;
 
 TensorInventory CollectTensorInventory(const MemoryRoots& roots,
                                        const InventoryOptions& options = {});
@@ -111,22 +114,22 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
 
 // New tensors grouped by (shape, dtype, device), largest total first.
 struct TensorDiffBucket {
-  std::vector<int64_t> shape;
+  Shape shape;
   std::string dtype;
   std::string device;
   int64_t count = 0;
   int64_t total_bytes = 0;
-  std::string example_path;
+  std::string example_path;  // the smallest path among them
 };
 // New storages grouped by (nbytes, device, dtype), largest total first.
 struct StorageDiffBucket {
   int64_t nbytes = 0;
   std::string device;
-  std::vector<int64_t> representative_shape;
+  Shape representative_shape;
   std::string representative_dtype;
   int64_t count = 0;
   int64_t total_bytes = 0;
-  std::vector<std::vector<int64_t>> example_view_shapes;
+  absl::InlinedVector<Shape, 1> example_view_shapes;
   std::string example_owner;  // a root path, or "unowned (scope \"eval\" step
                               // 3, #1234)"
 };
@@ -141,20 +144,15 @@ using StorageDiff = InventoryDiff<StorageDiffBucket>;
 
 // What is in `after` and not in `before` (what disappeared is not reported: the
 // point is what leaks).
-TensorDiff DiffTensorInventories(const TensorInventory& before,
-                                 const TensorInventory& after);
-StorageDiff DiffStorageInventories(const StorageInventory& before,
-                                   const StorageInventory& after);
+TensorDiff DiffTensorInventories(const TensorInventory& before, const TensorInventory& after);
+StorageDiff DiffStorageInventories(const StorageInventory& before, const StorageInventory& after);
 
 // The diffs, logged as silverspoon-kd logs them (at most `max_buckets` rows, 0:
 // all).
-TensorDiff LogTensorDiff(const TensorInventory& before,
-                         const TensorInventory& after, const std::string& label,
-                         int max_buckets, std::ostream& out);
-StorageDiff LogStorageDiff(const StorageInventory& before,
-                           const StorageInventory& after,
-                           const std::string& label, int max_buckets,
-                           std::ostream& out);
+TensorDiff LogTensorDiff(const TensorInventory& before, const TensorInventory& after,
+                         const std::string& label, int max_buckets, std::ostream& out);
+StorageDiff LogStorageDiff(const StorageInventory& before, const StorageInventory& after,
+                           const std::string& label, int max_buckets, std::ostream& out);
 
 // The tensors (with their root paths) whose storage begins at one of
 // `data_ptrs`.
@@ -165,8 +163,7 @@ std::vector<std::pair<std::string, at::Tensor>> FindTensorsForDataPtrs(
 // the root paths of its views, or one line "unowned: 4000 bytes allocated in
 // scope "eval" step 3 (#1234)" when only the tracking allocator knows it, or
 // "unknown" when nothing does.
-std::vector<std::string> DescribeOwners(const MemoryRoots& roots,
-                                        const void* data_ptr);
+std::vector<std::string> DescribeOwners(const MemoryRoots& roots, const void* data_ptr);
 
 // "alloc=X.XXXGiB reserved=X.XXXGiB peak=X.XXXGiB": on CPU the tracking
 // allocator's live and peak bytes (reserved = alloc: nothing caches CPU
@@ -176,7 +173,7 @@ std::vector<std::string> DescribeOwners(const MemoryRoots& roots,
 std::string FormatMemoryStats(c10::Device device = c10::Device(c10::kCPU));
 
 // (1, 2, 3) / (5,) / () as Python prints a shape.
-std::string ShapeTuple(const std::vector<int64_t>& shape);
+std::string ShapeTuple(absl::Span<const int64_t> shape);
 
 }  // namespace kd
 

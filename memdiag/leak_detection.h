@@ -4,9 +4,8 @@
 //
 //   KD_ASSIGN_OR_RETURN(auto leaks, kd::MemoryLeakDetectionCallback::Create(
 //       {.diff_between_batches = std::pair(5, 15)}, &roots, &std::cerr));
-//   for (batch : eval) { leaks->OnPredictionStep(); ... }   // at the start of
-//   each batch leaks->OnEvaluate();                                     //
-//   after the loop
+//   for (batch : eval) { leaks->OnPredictionStep(); ... }  // at the start of each batch
+//   leaks->OnEvaluate();                                   // after the loop
 //
 // Same options, defaults and batch numbering (from 1) as the Python callback;
 // inventories are taken at the start of the named batches, so the diff holds
@@ -42,6 +41,9 @@ struct MemoryLeakDetectionOptions {
   int64_t log_first_n_batches = 10;
   // Diff rows logged at most (0: all).
   int max_diff_buckets = 30;
+  // Where the evaluation runs: its memory stats and history are that device's (CUDA ones need
+  // //memdiag:cuda_memory linked).
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 class MemoryLeakDetectionCallback {
@@ -50,8 +52,7 @@ class MemoryLeakDetectionCallback {
   // >= second). `roots` (may be null: unowned storages only) and `log` must
   // outlive the callback.
   static absl::StatusOr<std::unique_ptr<MemoryLeakDetectionCallback>> Create(
-      const MemoryLeakDetectionOptions& options, const MemoryRoots* roots,
-      std::ostream* log);
+      const MemoryLeakDetectionOptions& options, const MemoryRoots* roots, std::ostream* log);
 
   // At the start of each evaluation batch.
   void OnPredictionStep();
@@ -59,16 +60,12 @@ class MemoryLeakDetectionCallback {
   void OnEvaluate();
 
   // The diffs of the last completed window (empty before one completes).
-  const std::optional<TensorDiff>& last_tensor_diff() const {
-    return tensor_diff_;
-  }
-  const std::optional<StorageDiff>& last_storage_diff() const {
-    return storage_diff_;
-  }
+  const std::optional<TensorDiff>& last_tensor_diff() const { return tensor_diff_; }
+  const std::optional<StorageDiff>& last_storage_diff() const { return storage_diff_; }
 
  private:
-  MemoryLeakDetectionCallback(const MemoryLeakDetectionOptions& options,
-                              const MemoryRoots* roots, std::ostream* log);
+  MemoryLeakDetectionCallback(const MemoryLeakDetectionOptions& options, const MemoryRoots* roots,
+                              std::ostream* log);
   void MaybeStartHistory();
   void MaybeDumpSnapshot();
   void MaybeDiff();

@@ -1,19 +1,11 @@
 // memdiag's costs as ratios measured in one run (one thread):
-//  1. the tracking allocator's allocate + free against c10's default CPU
-//  allocator, the same
-//     sizes, alternating batches: ns per pair more and the ratio (goal: at most
-//     50 ns more);
-//  2. a storage inventory of 100,000 live tensors held in a registered list
-//  (goal: at most
-//     20 ms), and with --peers silverspoon-kd's collect_storage_inventory over
-//     100,000 live tensors in Python (include_cpu=True, force_gc=False), side
-//     by side.
+//  1. the tracking allocator's allocate + free against c10's default CPU allocator, the same
+//     sizes, alternating batches: ns per pair more and the ratio (goal: at most 50 ns more);
+//  2. a storage inventory of 100,000 live tensors held in a registered list (goal: at most
+//     20 ms), and with --peers silverspoon-kd's collect_storage_inventory over 100,000 live
+//     tensors in Python (include_cpu=True, force_gc=False), side by side.
 //
 //   bazel run -c opt //memdiag:memdiag_benchmark -- --peers
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <c10/core/CPUAllocator.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -23,18 +15,20 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/CPUAllocator.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "memdiag/inventory.h"
 #include "memdiag/tracking_allocator.h"
 
-ABSL_FLAG(int, pairs, 21,
-          "alternating (c10, tracking) batches of allocations timed");
+ABSL_FLAG(int, pairs, 21, "alternating (c10, tracking) batches of allocations timed");
 ABSL_FLAG(int, allocations, 200000, "allocate + free pairs in a batch");
 ABSL_FLAG(int, tensors, 100000, "live tensors in the inventory benchmark");
-ABSL_FLAG(bool, peers, false,
-          "also time silverspoon-kd's collect_storage_inventory");
+ABSL_FLAG(bool, peers, false, "also time silverspoon-kd's collect_storage_inventory");
 
 namespace kd {
 namespace {
@@ -83,8 +77,8 @@ void AllocatorCost() {
 }
 
 double PeerInventorySeconds(int tensors) {
-  const std::string command = absl::StrCat(
-      "../libtorch/python.sh memdiag/peer_inventory_timing.py ", tensors, " 5");
+  const std::string command =
+      absl::StrCat("../libtorch/python.sh memdiag/peer_inventory_timing.py ", tensors, " 5");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   double seconds = -1;

@@ -4,8 +4,10 @@
 //
 //   {
 //     kd::RecordMemoryHistory history("/tmp/eval.pickle");
-//     for (...) { kd::ScopedMemoryAnnotation scope("eval", step);
-//     model.Forward(...); }
+//     for (...) {
+//       kd::ScopedMemoryAnnotation scope("eval", step);
+//       model.Forward(...);
+//     }
 //   }  // or history.Finish() for its status
 //
 // While alive, every allocation and free of the tracking allocator (installed
@@ -26,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 #include "absl/status/status.h"
 #include "memdiag/tracking_allocator.h"
 
@@ -33,9 +37,12 @@ namespace kd {
 
 class RecordMemoryHistory {
  public:
-  explicit RecordMemoryHistory(std::string snapshot_path,
-                               size_t max_entries = 100000,
-                               int max_frames = 16);
+  // On the CPU, libkd's tracking allocator records (with up to `max_frames` C++ frames an
+  // event); on a CUDA device, libtorch's caching allocator does (_record_memory_history with
+  // C++ stacks), which needs //memdiag:cuda_memory linked and a GPU: without them Finish says
+  // so and writes nothing (silverspoon-kd warns and does nothing).
+  explicit RecordMemoryHistory(std::string snapshot_path, size_t max_entries = 100000,
+                               int max_frames = 16, c10::Device device = c10::Device(c10::kCPU));
   // Writes the snapshot if Finish was not called (an error goes to stderr).
   ~RecordMemoryHistory();
   RecordMemoryHistory(const RecordMemoryHistory&) = delete;
@@ -46,6 +53,8 @@ class RecordMemoryHistory {
 
  private:
   std::string path_;
+  bool cuda_ = false;
+  std::string unavailable_;  // why a CUDA history records nothing ("" if it records)
   bool finished_ = false;
 };
 

@@ -1,8 +1,5 @@
 #include "memdiag/tracking_allocator.h"
 
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/alloc_cpu.h>
-#include <c10/util/Exception.h>
 #include <execinfo.h>
 
 #include <algorithm>
@@ -11,6 +8,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 namespace kd {
 namespace {
@@ -29,8 +30,7 @@ struct Header {
   uint32_t shard;
 };
 constexpr size_t kHeader = c10::gAlignment;
-static_assert(sizeof(Header) <= kHeader,
-              "the header must fit one alignment unit");
+static_assert(sizeof(Header) <= kHeader, "the header must fit one alignment unit");
 
 constexpr uint32_t kShards = 16;
 
@@ -65,7 +65,7 @@ uint32_t InternScope(absl::string_view name) {
   }
   return it->second;
 }
-std::string ScopeName(uint32_t id) {
+std::string NameOfScope(uint32_t id) {
   std::lock_guard<std::mutex> lock(scopes_mu);
   return ScopeNames()[id];
 }
@@ -87,6 +87,20 @@ int history_frames = 0;
 
 }  // namespace
 
+namespace memdiag_internal {
+void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context) {
+  for (Shard& shard : shards) {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const Header* h = shard.head.next; h != &shard.head; h = h->next) {
+      fn(context,
+         {reinterpret_cast<const char*>(h) + kHeader, h->nbytes, h->seq, h->scope, h->step});
+    }
+  }
+}
+}  // namespace memdiag_internal
+
+std::string TrackingAllocator::ScopeName(uint32_t scope_id) { return NameOfScope(scope_id); }
+
 TrackingAllocator& TrackingAllocator::Install() {
   std::lock_guard<std::mutex> lock(install_mu);
   if (tracker == nullptr) tracker = new TrackingAllocator();  // never destroyed
@@ -103,8 +117,7 @@ TrackingAllocator& TrackingAllocator::Install() {
 void TrackingAllocator::Uninstall() {
   std::lock_guard<std::mutex> lock(install_mu);
   if (!is_installed.load()) return;
-  c10::SetAllocator(c10::DeviceType::CPU, previous_allocator,
-                    ++install_priority);
+  c10::SetAllocator(c10::DeviceType::CPU, previous_allocator, ++install_priority);
   is_installed.store(false);
 }
 
@@ -132,13 +145,13 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   while (live > peak && !peak_.compare_exchange_weak(peak, live)) {
   }
   allocations_.fetch_add(1, std::memory_order_relaxed);
+  live_count_.fetch_add(1, std::memory_order_relaxed);
   if (history_on_.load(std::memory_order_relaxed)) {
-    Record(AllocationEvent::Action::kAlloc, data, nbytes, h->seq, h->scope,
-           h->step);
+    Record(AllocationEvent::Action::kAlloc, data, nbytes, h->seq, h->scope, h->step);
   }
   if (c10::memoryProfilingEnabled()) {
-    c10::reportMemoryUsageToProfiler(data, static_cast<int64_t>(nbytes), live,
-                                     0, c10::Device(c10::DeviceType::CPU));
+    c10::reportMemoryUsageToProfiler(data, static_cast<int64_t>(nbytes), live, 0,
+                                     c10::Device(c10::DeviceType::CPU));
   }
   return {data, data, &Delete, c10::Device(c10::DeviceType::CPU)};
 }
@@ -151,15 +164,14 @@ void TrackingAllocator::Delete(void* data) {
     h->prev->next = h->next;
     h->next->prev = h->prev;
   }
-  const int64_t live =
-      tracker->live_.fetch_sub(static_cast<int64_t>(nbytes)) - nbytes;
+  const int64_t live = tracker->live_.fetch_sub(static_cast<int64_t>(nbytes)) - nbytes;
+  tracker->live_count_.fetch_sub(1, std::memory_order_relaxed);
   if (tracker->history_on_.load(std::memory_order_relaxed)) {
-    tracker->Record(AllocationEvent::Action::kFree, data, nbytes, h->seq,
-                    h->scope, h->step);
+    tracker->Record(AllocationEvent::Action::kFree, data, nbytes, h->seq, h->scope, h->step);
   }
   if (c10::memoryProfilingEnabled()) {
-    c10::reportMemoryUsageToProfiler(data, -static_cast<int64_t>(nbytes), live,
-                                     0, c10::Device(c10::DeviceType::CPU));
+    c10::reportMemoryUsageToProfiler(data, -static_cast<int64_t>(nbytes), live, 0,
+                                     c10::Device(c10::DeviceType::CPU));
   }
   c10::free_cpu(h);
 }
@@ -185,23 +197,20 @@ std::vector<Allocation> TrackingAllocator::LiveAllocations() const {
     out.push_back({.data = data,
                    .nbytes = h.nbytes,
                    .seq = h.seq,
-                   .scope = ScopeName(h.scope),
+                   .scope = NameOfScope(h.scope),
                    .step = h.step});
   }
-  std::sort(
-      out.begin(), out.end(),
-      [](const Allocation& a, const Allocation& b) { return a.seq < b.seq; });
+  std::sort(out.begin(), out.end(),
+            [](const Allocation& a, const Allocation& b) { return a.seq < b.seq; });
   return out;
 }
 
-bool TrackingAllocator::FindAllocation(const void* data,
-                                       Allocation* out) const {
+bool TrackingAllocator::FindAllocation(const void* data, Allocation* out) const {
   Header copy;
   bool found = false;
   for (Shard& shard : shards) {
     std::lock_guard<std::mutex> lock(shard.mu);
-    for (const Header* h = shard.head.next; h != &shard.head && !found;
-         h = h->next) {
+    for (const Header* h = shard.head.next; h != &shard.head && !found; h = h->next) {
       if (reinterpret_cast<const char*>(h) + kHeader == data) {
         copy = *h;
         found = true;
@@ -213,7 +222,7 @@ bool TrackingAllocator::FindAllocation(const void* data,
   *out = {.data = data,
           .nbytes = copy.nbytes,
           .seq = copy.seq,
-          .scope = ScopeName(copy.scope),
+          .scope = NameOfScope(copy.scope),
           .step = copy.step};
   return true;
 }
@@ -235,14 +244,12 @@ std::vector<AllocationEvent> TrackingAllocator::StopHistory() {
   return out;
 }
 
-void TrackingAllocator::Record(AllocationEvent::Action action, const void* data,
-                               size_t nbytes, uint64_t seq, uint32_t scope,
-                               int64_t step) {
+void TrackingAllocator::Record(AllocationEvent::Action action, const void* data, size_t nbytes,
+                               uint64_t seq, uint32_t scope, int64_t step) {
   AllocationEvent event;
   event.action = action;
-  event.allocation = {
-      .data = data, .nbytes = nbytes, .seq = seq, .scope = {}, .step = step};
-  event.allocation.scope = ScopeName(scope);
+  event.allocation = {.data = data, .nbytes = nbytes, .seq = seq, .scope = {}, .step = step};
+  event.allocation.scope = NameOfScope(scope);
   event.time_us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
@@ -250,8 +257,7 @@ void TrackingAllocator::Record(AllocationEvent::Action action, const void* data,
   if (!history_on_.load(std::memory_order_relaxed)) return;
   if (history_frames > 0) {
     event.frames.resize(history_frames + 2);
-    const int n =
-        backtrace(event.frames.data(), static_cast<int>(event.frames.size()));
+    const int n = backtrace(event.frames.data(), static_cast<int>(event.frames.size()));
     // Drop Record and allocate/Delete themselves.
     const int skip = std::min(n, 2);
     event.frames.erase(event.frames.begin(), event.frames.begin() + skip);
@@ -261,8 +267,7 @@ void TrackingAllocator::Record(AllocationEvent::Action action, const void* data,
   history.push_back(std::move(event));
 }
 
-ScopedMemoryAnnotation::ScopedMemoryAnnotation(absl::string_view name,
-                                               int64_t step)
+ScopedMemoryAnnotation::ScopedMemoryAnnotation(absl::string_view name, int64_t step)
     : previous_scope_(current_scope), previous_step_(current_step) {
   current_scope = InternScope(name);
   current_step = step;

@@ -6,8 +6,7 @@
 //   tracker.ResetPeak();
 //   {
 //     kd::ScopedMemoryAnnotation scope("eval", /*step=*/3);
-//     model.Forward({x});                       // allocations here carry
-//     "eval", step 3
+//     model.Forward({x});  // allocations here carry "eval", step 3
 //   }
 //   int64_t peak = tracker.peak_bytes() - tracker.baseline_bytes();
 //   for (const kd::Allocation& a : tracker.LiveAllocations()) ...
@@ -26,12 +25,12 @@
 #ifndef LIBKD_MEMDIAG_TRACKING_ALLOCATOR_H_
 #define LIBKD_MEMDIAG_TRACKING_ALLOCATOR_H_
 
-#include <c10/core/Allocator.h>
-
 #include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <c10/core/Allocator.h>
 
 #include "absl/strings/string_view.h"
 
@@ -41,10 +40,8 @@ namespace kd {
 struct Allocation {
   const void* data = nullptr;
   size_t nbytes = 0;
-  uint64_t seq =
-      0;  // counts allocations from 1 since the process began tracking
-  std::string
-      scope;  // the innermost ScopedMemoryAnnotation at allocation ("" if none)
+  uint64_t seq = 0;   // counts allocations from 1 since the process began tracking
+  std::string scope;  // the innermost ScopedMemoryAnnotation at allocation ("" if none)
   int64_t step = -1;  // its step (-1 if none)
 };
 
@@ -53,10 +50,21 @@ struct AllocationEvent {
   enum class Action { kAlloc, kFree };
   Action action = Action::kAlloc;
   Allocation allocation;
-  int64_t time_us = 0;  // since the epoch
-  std::vector<void*>
-      frames;  // return addresses, innermost first (empty without frames)
+  int64_t time_us = 0;        // since the epoch
+  std::vector<void*> frames;  // return addresses, innermost first (empty without frames)
 };
+
+namespace memdiag_internal {
+// The shards of live allocations (tracking_allocator.cc).
+struct LiveRecord {
+  const void* data;
+  size_t nbytes;
+  uint64_t seq;
+  uint32_t scope;
+  int64_t step;
+};
+void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context);
+}  // namespace memdiag_internal
 
 class TrackingAllocator final : public c10::Allocator {
  public:
@@ -69,8 +77,7 @@ class TrackingAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t nbytes) override;
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
-  void copy_data(void* dest, const void* src,
-                 std::size_t count) const override {
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
 
@@ -79,18 +86,22 @@ class TrackingAllocator final : public c10::Allocator {
   // The highest live_bytes() since Install() or the last ResetPeak().
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   // live_bytes() at the last ResetPeak().
-  int64_t baseline_bytes() const {
-    return baseline_.load(std::memory_order_relaxed);
-  }
+  int64_t baseline_bytes() const { return baseline_.load(std::memory_order_relaxed); }
   // Starts a new peak measurement from the current live bytes.
   void ResetPeak();
+  // Allocations live now.
+  int64_t num_live() const { return live_count_.load(std::memory_order_relaxed); }
   // Allocations made since the first Install().
-  int64_t num_allocations() const {
-    return allocations_.load(std::memory_order_relaxed);
-  }
+  int64_t num_allocations() const { return allocations_.load(std::memory_order_relaxed); }
 
   // Every live allocation, oldest first.
   std::vector<Allocation> LiveAllocations() const;
+  // Calls `fn(data, nbytes, seq, scope_id, step)` for every live allocation, in no order, under
+  // the lock of its shard (`fn` must not allocate tensors); ScopeName(scope_id) names the scope.
+  // The fast path of inventories.
+  template <typename Fn>
+  void ForEachLiveAllocation(Fn fn) const;
+  static std::string ScopeName(uint32_t scope_id);
   // The live allocation whose data starts at `data`; false if there is none.
   bool FindAllocation(const void* data, Allocation* out) const;
 
@@ -100,22 +111,30 @@ class TrackingAllocator final : public c10::Allocator {
   void StartHistory(size_t max_entries = 100000, int max_frames = 16);
   // Stops recording; returns the events recorded, in order.
   std::vector<AllocationEvent> StopHistory();
-  bool recording_history() const {
-    return history_on_.load(std::memory_order_relaxed);
-  }
+  bool recording_history() const { return history_on_.load(std::memory_order_relaxed); }
 
  private:
   TrackingAllocator() = default;
   static void Delete(void* context);
-  void Record(AllocationEvent::Action action, const void* data, size_t nbytes,
-              uint64_t seq, uint32_t scope, int64_t step);
+  void Record(AllocationEvent::Action action, const void* data, size_t nbytes, uint64_t seq,
+              uint32_t scope, int64_t step);
 
   std::atomic<int64_t> live_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> baseline_{0};
   std::atomic<int64_t> allocations_{0};
+  std::atomic<int64_t> live_count_{0};
   std::atomic<bool> history_on_{false};
 };
+
+template <typename Fn>
+void TrackingAllocator::ForEachLiveAllocation(Fn fn) const {
+  memdiag_internal::ForEachLive(
+      [](void* context, const memdiag_internal::LiveRecord& r) {
+        (*static_cast<Fn*>(context))(r.data, r.nbytes, r.seq, r.scope, r.step);
+      },
+      &fn);
+}
 
 // While alive, allocations on this thread carry `name` and `step` (nested: the
 // innermost wins).

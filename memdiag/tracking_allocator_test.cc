@@ -30,8 +30,7 @@ TEST(TrackingAllocatorTest, CountsLiveAndPeakBytesOfTensors) {
 }
 
 TEST(TrackingAllocatorTest, RawAllocateWorks) {
-  // oneDNN and others allocate through raw_allocate, which needs data ==
-  // context.
+  // oneDNN and others allocate through raw_allocate, which needs data == context.
   TrackingAllocator& tracker = TrackingAllocator::Install();
   const int64_t before = tracker.live_bytes();
   void* p = tracker.raw_allocate(100);
@@ -44,10 +43,8 @@ TEST(TrackingAllocatorTest, ComputeThroughTheAllocatorIsCorrect) {
   TrackingAllocator::Install();
   const at::Tensor x = at::arange(10, at::kFloat);
   EXPECT_EQ((x * 2).sum().item<float>(), 90.0f);  // 2 * (0 + ... + 9)
-  // A convolution through oneDNN: a 3x3 all-ones kernel over all-ones sums 9
-  // per output.
-  const at::Tensor y =
-      at::conv2d(at::ones({1, 1, 5, 5}), at::ones({1, 1, 3, 3}));
+  // A convolution through oneDNN: a 3x3 all-ones kernel over all-ones sums 9 per output.
+  const at::Tensor y = at::conv2d(at::ones({1, 1, 5, 5}), at::ones({1, 1, 3, 3}));
   EXPECT_TRUE(at::equal(y, at::full({1, 1, 3, 3}, 9.0f)));
 }
 

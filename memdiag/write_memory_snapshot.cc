@@ -2,10 +2,10 @@
 // memory_history_test: 3 batches in scope "eval", each allocating a (64, 64)
 // float tensor (16384 bytes) that is kept, and a temporary that is freed; one
 // tensor stays live from before.
-#include <ATen/ATen.h>
-
 #include <iostream>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include "memdiag/memory_history.h"
 #include "memdiag/tracking_allocator.h"

@@ -1,12 +1,9 @@
-// Boxes on the synthetic dataset (distill/data) with native models
-// (distill/models): each box kind trains; stages advance with stage
-// checkpoints; a resumed run equals an uninterrupted one; a killed checkpoint
-// write leaves the previous checkpoint; a NaN loss stops the run; missing
-// dataset files are named.
+// Boxes on the synthetic dataset (distill/data) with native models (distill/models): each box
+// kind trains; stages advance with stage checkpoints; a resumed run equals an uninterrupted
+// one; a killed checkpoint write leaves the previous checkpoint; a NaN loss stops the run;
+// missing dataset files are named.
 #include "distill/boxes/box.h"
 
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +11,9 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -85,8 +85,7 @@ constexpr char kTeacher[] = R"pb(
   }
 )pb";
 
-std::string Stage(const std::string& name, int epochs,
-                  const std::string& loss) {
+std::string Stage(const std::string& name, int epochs, const std::string& loss) {
   return absl::StrCat(
       R"pb(
         name: ")pb",
@@ -137,8 +136,7 @@ constexpr char kKd[] = R"pb(
 
 DistillConfig Parse(const std::string& text) {
   DistillConfig config;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config))
-      << text;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
   return config;
 }
 
@@ -150,14 +148,11 @@ std::string RunDir(const std::string& name) {
 
 // The students of two runs' last checkpoints are equal, bit for bit.
 void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
-  const auto a =
-      ReadTorchFile(dir_a + "/ckpt/last.pt")->toGenericDict().at("student");
-  const auto b =
-      ReadTorchFile(dir_b + "/ckpt/last.pt")->toGenericDict().at("student");
+  const auto a = ReadTorchFile(dir_a + "/ckpt/last.pt")->toGenericDict().at("student");
+  const auto b = ReadTorchFile(dir_b + "/ckpt/last.pt")->toGenericDict().at("student");
   ASSERT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
   for (const auto& entry : a.toGenericDict()) {
-    EXPECT_TRUE(at::equal(entry.value().toTensor(),
-                          b.toGenericDict().at(entry.key()).toTensor()))
+    EXPECT_TRUE(at::equal(entry.value().toTensor(), b.toGenericDict().at(entry.key()).toTensor()))
         << entry.key().toStringRef();
   }
 }
@@ -176,20 +171,19 @@ TEST_F(BoxTest, TrainingBoxLearns) {
   auto result = (*box)->Run();
   ASSERT_THAT(result, IsOk());
   ASSERT_EQ(result->epochs.size(), 3u);
-  EXPECT_LT(result->epochs.back().train_loss,
-            result->epochs.front().train_loss);
+  EXPECT_LT(result->epochs.back().train_loss, result->epochs.front().train_loss);
   EXPECT_GT(result->final_metrics.at("accuracy"), 0.9);  // chance: 0.25
 }
 
 TEST_F(BoxTest, DistillationBoxRunsTheTeacherAndTheCriterion) {
-  const DistillConfig config = Parse(absl::StrCat(
-      kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}"));
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}"));
   int steps = 0;
-  auto box = MakeBox(config, {.run_dir = RunDir("distillation"),
-                              .on_step = [&](const StepReport& r) {
-                                ++steps;
-                                EXPECT_EQ(r.terms.count("KDLoss"), 1u);
-                              }});
+  auto box =
+      MakeBox(config, {.run_dir = RunDir("distillation"), .on_step = [&](const StepReport& r) {
+                         ++steps;
+                         EXPECT_EQ(r.terms.count("KDLoss"), 1u);
+                       }});
   ASSERT_THAT(box, IsOk());
   EXPECT_EQ((*box)->kind(), "DistillationBox");
   auto result = (*box)->Run();
@@ -198,13 +192,13 @@ TEST_F(BoxTest, DistillationBoxRunsTheTeacherAndTheCriterion) {
   EXPECT_GT(result->final_metrics.at("accuracy"), 0.5);
 }
 
-// Two stages: the second starts from what the first trained, and the stage
-// checkpoint written at the first stage's end resumes at the second stage.
+// Two stages: the second starts from what the first trained, and the stage checkpoint written
+// at the first stage's end resumes at the second stage.
 TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
   const std::string dir = RunDir("multi");
-  const DistillConfig config = Parse(
-      absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe),
-                   "} stages {", Stage("kd", 2, kKd), "}"));
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe), "} stages {",
+                         Stage("kd", 2, kKd), "}"));
   auto box = MakeBox(config, {.run_dir = dir});
   ASSERT_THAT(box, IsOk());
   EXPECT_EQ((*box)->kind(), "MultiStagesDistillationBox");
@@ -218,8 +212,8 @@ TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
   EXPECT_EQ(last->toGenericDict().at("stage_name").toStringRef(), "kd");
   EXPECT_EQ(last->toGenericDict().at("epoch").toInt(), 2);
 
-  // The first stage's checkpoint starts the second stage: a run resumed from it
-  // trains the second stage only and ends where the uninterrupted run ended.
+  // The first stage's checkpoint starts the second stage: a run resumed from it trains the
+  // second stage only and ends where the uninterrupted run ended.
   auto warm = ReadTorchFile(dir + "/ckpt/warm.pt");
   ASSERT_THAT(warm, IsOk());
   EXPECT_EQ(warm->toGenericDict().at("stage_name").toStringRef(), "warm");
@@ -240,8 +234,7 @@ TEST_F(BoxTest, MultiStageAdvancesWithStageCheckpoints) {
 TEST_F(BoxTest, ParamGroupsTrainTheirModulesAtTheirOwnRates) {
   const DistillConfig base =
       Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
-  auto run = [&](const std::string& name,
-                 const std::function<void(StageConfig&)>& change) {
+  auto run = [&](const std::string& name, const std::function<void(StageConfig&)>& change) {
     const std::string dir = RunDir(name);
     DistillConfig config = base;
     change(*config.mutable_train());
@@ -252,38 +245,30 @@ TEST_F(BoxTest, ParamGroupsTrainTheirModulesAtTheirOwnRates) {
     }
     return dir;
   };
-  ExpectSameStudent(
-      run("group_fc",
-          [](StageConfig& stage) {
-            stage.mutable_optimizer()->add_param_groups()->set_module_path(
-                "fc");
-          }),
-      run("frozen_hidden", [](StageConfig& stage) {
-        stage.mutable_student()->add_frozen_modules("hidden");
-      }));
-  ExpectSameStudent(
-      run("group_lr",
-          [](StageConfig& stage) {
-            Kwarg* lr =
-                stage.mutable_optimizer()->add_param_groups()->add_kwargs();
-            lr->set_name("lr");
-            lr->set_number(0.05);
-          }),
-      run("optimizer_lr", [](StageConfig& stage) {
-        ASSERT_EQ(stage.optimizer().kwargs(0).name(), "lr");
-        stage.mutable_optimizer()->mutable_kwargs(0)->set_number(0.05);
-      }));
+  ExpectSameStudent(run("group_fc",
+                        [](StageConfig& stage) {
+                          stage.mutable_optimizer()->add_param_groups()->set_module_path("fc");
+                        }),
+                    run("frozen_hidden", [](StageConfig& stage) {
+                      stage.mutable_student()->add_frozen_modules("hidden");
+                    }));
+  ExpectSameStudent(run("group_lr",
+                        [](StageConfig& stage) {
+                          Kwarg* lr = stage.mutable_optimizer()->add_param_groups()->add_kwargs();
+                          lr->set_name("lr");
+                          lr->set_number(0.05);
+                        }),
+                    run("optimizer_lr", [](StageConfig& stage) {
+                      ASSERT_EQ(stage.optimizer().kwargs(0).name(), "lr");
+                      stage.mutable_optimizer()->mutable_kwargs(0)->set_number(0.05);
+                    }));
 
   DistillConfig typo = base;
-  typo.mutable_train()
-      ->mutable_optimizer()
-      ->add_param_groups()
-      ->set_module_path("fcc");
-  EXPECT_THAT(
-      MakeBox(typo, {.run_dir = RunDir("group_typo")}),
-      StatusIs(absl::StatusCode::kNotFound,
-               AllOf(HasSubstr("optimizer.param_groups[0]"),
-                     HasSubstr("\"fcc\""), HasSubstr("did you mean \"fc\"?"))));
+  typo.mutable_train()->mutable_optimizer()->add_param_groups()->set_module_path("fcc");
+  EXPECT_THAT(MakeBox(typo, {.run_dir = RunDir("group_typo")}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("optimizer.param_groups[0]"), HasSubstr("\"fcc\""),
+                             HasSubstr("did you mean \"fc\"?"))));
 }
 
 // run.precision: BF16 runs forwards and losses in bfloat16 autocast, FP16 in
@@ -295,8 +280,7 @@ TEST_F(BoxTest, MixedPrecisionLearns) {
       Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe), "}"));
   auto reference = (*MakeBox(fp32, {.run_dir = RunDir("fp32")}))->Run();
   ASSERT_THAT(reference, IsOk());
-  for (const RunConfig::Precision precision :
-       {RunConfig::BF16, RunConfig::FP16}) {
+  for (const RunConfig::Precision precision : {RunConfig::BF16, RunConfig::FP16}) {
     const std::string name = RunConfig::Precision_Name(precision);
     DistillConfig config = fp32;
     config.mutable_run()->set_precision(precision);
@@ -310,8 +294,7 @@ TEST_F(BoxTest, MixedPrecisionLearns) {
     EXPECT_NEAR(a, b, 0.2 * b) << name;
     auto last = ReadTorchFile(dir + "/ckpt/last.pt");
     ASSERT_THAT(last, IsOk());
-    EXPECT_EQ(last->toGenericDict().contains("grad_scaler"),
-              precision == RunConfig::FP16);
+    EXPECT_EQ(last->toGenericDict().contains("grad_scaler"), precision == RunConfig::FP16);
   }
 }
 
@@ -319,16 +302,15 @@ TEST_F(BoxTest, MixedPrecisionLearns) {
 // validation. Tested on the validation data itself, it must give the best
 // epoch's validation metrics exactly.
 TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
-  const DistillConfig config = Parse(absl::StrCat(
-      kData, kStudent, "train {", Stage("s", 4, kCe), "}",
-      R"pb(test_data_loader { dataset_id: "val" batch_size: 50 })pb"));
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 4, kCe), "}",
+                         R"pb(test_data_loader { dataset_id: "val" batch_size: 50 })pb"));
   auto result = (*MakeBox(config, {.run_dir = RunDir("test_set")}))->Run();
   ASSERT_THAT(result, IsOk());
   EXPECT_THAT(result->tested_checkpoint, HasSubstr("best.pt"));
   const EpochReport* best = &result->epochs.front();
   for (const EpochReport& epoch : result->epochs) {
-    if (epoch.metrics.at("accuracy") > best->metrics.at("accuracy"))
-      best = &epoch;
+    if (epoch.metrics.at("accuracy") > best->metrics.at("accuracy")) best = &epoch;
   }
   EXPECT_EQ(result->test_metrics.at("accuracy"), best->metrics.at("accuracy"));
   EXPECT_NEAR(result->test_metrics.at("loss"), best->metrics.at("loss"), 1e-6);
@@ -398,21 +380,34 @@ TEST_F(BoxTest, AuxiliaryModulesTrainAndResume) {
   DistillConfig wrong = config;
   wrong.mutable_train()->mutable_student()->mutable_auxiliary_modules(0)->set_key("linaer");
   EXPECT_THAT(MakeBox(wrong, {.run_dir = RunDir("aux_wrong")}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("student.auxiliary_modules[0]"),
-                             HasSubstr("did you mean \"linear\"?"))));
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("student.auxiliary_modules[0]"),
+                                                          HasSubstr("did you mean \"linear\"?"))));
 }
 
-// A run stopped after epoch 1 and resumed ends where an uninterrupted run ends,
-// bit for bit.
+// Leak detection in the validation loop: memdiag's callback logs memory stats per batch and a
+// diff between batches 1 and 3 of the clean evaluation loop, which holds nothing new.
+TEST_F(BoxTest, LeakDetectionWatchesTheValidationLoop) {
+  DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  MemoryLeakDetectionConfig* leaks = config.mutable_evaluation()->mutable_memory_leak_detection();
+  leaks->add_diff_between_batches(1);
+  leaks->add_diff_between_batches(2);
+  testing::internal::CaptureStderr();
+  auto result = (*MakeBox(config, {.run_dir = RunDir("leaks")}))->Run();
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(log, HasSubstr("MEMORY [eval_batch_1] alloc="));
+  EXPECT_THAT(log, HasSubstr("TENSOR_DIFF [eval_batches_1_to_2] NEW tensors: count=0"));
+  EXPECT_THAT(log, HasSubstr("STORAGE_DIFF [eval_batches_1_to_2] NEW storages: count=0"));
+}
+
+// A run stopped after epoch 1 and resumed ends where an uninterrupted run ends, bit for bit.
 TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
   const std::string whole = RunDir("whole"), parts = RunDir("parts");
   const DistillConfig config =
       Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe), "}"));
   ASSERT_THAT((*MakeBox(config, {.run_dir = whole}))->Run(), IsOk());
   DistillConfig stopped = config;
-  stopped.mutable_train()->set_num_epochs(
-      1);  // the run that stopped after its first epoch
+  stopped.mutable_train()->set_num_epochs(1);  // the run that stopped after its first epoch
   ASSERT_THAT((*MakeBox(stopped, {.run_dir = parts}))->Run(), IsOk());
   auto resumed = (*MakeBox(config, {.run_dir = parts, .resume = true}))->Run();
   ASSERT_THAT(resumed, IsOk());
@@ -420,9 +415,8 @@ TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
   ExpectSameStudent(whole, parts);
 }
 
-// A checkpoint write killed midway (SIGKILL while writing a large file over it)
-// leaves the previous checkpoint readable: writes go to a temporary file
-// renamed into place.
+// A checkpoint write killed midway (SIGKILL while writing a large file over it) leaves the
+// previous checkpoint readable: writes go to a temporary file renamed into place.
 TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {
   const std::string dir = RunDir("killed");
   const DistillConfig config =
@@ -446,16 +440,14 @@ TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {
   waitpid(child, nullptr, 0);
   std::error_code error;
   const uintmax_t written = fs::file_size(tmp, error);
-  ASSERT_FALSE(error) << "the write finished or never started: "
-                      << error.message();
+  ASSERT_FALSE(error) << "the write finished or never started: " << error.message();
   EXPECT_LT(written, uintmax_t{512} << 20);  // killed midway
   auto read = ReadTorchFile(last);
   ASSERT_THAT(read, IsOk());
   EXPECT_EQ(read->toGenericDict().at("epoch").toInt(), 1);
 }
 
-// A pre-forward process that poisons the samples from its 12th call on (epoch
-// 2).
+// A pre-forward process that poisons the samples from its 12th call on (epoch 2).
 int poison_calls = 0;
 absl::Status PoisonLater(TrainingContext&, Batch& batch, const Kwargs&) {
   if (++poison_calls >= 12) batch.samples = batch.samples.toTensor() * NAN;
@@ -470,18 +462,15 @@ TEST_F(BoxTest, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
                          "pre_forward_proc { key: \"test_poison_later\" } }"));
   poison_calls = 0;
   auto result = (*MakeBox(config, {.run_dir = dir}))->Run();
-  EXPECT_THAT(
-      result,
-      StatusIs(absl::StatusCode::kFailedPrecondition,
-               HasSubstr("stage \"s\" epoch 2 step 4: the loss is nan")));
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("stage \"s\" epoch 2 step 4: the loss is nan")));
   auto last = ReadTorchFile(dir + "/ckpt/last.pt");
   ASSERT_THAT(last, IsOk());
   EXPECT_EQ(last->toGenericDict().at("epoch").toInt(), 1);
 }
 
 TEST_F(BoxTest, MissingDatasetFilesAreNamed) {
-  DistillConfig config =
-      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
   DatasetConfig* fashion = config.mutable_datasets(0);
   fashion->set_key("fashion_mnist");
   fashion->clear_kwargs();
@@ -489,10 +478,9 @@ TEST_F(BoxTest, MissingDatasetFilesAreNamed) {
   root->set_name("root");
   root->set_str("/nonexistent/fashion-mnist");
   EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("missing")}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("dataset \"train\""),
-                             HasSubstr("/nonexistent/fashion-mnist"),
-                             HasSubstr("dataset-fashion-mnist"))));
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("dataset \"train\""),
+                                                          HasSubstr("/nonexistent/fashion-mnist"),
+                                                          HasSubstr("dataset-fashion-mnist"))));
 }
 
 }  // namespace

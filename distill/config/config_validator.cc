@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/nearest.h"
 #include "base/registry.h"
 #include "distill/config/internal/checker.h"
@@ -45,8 +46,9 @@ class Validator : private internal::Checker {
       const ConfigLocator loc = root.Nested("test_data_loader");
       CheckLoader(config.test_data_loader(), loc);
       if (!config.has_evaluation()) {
-        Add(loc.self(), "a test_data_loader needs the evaluation's metrics: add evaluation { "
-                        "metrics { key: \"accuracy\" } }");
+        Add(loc.self(),
+            "a test_data_loader needs the evaluation's metrics: add evaluation { "
+            "metrics { key: \"accuracy\" } }");
       }
     }
     if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
@@ -183,8 +185,8 @@ class Validator : private internal::Checker {
     } else if (dataset_ids_.count(loader.dataset_id()) == 0) {
       std::vector<std::string> ids;
       for (const auto& [id, at] : dataset_ids_) ids.push_back(id);
-      Add(loc.Of("dataset_id"), absl::StrCat("unknown dataset id \"", loader.dataset_id(),
-                                             "\"; ", Suggest(loader.dataset_id(), ids)));
+      Add(loc.Of("dataset_id"), absl::StrCat("unknown dataset id \"", loader.dataset_id(), "\"; ",
+                                             Suggest(loader.dataset_id(), ids)));
     }
     RequiredPositive(loc, "batch_size", loader.batch_size());
     AtLeast(loc, "num_workers", loader.num_workers(), 0);
@@ -381,12 +383,31 @@ class Validator : private internal::Checker {
                        Suggest(evaluation.primary_metric(), names)));
     }
     AtLeast(loc, "every_n_epochs", evaluation.every_n_epochs(), 0);
+    if (evaluation.has_memory_leak_detection()) {
+      const MemoryLeakDetectionConfig& leaks = evaluation.memory_leak_detection();
+      const ConfigLocator lloc = loc.Nested("memory_leak_detection");
+      const auto& diff = leaks.diff_between_batches();
+      if (!diff.empty() && (diff.size() != 2 || diff[0] >= diff[1] || diff[0] < 1)) {
+        Add(lloc.Of("diff_between_batches"),
+            absl::StrCat("diff_between_batches must be two batches [first, second] with 1 <= "
+                         "first < second, got [",
+                         absl::StrJoin(diff, ", "), "]"));
+      }
+      if (leaks.has_snapshot_at_batch() && leaks.snapshot_path().empty()) {
+        Add(lloc.Of("snapshot_at_batch"),
+            "snapshot_path is required when snapshot_at_batch is set");
+      }
+      AtLeast(lloc, "log_every_n_batches", leaks.log_every_n_batches(), int64_t{0});
+      AtLeast(lloc, "log_first_n_batches", leaks.log_first_n_batches(), int64_t{0});
+      AtLeast(lloc, "max_diff_buckets", leaks.max_diff_buckets(), 0);
+    }
     bool any_val_loader = config.train().has_val_data_loader();
     for (const StageConfig& stage : config.stages()) {
       any_val_loader = any_val_loader || stage.has_val_data_loader();
     }
     if (!any_val_loader && !config.has_test_data_loader())
-      Add(loc.self(), "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one");
+      Add(loc.self(),
+          "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one");
   }
 
   void CheckCheckpoint(const DistillConfig& config, const ConfigLocator& loc) {

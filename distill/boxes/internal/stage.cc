@@ -1,13 +1,7 @@
 #include "distill/boxes/internal/stage.h"
 
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-#include <torch/nn/modules/container/any.h>
-#include <torch/nn/utils/clip_grad.h>
-#include <torch/optim/optimizer.h>
-#include <torch/serialize/archive.h>
-
 #include <cmath>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -15,14 +9,23 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
-#include "base/torch_status.h"
 #include "base/status_macros.h"
+#include "base/torch_status.h"
 #include "distill/boxes/amp.h"
 #include "distill/boxes/aux_modules.h"
+#include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
+#include "distill/boxes/memory_roots.h"
 #include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
 #include "distill/config/kwargs.h"
@@ -31,27 +34,17 @@
 #include "distill/procs/proc_func.h"
 #include "distill/procs/training_context.h"
 #include "hooks/forward_hook_manager.h"
+#include "memdiag/leak_detection.h"
+#include "memdiag/tracking_allocator.h"
 
 namespace kd {
 namespace box_internal {
 namespace {
 
-at::Tensor BytesTensor(const std::string& bytes) {
-  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  return t;
-}
-
-std::string TensorBytes(const at::Tensor& t) {
-  const at::Tensor c = t.contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
-}
-
 // A stage of a box: what torchdistill's box holds for the current stage.
 class Stage final : public StageRun, public TrainingContext {
  public:
-  Stage(Model* teacher, Model* student, c10::Device device,
-        RunConfig::Precision precision)
+  Stage(Model* teacher, Model* student, c10::Device device, RunConfig::Precision precision)
       : teacher_(teacher),
         student_(student),
         device_(device),
@@ -66,72 +59,70 @@ class Stage final : public StageRun, public TrainingContext {
 
   // Builds everything of `config` (`previous` for what a later stage may leave
   // unset).
-  absl::Status Build(
-      const StageConfig& config, const StageConfig* previous,
-      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-      const EvaluationConfig& evaluation, int64_t seed) override {
+  absl::Status Build(const StageConfig& config, const StageConfig* previous,
+                     const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+                     const EvaluationConfig& evaluation, int64_t seed) override {
     config_ = config;
     name_ = config.name();
     const bool with_teacher = teacher_ != nullptr;
     // Models: requires_grad and frozen modules.
-    teacher_trains_ = with_teacher && config.teacher().has_requires_grad() &&
-                      config.teacher().requires_grad();
+    teacher_trains_ =
+        with_teacher && config.teacher().has_requires_grad() && config.teacher().requires_grad();
     aux_.clear();
-    KD_RETURN_IF_ERROR(AddAuxiliaryModules(config.student(), ModelRole::kStudent, "student"));
-    if (with_teacher) {
-      KD_RETURN_IF_ERROR(AddAuxiliaryModules(config.teacher(), ModelRole::kTeacher, "teacher"));
-    }
     KD_RETURN_IF_ERROR(
-        SetRequiresGrad(*student_, config.student(), true, "student"));
+        AddAuxiliaryModules(config.student(), ModelRole::kStudent, "student", device_, aux_));
     if (with_teacher) {
       KD_RETURN_IF_ERROR(
-          SetRequiresGrad(*teacher_, config.teacher(), false, "teacher"));
+          AddAuxiliaryModules(config.teacher(), ModelRole::kTeacher, "teacher", device_, aux_));
+    }
+    KD_RETURN_IF_ERROR(SetRequiresGrad(*student_, config.student(), true, "student"));
+    if (with_teacher) {
+      KD_RETURN_IF_ERROR(SetRequiresGrad(*teacher_, config.teacher(), false, "teacher"));
     }
     // Wrappers (torchdistill's wrap_model: none in a single-process run).
-    KD_RETURN_IF_ERROR(InFieldIfError(
-        "student", WrapModel(*student_, config.student(), device_, distributed())));
+    KD_RETURN_IF_ERROR(
+        InFieldIfError("student", WrapModel(*student_, config.student(), device_, distributed())));
     if (with_teacher) {
       KD_RETURN_IF_ERROR(InFieldIfError(
           "teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
     }
     // Hooks.
-    KD_RETURN_IF_ERROR(
-        AddHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
-    KD_RETURN_IF_ERROR(
-        AddHooks(student_hooks_, student_, config.student(), "student"));
+    KD_RETURN_IF_ERROR(AddHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
+    KD_RETURN_IF_ERROR(AddHooks(student_hooks_, student_, config.student(), "student"));
     // Loss.
-    absl::StatusOr<Criterion> criterion =
-        Criterion::FromConfig(config.criterion());
+    absl::StatusOr<Criterion> criterion = Criterion::FromConfig(config.criterion());
     if (!criterion.ok()) return InField("criterion", criterion.status());
     criterion_ = std::make_unique<Criterion>(*std::move(criterion));
     // Loaders (a later stage may keep the previous one's).
-    const LoaderConfig& train =
-        config.has_train_data_loader() || previous == nullptr
-            ? config.train_data_loader()
-            : previous->train_data_loader();
-    const LoaderConfig& val =
-        config.has_val_data_loader() || previous == nullptr
-            ? config.val_data_loader()
-            : previous->val_data_loader();
-    KD_ASSIGN_OR_RETURN(train_loader_,
-                        MakeLoader(train, datasets, seed, "train_data_loader"));
+    const LoaderConfig& train = config.has_train_data_loader() || previous == nullptr
+                                    ? config.train_data_loader()
+                                    : previous->train_data_loader();
+    const LoaderConfig& val = config.has_val_data_loader() || previous == nullptr
+                                  ? config.val_data_loader()
+                                  : previous->val_data_loader();
+    KD_ASSIGN_OR_RETURN(train_loader_, MakeLoader(train, datasets, seed, "train_data_loader"));
     if (!val.dataset_id().empty()) {
-      KD_ASSIGN_OR_RETURN(val_loader_,
-                          MakeLoader(val, datasets, seed, "val_data_loader"));
+      KD_ASSIGN_OR_RETURN(val_loader_, MakeLoader(val, datasets, seed, "val_data_loader"));
     }
     // Optimizer over what trains, and the loss's own parameters.
     const OptimizerConfig& optimizer =
-        config.has_optimizer() || previous == nullptr ? config.optimizer()
-                                                      : previous->optimizer();
-    KD_ASSIGN_OR_RETURN(std::vector<ParamGroup> groups, ParamGroups(optimizer));
+        config.has_optimizer() || previous == nullptr ? config.optimizer() : previous->optimizer();
+    std::vector<at::Tensor> own = criterion_->Parameters();
+    for (const AuxModule& aux : aux_) {
+      for (const at::Tensor& p : aux.module.ptr()->parameters()) {
+        if (p.requires_grad()) own.push_back(p);
+      }
+    }
+    KD_ASSIGN_OR_RETURN(
+        std::vector<ParamGroup> groups,
+        BuildParamGroups(optimizer, student_, teacher_, teacher_trains_, std::move(own)));
     params_.clear();
     for (const ParamGroup& group : groups) {
       params_.insert(params_.end(), group.params.begin(), group.params.end());
     }
-    KD_ASSIGN_OR_RETURN(
-        Kwargs opt_kwargs,
-        PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
-                     absl::StrCat("optimizer \"", optimizer.key(), "\"")));
+    KD_ASSIGN_OR_RETURN(Kwargs opt_kwargs,
+                        PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
+                                     absl::StrCat("optimizer \"", optimizer.key(), "\"")));
     absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> made =
         MakeOptimizer(optimizer.key(), std::move(groups), opt_kwargs);
     if (!made.ok()) return InField("optimizer", made.status());
@@ -141,43 +132,35 @@ class Stage final : public StageRun, public TrainingContext {
                          : std::nullopt;
     grad_accum_step_ = std::max(1, optimizer.grad_accum_step());
     const SchedulerConfig& scheduler =
-        config.has_scheduler() || previous == nullptr ? config.scheduler()
-                                                      : previous->scheduler();
+        config.has_scheduler() || previous == nullptr ? config.scheduler() : previous->scheduler();
     if (!scheduler.key().empty()) {
-      KD_ASSIGN_OR_RETURN(
-          Kwargs kwargs,
-          PluginKwargs(SchedulerRegistry(), scheduler.key(), scheduler.kwargs(),
-                       absl::StrCat("scheduler \"", scheduler.key(), "\"")));
-      KD_ASSIGN_OR_RETURN(scheduler_,
-                          MakeScheduler(scheduler.key(), *optimizer_, kwargs));
+      KD_ASSIGN_OR_RETURN(Kwargs kwargs,
+                          PluginKwargs(SchedulerRegistry(), scheduler.key(), scheduler.kwargs(),
+                                       absl::StrCat("scheduler \"", scheduler.key(), "\"")));
+      KD_ASSIGN_OR_RETURN(scheduler_, MakeScheduler(scheduler.key(), *optimizer_, kwargs));
       scheduling_step_ = scheduler.scheduling_step();
     }
     // Process functions.
-    KD_ASSIGN_OR_RETURN(pre_epoch_,
-                        BuildStageProcFunc<PreEpochProc>(config, with_teacher));
-    KD_ASSIGN_OR_RETURN(
-        pre_forward_, BuildStageProcFunc<PreForwardProc>(config, with_teacher));
-    KD_ASSIGN_OR_RETURN(post_forward_, BuildStageProcFunc<PostForwardProc>(
-                                           config, with_teacher));
-    KD_ASSIGN_OR_RETURN(
-        post_epoch_, BuildStageProcFunc<PostEpochProc>(config, with_teacher));
-    KD_ASSIGN_OR_RETURN(student_forward_,
-                        BuildForwardProcFunc(config.student()));
+    KD_ASSIGN_OR_RETURN(pre_epoch_, BuildStageProcFunc<PreEpochProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(pre_forward_, BuildStageProcFunc<PreForwardProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(post_forward_, BuildStageProcFunc<PostForwardProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(post_epoch_, BuildStageProcFunc<PostEpochProc>(config, with_teacher));
+    KD_ASSIGN_OR_RETURN(student_forward_, BuildForwardProcFunc(config.student()));
     if (with_teacher) {
-      KD_ASSIGN_OR_RETURN(teacher_forward_,
-                          BuildForwardProcFunc(config.teacher()));
+      KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
+    }
+    // Leak detection in the validation loop (memdiag).
+    leaks_.reset();
+    if (evaluation.has_memory_leak_detection()) {
+      KD_RETURN_IF_ERROR(BuildLeakDetection(evaluation.memory_leak_detection()));
     }
     // Metrics.
     for (const MetricConfig& metric : evaluation.metrics()) {
-      KD_ASSIGN_OR_RETURN(
-          Kwargs kwargs,
-          PluginKwargs(MetricRegistry(), metric.key(), metric.kwargs(),
-                       absl::StrCat("metric \"", metric.key(), "\"")));
-      KD_ASSIGN_OR_RETURN(std::unique_ptr<Metric> made,
-                          MakeMetric(metric.key(), kwargs));
-      metrics_.emplace_back(
-          metric.name().empty() ? metric.key() : metric.name(),
-          std::move(made));
+      KD_ASSIGN_OR_RETURN(Kwargs kwargs,
+                          PluginKwargs(MetricRegistry(), metric.key(), metric.kwargs(),
+                                       absl::StrCat("metric \"", metric.key(), "\"")));
+      KD_ASSIGN_OR_RETURN(std::unique_ptr<Metric> made, MakeMetric(metric.key(), kwargs));
+      metrics_.emplace_back(metric.name().empty() ? metric.key() : metric.name(), std::move(made));
     }
     return absl::OkStatus();
   }
@@ -187,17 +170,14 @@ class Stage final : public StageRun, public TrainingContext {
     return role == ModelRole::kTeacher ? teacher_ : student_;
   }
   void ClearIo(ModelRole role) override {
-    (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_)
-        .ClearIoDict();
+    (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_).ClearIoDict();
   }
   bool distributed() const override { return false; }
   void SetSamplerEpoch(int64_t) override {}
   void Barrier() override {}
   int64_t IncrementStageGradCount() override { return ++grad_count_; }
   int64_t grad_accum_step() const override { return grad_accum_step_; }
-  std::optional<double> max_grad_norm() const override {
-    return max_grad_norm_;
-  }
+  std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
   void Backward(const at::Tensor& loss) override {
     (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
   }
@@ -239,14 +219,13 @@ class Stage final : public StageRun, public TrainingContext {
       if (!std::isfinite(loss)) {
         std::vector<std::string> terms;
         for (const TermValue& term : result.terms) {
-          terms.push_back(
-              absl::StrCat(term.name, " = ", term.value.item<double>()));
+          terms.push_back(absl::StrCat(term.name, " = ", term.value.item<double>()));
         }
-        return absl::FailedPreconditionError(absl::StrCat(
-            "stage \"", name_, "\" epoch ", epoch + 1, " step ", step + 1,
-            ": the loss is ", loss, " (", absl::StrJoin(terms, ", "),
-            "); stopped without saving, the last good "
-            "checkpoint is kept"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("stage \"", name_, "\" epoch ", epoch + 1, " step ", step + 1,
+                         ": the loss is ", loss, " (", absl::StrJoin(terms, ", "),
+                         "); stopped without saving, the last good "
+                         "checkpoint is kept"));
       }
       loss_sum += loss;
       KD_RETURN_IF_ERROR((*post_forward_)(*this, result.total, std::nullopt));
@@ -262,10 +241,8 @@ class Stage final : public StageRun, public TrainingContext {
         }
         report.lr = LearningRates(*optimizer_).at(0);
         const double elapsed = Seconds(window);
-        report.samples_per_second =
-            static_cast<double>(window_samples) / elapsed;
-        report.seconds_per_step =
-            elapsed / static_cast<double>(step + 1 - window_step);
+        report.samples_per_second = static_cast<double>(window_samples) / elapsed;
+        report.seconds_per_step = elapsed / static_cast<double>(step + 1 - window_step);
         window_step = step + 1;
         window = Clock::now();
         window_samples = 0;
@@ -283,8 +260,7 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
   absl::StatusOr<std::map<std::string, double>> Test(
-      const LoaderConfig& loader,
-      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
       int64_t seed) override {
     KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> test,
                         MakeLoader(loader, datasets, seed, "test_data_loader"));
@@ -301,25 +277,24 @@ class Stage final : public StageRun, public TrainingContext {
     int64_t count = 0;
     loader.SetEpoch(0);
     for (int64_t i = 0; i < loader.num_batches(); ++i) {
+      if (leaks_ != nullptr) leaks_->OnPredictionStep();
+      ScopedMemoryAnnotation scope("eval", i + 1);
       Batch batch = loader.GetBatch(i);
       ToDevice(batch);
       std::optional<AutocastGuard> autocast;
-    Autocast(autocast);
-      KD_ASSIGN_OR_RETURN(c10::IValue output,
-                          (*student_forward_)(*student_, batch));
+      Autocast(autocast);
+      KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
       student_hooks_.ClearIoDict();
       if (!output.isTensor() || !batch.targets.isTensor()) {
         return absl::InvalidArgumentError(
             "evaluation needs a tensor output (logits) and tensor targets");
       }
-      const at::Tensor logits = output.toTensor(),
-                       targets = batch.targets.toTensor();
-      loss_sum +=
-          at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum)
-              .item<double>();
+      const at::Tensor logits = output.toTensor(), targets = batch.targets.toTensor();
+      loss_sum += at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum).item<double>();
       count += targets.size(0);
       for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
     }
+    if (leaks_ != nullptr) leaks_->OnEvaluate();
     out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
     for (auto& [name, metric] : metrics_) out[name] = metric->Value();
     student_->SetTraining(was_training);
@@ -343,15 +318,14 @@ class Stage final : public StageRun, public TrainingContext {
     }
     dict.insert("scheduler", scheduler);
     dict.insert("grad_count", grad_count_);
-    c10::impl::GenericDict loss_state(c10::StringType::get(),
-                                      c10::TensorType::get());
+    c10::impl::GenericDict loss_state(c10::StringType::get(), c10::TensorType::get());
     for (const auto& [name, tensor] : criterion_->NamedState()) {
       loss_state.insert(name, tensor.detach().cpu());
     }
     dict.insert("loss_state", loss_state);
     if (scaler_ != nullptr) dict.insert("grad_scaler", c10::List<double>(scaler_->State()));
     c10::impl::GenericDict aux(c10::StringType::get(), c10::TensorType::get());
-    for (const auto& [name, tensor] : AuxTensors()) aux.insert(name, tensor.detach().cpu());
+    for (const auto& [name, tensor] : AuxTensors(aux_)) aux.insert(name, tensor.detach().cpu());
     dict.insert("auxiliary_modules", aux);
   }
 
@@ -360,17 +334,16 @@ class Stage final : public StageRun, public TrainingContext {
     torch::serialize::InputArchive archive;
     archive.load_from(bytes);
     optimizer_->load(archive);
-    if (scheduler_ != nullptr)
-      scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
+    if (scheduler_ != nullptr) scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
     grad_count_ = dict.at("grad_count").toInt();
     if (dict.contains("auxiliary_modules")) {
       const c10::impl::GenericDict saved = dict.at("auxiliary_modules").toGenericDict();
       at::NoGradGuard no_grad;
-      for (auto& [name, tensor] : AuxTensors()) {
+      for (auto& [name, tensor] : AuxTensors(aux_)) {
         auto it = saved.find(name);
         if (it == saved.end()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "the checkpoint has no \"", name, "\" (auxiliary modules changed since?)"));
+          return absl::InvalidArgumentError(absl::StrCat("the checkpoint has no \"", name,
+                                                         "\" (auxiliary modules changed since?)"));
         }
         tensor.copy_(it->value().toTensor());
       }
@@ -378,8 +351,7 @@ class Stage final : public StageRun, public TrainingContext {
     if (scaler_ != nullptr && dict.contains("grad_scaler")) {
       scaler_->LoadState(dict.at("grad_scaler").toDoubleVector());
     }
-    const c10::impl::GenericDict loss_state =
-        dict.at("loss_state").toGenericDict();
+    const c10::impl::GenericDict loss_state = dict.at("loss_state").toGenericDict();
     at::NoGradGuard no_grad;
     for (const auto& [name, tensor] : criterion_->NamedState()) {
       auto it = loss_state.find(name);
@@ -401,177 +373,26 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
  private:
-  // The auxiliary modules' parameters and buffers as "student.connector.0.weight".
-  std::vector<std::pair<std::string, at::Tensor>> AuxTensors() const {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const AuxModule& aux : aux_) {
-      for (const auto& item : aux.module.ptr()->named_parameters()) {
-        out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
-      }
-      for (const auto& item : aux.module.ptr()->named_buffers()) {
-        out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
-      }
-    }
-    return out;
-  }
-
-  struct AuxModule {
-    std::string name;  // "student.connector" in messages and checkpoints
-    ModelRole role;
-    IoRef input;
-    std::string io_name;  // its name in the I/O dict
-    torch::nn::AnyModule module;
-  };
-
-  absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
-                                   const char* role_name) {
-    for (int i = 0; i < config.auxiliary_modules_size(); ++i) {
-      const AuxiliaryModuleConfig& aux = config.auxiliary_modules(i);
-      const std::string field = absl::StrCat(role_name, ".auxiliary_modules[", i, "]");
-      absl::StatusOr<Kwargs> kwargs =
-          PluginKwargs(AuxiliaryModuleRegistry(), aux.key(), aux.kwargs(),
-                       absl::StrCat("auxiliary_module \"", aux.key(), "\""));
-      if (!kwargs.ok()) return InField(field, kwargs.status());
-      absl::StatusOr<torch::nn::AnyModule> module = MakeAuxiliaryModule(aux.key(), *kwargs);
-      if (!module.ok()) return InField(field, module.status());
-      module->ptr()->to(device_);
-      const bool trains = !aux.has_requires_grad() || aux.requires_grad();
-      for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
-      aux_.push_back({.name = absl::StrCat(role_name, ".", aux.name()),
-                      .role = role,
-                      .input = aux.input(),
-                      .io_name = aux.name(),
-                      .module = *std::move(module)});
-    }
-    return absl::OkStatus();
-  }
-
-  // Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
-  // the student's train/eval mode (with grad: they may train while their model does not).
-  absl::Status RunAuxiliaryModules(ModelRole role, IoDict& io) {
-    for (AuxModule& aux : aux_) {
-      if (aux.role != role) continue;
-      const char* io_type = aux.input.io() == IoRef::INPUT ? kInput : kOutput;
-      absl::StatusOr<c10::IValue> in = GetIo(io, aux.input.path(), io_type);
-      if (!in.ok()) return InField(aux.name, in.status());
-      if (!in->isTensor()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            aux.name, ": its input is a ", in->tagKind(), "; an auxiliary module takes a tensor"));
-      }
-      aux.module.ptr()->train(student_->is_training());
-      absl::StatusOr<at::Tensor> out =
-          CallTorch([&] { return aux.module.forward(in->toTensor()); },
-                    absl::StatusCode::kInvalidArgument);
-      if (!out.ok()) return InField(aux.name, out.status());
-      io[aux.io_name][kOutput] = *std::move(out);
-    }
-    return absl::OkStatus();
-  }
-
-  // The optimizer's parameter groups: without `param_groups`, one group of everything that
-  // trains (the student, the teacher when it trains); with them, as torchdistill's
-  // module-wise params, only the listed modules' trainable parameters, one group each. The
-  // losses' own parameters (FitNet's regressor, ...) and the auxiliary modules' form a last
-  // group with the optimizer's kwargs.
-  absl::StatusOr<std::vector<ParamGroup>> ParamGroups(const OptimizerConfig& optimizer) {
-    std::vector<ParamGroup> groups;
-    if (optimizer.param_groups().empty()) {
-      groups.emplace_back();
-      for (Model* model : {student_, teacher_trains_ ? teacher_ : nullptr}) {
-        if (model == nullptr) continue;
-        for (const auto& [name, p] : model->NamedParameters()) {
-          if (p.requires_grad()) groups[0].params.push_back(p);
-        }
-      }
-    }
-    for (int i = 0; i < optimizer.param_groups_size(); ++i) {
-      const ParamGroupConfig& config = optimizer.param_groups(i);
-      const std::string field = absl::StrCat("optimizer.param_groups[", i, "]");
-      const bool of_teacher = config.model() == ParamGroupConfig::TEACHER;
-      Model* model = of_teacher ? teacher_ : student_;
-      if (model == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ": a parameter group of the teacher, but the run has none"));
-      }
-      if (absl::Status found = model->CheckModulePath(config.module_path()); !found.ok()) {
-        return InField(field, found);
-      }
-      ParamGroup group;
-      const std::string& path = config.module_path();
-      for (const auto& [name, p] : model->NamedParameters()) {
-        if (p.requires_grad() && (path.empty() || name.rfind(path + ".", 0) == 0)) {
-          group.params.push_back(p);
-        }
-      }
-      absl::StatusOr<Kwargs> kwargs = KwargsFromConfig(
-          config.kwargs(), std::nullopt, absl::StrCat("optimizer \"", optimizer.key(), "\""));
-      if (!kwargs.ok()) return InField(field, kwargs.status());
-      group.kwargs = *std::move(kwargs);
-      if (group.params.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": module \"", path, "\" of the ", of_teacher ? "teacher" : "student",
-            " has no trainable parameters (frozen, or requires_grad false for the model)"));
-      }
-      groups.push_back(std::move(group));
-    }
-    std::vector<at::Tensor> own = criterion_->Parameters();
-    for (const AuxModule& aux : aux_) {
-      for (const at::Tensor& p : aux.module.ptr()->parameters()) {
-        if (p.requires_grad()) own.push_back(p);
-      }
-    }
-    if (!own.empty()) groups.push_back({std::move(own), {}});
-    return groups;
-  }
-
-  absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
-      const LoaderConfig& loader,
-      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-      int64_t seed, const char* field) {
-    auto it = datasets.find(loader.dataset_id());
-    if (it == datasets.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": no dataset \"", loader.dataset_id(), "\""));
-    }
-    DataLoaderOptions options;
-    options.batch_size = loader.batch_size();
-    options.shuffle = loader.shuffle();
-    options.drop_last = loader.drop_last();
-    options.seed = static_cast<uint64_t>(seed);
-    absl::StatusOr<DataLoader> created =
-        DataLoader::Create(it->second, options);
-    if (!created.ok()) return InField(field, created.status());
-    return std::make_unique<DataLoader>(*std::move(created));
-  }
-
-  static absl::Status SetRequiresGrad(Model& model,
-                                      const StageModelConfig& config,
-                                      bool default_value, const char* role) {
-    const bool trains =
-        config.has_requires_grad() ? config.requires_grad() : default_value;
-    for (const std::string& path : config.frozen_modules()) {
-      if (absl::Status found = model.CheckModulePath(path); !found.ok()) {
-        return InField(absl::StrCat(role, ".frozen_modules"), found);
-      }
-    }
-    for (const auto& [name, p] : model.NamedParameters()) {
-      bool frozen = !trains;
-      for (const std::string& path : config.frozen_modules()) {
-        if (path.empty() || name.rfind(path + ".", 0) == 0) frozen = true;
-      }
-      at::Tensor param = p;
-      param.requires_grad_(!frozen);
-    }
+  // memdiag's callback over this stage's roots: the models (parameters, gradients, buffers)
+  // and the optimizer's state; its log goes to stderr.
+  absl::Status BuildLeakDetection(const MemoryLeakDetectionConfig& config) {
+    memory_roots_ = std::make_unique<MemoryRoots>();
+    AddModelRoots(*memory_roots_, "student", *student_);
+    if (teacher_ != nullptr) AddModelRoots(*memory_roots_, "teacher", *teacher_);
+    AddOptimizerRoots(*memory_roots_, "optimizer", *optimizer_);
+    absl::StatusOr<std::unique_ptr<MemoryLeakDetectionCallback>> made =
+        MemoryLeakDetectionCallback::Create(LeakDetectionOptions(config, device_),
+                                            memory_roots_.get(), &std::cerr);
+    if (!made.ok()) return InField("evaluation.memory_leak_detection", made.status());
+    leaks_ = *std::move(made);
     return absl::OkStatus();
   }
 
   static absl::Status AddHooks(ForwardHookManager& hooks, Model* model,
-                               const StageModelConfig& config,
-                               const char* role) {
+                               const StageModelConfig& config, const char* role) {
     hooks.Clear();
     if (model == nullptr) return absl::OkStatus();
-    if (absl::Status set = SetHooks(hooks, *model, config); !set.ok())
-      return InField(role, set);
+    if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return InField(role, set);
     return absl::OkStatus();
   }
 
@@ -585,12 +406,11 @@ class Stage final : public StageRun, public TrainingContext {
     return batch.targets.isTensor() ? batch.targets.toTensor().size(0) : 0;
   }
 
-  absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output,
-                                          const char* role) {
+  absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role) {
     if (output.isTensor()) return output.toTensor();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the ", role, "'s output is a ", output.tagKind(),
-        "; the criterion reads tensor outputs (hook a module for the rest)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", role, "'s output is a ", output.tagKind(),
+                     "; the criterion reads tensor outputs (hook a module for the rest)"));
   }
 
   // Starts autocast in `guard` for this stage's precision (nothing for FP32).
@@ -612,15 +432,16 @@ class Stage final : public StageRun, public TrainingContext {
         KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
       }
       KD_ASSIGN_OR_RETURN(teacher_io, teacher_hooks_.PopIoDict());
-      KD_RETURN_IF_ERROR(RunAuxiliaryModules(ModelRole::kTeacher, teacher_io));
+      KD_RETURN_IF_ERROR(
+          RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io));
       KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
       in.teacher_io = &teacher_io;
       in.teacher_model = teacher_;
     }
-    KD_ASSIGN_OR_RETURN(c10::IValue output,
-                        (*student_forward_)(*student_, batch));
+    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
     KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
-    KD_RETURN_IF_ERROR(RunAuxiliaryModules(ModelRole::kStudent, student_io));
+    KD_RETURN_IF_ERROR(
+        RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io));
     KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
     in.student_io = &student_io;
     in.student_model = student_;
@@ -652,14 +473,15 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
   std::vector<AuxModule> aux_;
+  std::unique_ptr<MemoryRoots> memory_roots_;
+  std::unique_ptr<MemoryLeakDetectionCallback> leaks_;
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
 };
 
 }  // namespace
 
-std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student,
-                                   c10::Device device,
+std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
                                    RunConfig::Precision precision) {
   return std::make_unique<Stage>(teacher, student, device, precision);
 }

@@ -1,13 +1,9 @@
-// Internal to distill/boxes: one stage of a box — what torchdistill's box holds
-// for its current stage (hooks, criterion, loaders, optimizer, scheduler,
-// process functions, metrics) and the epoch loop over it. The stage is the
-// kd::TrainingContext the process functions see; box.cc runs the stages in
-// order and owns the models, datasets and checkpoints.
+// Internal to distill/boxes: one stage of a box — what torchdistill's box holds for its current
+// stage (hooks, criterion, loaders, optimizer, scheduler, process functions, metrics) and the
+// epoch loop over it. The stage is the kd::TrainingContext the process functions see; box.cc
+// runs the stages in order and owns the models, datasets and checkpoints.
 #ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_H_
 #define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_H_
-
-#include <ATen/core/Dict.h>
-#include <c10/core/Device.h>
 
 #include <chrono>
 #include <cstdint>
@@ -15,6 +11,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <ATen/core/Dict.h>
+#include <c10/core/Device.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,17 +33,13 @@ inline double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// `status` with its message prefixed by the config field it concerns: "stage
-// \"kd\": ...".
-inline absl::Status InField(absl::string_view field,
-                            const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat(field, ": ", status.message()));
+// `status` with its message prefixed by the config field it concerns: "stage \"kd\": ...".
+inline absl::Status InField(absl::string_view field, const absl::Status& status) {
+  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
 }
 
 // `status` in `field` (InField) if it is an error, else OK.
-inline absl::Status InFieldIfError(absl::string_view field,
-                                   const absl::Status& status) {
+inline absl::Status InFieldIfError(absl::string_view field, const absl::Status& status) {
   return status.ok() ? status : InField(field, status);
 }
 
@@ -52,31 +47,26 @@ class StageRun {
  public:
   virtual ~StageRun() = default;
 
-  // Builds everything of `config`; `previous` (or null) supplies the loaders,
-  // optimizer and scheduler a later stage leaves unset. Errors name the field.
-  virtual absl::Status Build(
-      const StageConfig& config, const StageConfig* previous,
-      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-      const EvaluationConfig& evaluation, int64_t seed) = 0;
-  // One epoch of training (epoch counts from 0): the mean loss. A non-finite
-  // loss is FailedPrecondition naming the stage, epoch, step and terms.
-  virtual absl::StatusOr<double> TrainEpoch(int64_t epoch,
-                                            const BoxOptions& options,
+  // Builds everything of `config`; `previous` (or null) supplies the loaders, optimizer and
+  // scheduler a later stage leaves unset. Errors name the field.
+  virtual absl::Status Build(const StageConfig& config, const StageConfig* previous,
+                             const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+                             const EvaluationConfig& evaluation, int64_t seed) = 0;
+  // One epoch of training (epoch counts from 0): the mean loss. A non-finite loss is
+  // FailedPrecondition naming the stage, epoch, step and terms.
+  virtual absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options,
                                             int log_every) = 0;
-  // The student's validation loss and metrics (empty without a validation
-  // loader).
+  // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The student's loss and metrics on `loader` (the test set), computed as
   // Evaluate does.
   virtual absl::StatusOr<std::map<std::string, double>> Test(
-      const LoaderConfig& loader,
-      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
       int64_t seed) = 0;
   // The stage's post-epoch process function.
   virtual absl::Status PostEpoch(std::optional<double> metric) = 0;
 
-  // What a checkpoint keeps of the stage: optimizer, scheduler, grad count,
-  // losses' state.
+  // What a checkpoint keeps of the stage: optimizer, scheduler, grad count, losses' state.
   virtual void SaveTo(c10::impl::GenericDict& dict) const = 0;
   virtual absl::Status LoadFrom(const c10::impl::GenericDict& dict) = 0;
 
@@ -90,8 +80,7 @@ class StageRun {
 // A stage over `teacher` (null: none) and `student`, batches on `device`,
 // forwards and losses in `precision` (autocast; FP16 with loss scaling); Build
 // it next.
-std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student,
-                                   c10::Device device,
+std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
                                    RunConfig::Precision precision);
 
 }  // namespace box_internal

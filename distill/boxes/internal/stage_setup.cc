@@ -1,0 +1,191 @@
+#include "distill/boxes/internal/stage_setup.h"
+
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/torch_status.h"
+#include "distill/boxes/aux_modules.h"
+#include "distill/boxes/internal/stage.h"
+#include "distill/config/kwargs.h"
+
+namespace kd {
+namespace box_internal {
+
+absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool default_value,
+                             const char* role) {
+  const bool trains = config.has_requires_grad() ? config.requires_grad() : default_value;
+  for (const std::string& path : config.frozen_modules()) {
+    if (absl::Status found = model.CheckModulePath(path); !found.ok()) {
+      return InField(absl::StrCat(role, ".frozen_modules"), found);
+    }
+  }
+  for (const auto& [name, p] : model.NamedParameters()) {
+    bool frozen = !trains;
+    for (const std::string& path : config.frozen_modules()) {
+      if (path.empty() || name.rfind(path + ".", 0) == 0) frozen = true;
+    }
+    at::Tensor param = p;
+    param.requires_grad_(!frozen);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
+    const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+    int64_t seed, const char* field) {
+  auto it = datasets.find(loader.dataset_id());
+  if (it == datasets.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": no dataset \"", loader.dataset_id(), "\""));
+  }
+  DataLoaderOptions options;
+  options.batch_size = loader.batch_size();
+  options.shuffle = loader.shuffle();
+  options.drop_last = loader.drop_last();
+  options.seed = static_cast<uint64_t>(seed);
+  absl::StatusOr<DataLoader> created = DataLoader::Create(it->second, options);
+  if (!created.ok()) return InField(field, created.status());
+  return std::make_unique<DataLoader>(*std::move(created));
+}
+
+absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& optimizer,
+                                                         Model* student, Model* teacher,
+                                                         bool teacher_trains,
+                                                         std::vector<at::Tensor> own) {
+  std::vector<ParamGroup> groups;
+  if (optimizer.param_groups().empty()) {
+    groups.emplace_back();
+    for (Model* model : {student, teacher_trains ? teacher : nullptr}) {
+      if (model == nullptr) continue;
+      for (const auto& [name, p] : model->NamedParameters()) {
+        if (p.requires_grad()) groups[0].params.push_back(p);
+      }
+    }
+  }
+  for (int i = 0; i < optimizer.param_groups_size(); ++i) {
+    const ParamGroupConfig& config = optimizer.param_groups(i);
+    const std::string field = absl::StrCat("optimizer.param_groups[", i, "]");
+    const bool of_teacher = config.model() == ParamGroupConfig::TEACHER;
+    Model* model = of_teacher ? teacher : student;
+    if (model == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": a parameter group of the teacher, but the run has none"));
+    }
+    if (absl::Status found = model->CheckModulePath(config.module_path()); !found.ok()) {
+      return InField(field, found);
+    }
+    ParamGroup group;
+    const std::string& path = config.module_path();
+    for (const auto& [name, p] : model->NamedParameters()) {
+      if (p.requires_grad() && (path.empty() || name.rfind(path + ".", 0) == 0)) {
+        group.params.push_back(p);
+      }
+    }
+    absl::StatusOr<Kwargs> kwargs = KwargsFromConfig(
+        config.kwargs(), std::nullopt, absl::StrCat("optimizer \"", optimizer.key(), "\""));
+    if (!kwargs.ok()) return InField(field, kwargs.status());
+    group.kwargs = *std::move(kwargs);
+    if (group.params.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": module \"", path, "\" of the ", of_teacher ? "teacher" : "student",
+          " has no trainable parameters (frozen, or requires_grad false for the model)"));
+    }
+    groups.push_back(std::move(group));
+  }
+  if (!own.empty()) groups.push_back({std::move(own), {}});
+  return groups;
+}
+
+MemoryLeakDetectionOptions LeakDetectionOptions(const MemoryLeakDetectionConfig& config,
+                                                c10::Device device) {
+  MemoryLeakDetectionOptions options;
+  if (config.diff_between_batches_size() == 2) {
+    options.diff_between_batches =
+        std::pair(config.diff_between_batches(0), config.diff_between_batches(1));
+  }
+  if (config.has_snapshot_at_batch()) options.snapshot_at_batch = config.snapshot_at_batch();
+  options.snapshot_path = config.snapshot_path();
+  options.log_every_n_batches = config.log_every_n_batches();
+  if (config.has_log_first_n_batches()) options.log_first_n_batches = config.log_first_n_batches();
+  if (config.has_max_diff_buckets()) options.max_diff_buckets = config.max_diff_buckets();
+  options.device = device;
+  return options;
+}
+
+absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
+                                 const char* role_name, c10::Device device,
+                                 std::vector<AuxModule>& modules) {
+  for (int i = 0; i < config.auxiliary_modules_size(); ++i) {
+    const AuxiliaryModuleConfig& aux = config.auxiliary_modules(i);
+    const std::string field = absl::StrCat(role_name, ".auxiliary_modules[", i, "]");
+    absl::StatusOr<Kwargs> kwargs =
+        PluginKwargs(AuxiliaryModuleRegistry(), aux.key(), aux.kwargs(),
+                     absl::StrCat("auxiliary_module \"", aux.key(), "\""));
+    if (!kwargs.ok()) return InField(field, kwargs.status());
+    absl::StatusOr<torch::nn::AnyModule> module = MakeAuxiliaryModule(aux.key(), *kwargs);
+    if (!module.ok()) return InField(field, module.status());
+    module->ptr()->to(device);
+    const bool trains = !aux.has_requires_grad() || aux.requires_grad();
+    for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
+    modules.push_back({.name = absl::StrCat(role_name, ".", aux.name()),
+                       .role = role,
+                       .input = aux.input(),
+                       .io_name = aux.name(),
+                       .module = *std::move(module)});
+  }
+  return absl::OkStatus();
+}
+
+// Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
+// the student's train/eval mode (with grad: they may train while their model does not).
+absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxModule>& modules,
+                                 IoDict& io) {
+  for (AuxModule& aux : modules) {
+    if (aux.role != role) continue;
+    const char* io_type = aux.input.io() == IoRef::INPUT ? kInput : kOutput;
+    absl::StatusOr<c10::IValue> in = GetIo(io, aux.input.path(), io_type);
+    if (!in.ok()) return InField(aux.name, in.status());
+    if (!in->isTensor()) {
+      return absl::InvalidArgumentError(absl::StrCat(aux.name, ": its input is a ", in->tagKind(),
+                                                     "; an auxiliary module takes a tensor"));
+    }
+    aux.module.ptr()->train(training);
+    absl::StatusOr<at::Tensor> out = CallTorch([&] { return aux.module.forward(in->toTensor()); },
+                                               absl::StatusCode::kInvalidArgument);
+    if (!out.ok()) return InField(aux.name, out.status());
+    io[aux.io_name][kOutput] = *std::move(out);
+  }
+  return absl::OkStatus();
+}
+
+// The auxiliary modules' parameters and buffers as "student.connector.0.weight".
+std::vector<std::pair<std::string, at::Tensor>> AuxTensors(const std::vector<AuxModule>& modules) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const AuxModule& aux : modules) {
+    for (const auto& item : aux.module.ptr()->named_parameters()) {
+      out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
+    }
+    for (const auto& item : aux.module.ptr()->named_buffers()) {
+      out.emplace_back(absl::StrCat(aux.name, ".", item.key()), item.value());
+    }
+  }
+  return out;
+}
+
+at::Tensor BytesTensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string TensorBytes(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+}  // namespace box_internal
+}  // namespace kd

@@ -1,0 +1,87 @@
+// Internal to distill/boxes: the parts of a stage that need nothing of the stage but its models
+// and config (requires_grad and frozen modules, loaders, the optimizer's parameter groups, the
+// leak-detection options, the auxiliary modules) and the byte helpers of its checkpoint state.
+#ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_SETUP_H_
+#define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_SETUP_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/nn/modules/container/any.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "distill/boxes/optim.h"
+#include "distill/config/distill_config.pb.h"
+#include "distill/data/data_loader.h"
+#include "distill/data/dataset.h"
+#include "distill/procs/training_context.h"
+#include "hooks/io_dict.h"
+#include "hooks/model.h"
+#include "memdiag/leak_detection.h"
+
+namespace kd {
+namespace box_internal {
+
+// Sets requires_grad on `model`'s parameters: `config.requires_grad` (else `default_value`),
+// false under `frozen_modules`. Errors name `role`.frozen_modules and the unknown path.
+absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool default_value,
+                             const char* role);
+
+// The loader of `loader` over its dataset in `datasets`; errors name `field`.
+absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
+    const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+    int64_t seed, const char* field);
+
+// The optimizer's parameter groups: without `param_groups`, one group of everything that
+// trains (the student, the teacher when `teacher_trains`); with them, as torchdistill's
+// module-wise params, only the listed modules' trainable parameters, one group each. `own`
+// (the losses' parameters, FitNet's regressor, and the auxiliary modules') forms a last group
+// with the optimizer's kwargs. `teacher` may be null.
+absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& optimizer,
+                                                         Model* student, Model* teacher,
+                                                         bool teacher_trains,
+                                                         std::vector<at::Tensor> own);
+
+// memdiag's callback options from the config, for an evaluation on `device`.
+MemoryLeakDetectionOptions LeakDetectionOptions(const MemoryLeakDetectionConfig& config,
+                                                c10::Device device);
+
+// An auxiliary module of a stage (StageModelConfig.auxiliary_modules): built from the registry,
+// run on a recorded value of its model after that model's forward.
+struct AuxModule {
+  std::string name;  // "student.connector" in messages and checkpoints
+  ModelRole role;
+  IoRef input;
+  std::string io_name;  // its name in the I/O dict
+  torch::nn::AnyModule module;
+};
+
+// Appends `config`'s auxiliary modules (of `role`, named "<role_name>.<name>") to `modules`,
+// on `device`; errors name the field.
+absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
+                                 const char* role_name, c10::Device device,
+                                 std::vector<AuxModule>& modules);
+
+// Runs `role`'s modules on their inputs in `io`, recording their outputs there, in train mode
+// if `training` (with grad: they may train while their model does not).
+absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxModule>& modules,
+                                 IoDict& io);
+
+// The modules' parameters and buffers as "student.connector.0.weight" (checkpoints).
+std::vector<std::pair<std::string, at::Tensor>> AuxTensors(const std::vector<AuxModule>& modules);
+
+// Bytes (a serialized archive) as a uint8 tensor a checkpoint dict can hold, and back.
+at::Tensor BytesTensor(const std::string& bytes);
+std::string TensorBytes(const at::Tensor& t);
+
+}  // namespace box_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_SETUP_H_
