@@ -1,7 +1,5 @@
 #include "tools/distill_main.h"
 
-#include <ATen/Parallel.h>
-#include <torch/headeronly/version.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +11,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <ATen/Parallel.h>
+#include <torch/headeronly/version.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -33,16 +34,13 @@ ABSL_FLAG(std::string, config, "",
           "A kd.DistillConfig in protobuf text format (tools/configs/). "
           "Default: the Fashion-MNIST "
           "job: teacher, student alone, student distilled.");
-ABSL_FLAG(
-    std::string, run_dir, "",
-    "Folder for checkpoints, metrics.jsonl and summary.json. Default: the "
-    "config's "
-    "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
-ABSL_FLAG(bool, resume, false,
-          "Continue from the run folder's last checkpoint.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Folder for checkpoints, metrics.jsonl and summary.json. Default: the "
+          "config's "
+          "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
+ABSL_FLAG(bool, resume, false, "Continue from the run folder's last checkpoint.");
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "Overrides run.seed.");
-ABSL_FLAG(std::string, device, "",
-          "Overrides run.device: cpu, cuda or cuda:N.");
+ABSL_FLAG(std::string, device, "", "Overrides run.device: cpu, cuda or cuda:N.");
 ABSL_FLAG(int, threads, 0,
           "libtorch's intra-op CPU threads; 0: libtorch's default (one per "
           "core). On a busy "
@@ -88,8 +86,7 @@ class Reporter {
   Reporter(const std::string& run_dir, std::string job)
       : job_(std::move(job)), tty_(isatty(STDERR_FILENO) != 0) {
     std::filesystem::create_directories(run_dir);
-    jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(),
-                std::ios::app);
+    jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(), std::ios::app);
   }
 
   void Step(const StepReport& r) {
@@ -99,22 +96,18 @@ class Reporter {
     step->set_epoch(r.epoch);
     step->set_step(r.step);
     step->set_loss(r.loss);
-    for (const auto& [name, value] : r.terms)
-      (*step->mutable_terms())[name] = value;
+    for (const auto& [name, value] : r.terms) (*step->mutable_terms())[name] = value;
     step->set_lr(r.lr);
     step->set_samples_per_second(r.samples_per_second);
     step->set_steps_per_epoch(r.steps_per_epoch);
     jsonl_ << Json(line) << "\n";
-    const double eta =
-        static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
+    const double eta = static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
     const int width = 24;
-    const int done = static_cast<int>(width * r.step /
-                                      std::max<int64_t>(1, r.steps_per_epoch));
-    const std::string text = absl::StrFormat(
-        "%s %s epoch %d [%s%s] %d/%d %.0f samples/s loss %.4f ETA %s", job_,
-        r.stage, r.epoch, std::string(done, '='),
-        std::string(width - done, ' '), r.step, r.steps_per_epoch,
-        r.samples_per_second, r.loss, Clock(eta));
+    const int done = static_cast<int>(width * r.step / std::max<int64_t>(1, r.steps_per_epoch));
+    const std::string text =
+        absl::StrFormat("%s %s epoch %d [%s%s] %d/%d %.0f samples/s loss %.4f ETA %s", job_,
+                        r.stage, r.epoch, std::string(done, '='), std::string(width - done, ' '),
+                        r.step, r.steps_per_epoch, r.samples_per_second, r.loss, Clock(eta));
     if (tty_) {
       std::cerr << "\r" << text << std::flush;
     } else {
@@ -128,8 +121,7 @@ class Reporter {
     epoch->set_stage(r.stage);
     epoch->set_epoch(r.epoch);
     epoch->set_train_loss(r.train_loss);
-    for (const auto& [name, value] : r.metrics)
-      (*epoch->mutable_metrics())[name] = value;
+    for (const auto& [name, value] : r.metrics) (*epoch->mutable_metrics())[name] = value;
     epoch->set_lr(r.lr);
     epoch->set_seconds(r.seconds);
     epoch->set_samples_per_second(r.samples_per_second);
@@ -155,9 +147,8 @@ class Reporter {
 
 // Runs `config` in `run_dir` (flag > run.run_dir > runs/<job>); writes
 // metrics.jsonl and summary.json there.
-absl::StatusOr<RunSummary> RunJob(const DistillConfig& config,
-                                  const std::string& job, std::string run_dir,
-                                  const std::string& config_text) {
+absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string& job,
+                                  std::string run_dir, const std::string& config_text) {
   if (run_dir.empty()) run_dir = config.run().run_dir();
   if (run_dir.empty()) run_dir = "runs/" + job;
   run_dir = ResolveUserPath(run_dir);
@@ -166,8 +157,7 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config,
   options.base_dir = ResolveUserPath(".");
   options.resume = absl::GetFlag(FLAGS_resume);
   options.seed = absl::GetFlag(FLAGS_seed);
-  if (!absl::GetFlag(FLAGS_device).empty())
-    options.device = absl::GetFlag(FLAGS_device);
+  if (!absl::GetFlag(FLAGS_device).empty()) options.device = absl::GetFlag(FLAGS_device);
   Reporter reporter(run_dir, job);
   options.on_step = [&](const StepReport& r) { reporter.Step(r); };
   options.on_epoch = [&](const EpochReport& r) { reporter.Epoch(r); };
@@ -186,14 +176,13 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config,
   summary.set_seconds(result.seconds);
   summary.set_epochs_run(result.epochs_run);
   summary.set_seed(options.seed.value_or(config.run().seed()));
-  summary.set_device(options.device.value_or(
-      config.run().device().empty() ? "cpu" : config.run().device()));
+  summary.set_device(
+      options.device.value_or(config.run().device().empty() ? "cpu" : config.run().device()));
   summary.set_config_digest(Digest(config_text));
   summary.set_libkd_version(kLibkdVersion);
   summary.set_torch_version(TORCH_VERSION);
-  KD_RETURN_IF_ERROR(WriteFileAtomically(
-      (std::filesystem::path(run_dir) / "summary.json").string(),
-      Json(summary) + "\n"));
+  KD_RETURN_IF_ERROR(WriteFileAtomically((std::filesystem::path(run_dir) / "summary.json").string(),
+                                         Json(summary) + "\n"));
   return summary;
 }
 
@@ -201,10 +190,8 @@ absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
   KD_ASSIGN_OR_RETURN(LoadedConfig loaded, LoadConfig(path, path));
   const std::vector<ConfigProblem> problems = ValidateConfig(loaded, {});
   std::vector<std::string> errors;
-  for (const ConfigProblem& problem : problems)
-    errors.push_back(problem.ToString());
-  if (HasErrors(problems))
-    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  for (const ConfigProblem& problem : problems) errors.push_back(problem.ToString());
+  if (HasErrors(problems)) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   google::protobuf::TextFormat::PrintToString(loaded.config, text);
   return loaded.config;
 }
@@ -212,8 +199,7 @@ absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
 // The configs of the default job, next to the program in its runfiles, or in
 // the source tree.
 std::string DefaultConfig(const std::string& name) {
-  for (const std::string& dir :
-       {std::string("tools/configs"), ResolveUserPath("tools/configs")}) {
+  for (const std::string& dir : {std::string("tools/configs"), ResolveUserPath("tools/configs")}) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     if (std::filesystem::exists(path)) return path;
   }
@@ -221,36 +207,31 @@ std::string DefaultConfig(const std::string& name) {
 }
 
 int DefaultJob() {
-  const std::string root = absl::GetFlag(FLAGS_run_dir).empty()
-                               ? "runs/default"
-                               : absl::GetFlag(FLAGS_run_dir);
+  const std::string root =
+      absl::GetFlag(FLAGS_run_dir).empty() ? "runs/default" : absl::GetFlag(FLAGS_run_dir);
   struct Job {
     const char* name;
     const char* config;
   };
-  const std::vector<Job> jobs = {
-      {"teacher", "fashion_mnist_teacher.pbtxt"},
-      {"student", "fashion_mnist_student.pbtxt"},
-      {"student_kd", "fashion_mnist_student_kd.pbtxt"}};
-  const std::string teacher_ckpt = ResolveUserPath(
-      (std::filesystem::path(root) / "teacher" / "model.pt").string());
+  const std::vector<Job> jobs = {{"teacher", "fashion_mnist_teacher.pbtxt"},
+                                 {"student", "fashion_mnist_student.pbtxt"},
+                                 {"student_kd", "fashion_mnist_student_kd.pbtxt"}};
+  const std::string teacher_ckpt =
+      ResolveUserPath((std::filesystem::path(root) / "teacher" / "model.pt").string());
   std::vector<RunSummary> summaries;
   for (const Job& job : jobs) {
     std::string text;
-    absl::StatusOr<DistillConfig> config =
-        Load(DefaultConfig(job.config), &text);
+    absl::StatusOr<DistillConfig> config = Load(DefaultConfig(job.config), &text);
     if (!config.ok()) return Fail(config.status().message());
     const std::string dir = (std::filesystem::path(root) / job.name).string();
     config->mutable_student()->set_dst_ckpt(ResolveUserPath(dir + "/model.pt"));
-    if (config->has_teacher())
-      config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    if (config->has_teacher()) config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
     absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, dir, text);
-    if (!summary.ok())
-      return Fail(absl::StrCat(job.name, ": ", summary.status().message()), 1);
+    if (!summary.ok()) return Fail(absl::StrCat(job.name, ": ", summary.status().message()), 1);
     summaries.push_back(*summary);
   }
-  std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box",
-                               "test top-1", "test top-5", "time");
+  std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
+                               "test top-5", "time");
   for (const RunSummary& s : summaries) {
     // The test set's metrics where the config has one, else the last validation (the default
     // configs validate on the test split, as torchdistill's Fashion-MNIST/CIFAR examples do).
@@ -259,9 +240,9 @@ int DefaultJob() {
       auto it = metrics.find(name);
       return it == metrics.end() ? NAN : it->second;
     };
-    std::cout << absl::StrFormat("%-12s %-16s %9.2f%% %9.2f%% %9s\n", s.name(),
-                                 s.box(), 100 * metric("accuracy"),
-                                 100 * metric("top5"), Clock(s.seconds()));
+    std::cout << absl::StrFormat("%-12s %-16s %9.2f%% %9.2f%% %9s\n", s.name(), s.box(),
+                                 100 * metric("accuracy"), 100 * metric("top5"),
+                                 Clock(s.seconds()));
   }
   return 0;
 }
@@ -275,10 +256,8 @@ int Main() {
     std::cerr << config.status().message() << std::endl;
     return 2;
   }
-  const std::string name =
-      config->run().name().empty() ? "run" : config->run().name();
-  absl::StatusOr<RunSummary> summary =
-      RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
+  const std::string name = config->run().name().empty() ? "run" : config->run().name();
+  absl::StatusOr<RunSummary> summary = RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
   if (!summary.ok()) return Fail(summary.status().message(), 1);
   std::cout << Json(*summary) << std::endl;
   return 0;

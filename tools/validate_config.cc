@@ -65,18 +65,15 @@ int Run() {
   if (options.check_files && !HasErrors(problems)) {
     // Module paths need the models, which need files and registry keys that
     // exist.
-    for (ConfigProblem& problem :
-         CheckModulePaths(*loaded, ResolveUserPath("."))) {
+    for (ConfigProblem& problem : CheckModulePaths(*loaded, ResolveUserPath("."))) {
       problems.push_back(std::move(problem));
     }
   }
-  for (const ConfigProblem& problem : problems)
-    std::cout << problem.ToString() << "\n";
+  for (const ConfigProblem& problem : problems) std::cout << problem.ToString() << "\n";
   if (HasErrors(problems)) return 2;
 
   std::cout << "OK\n" << SummarizeConfig(loaded->config) << "\n";
-  if (const std::vector<std::string> unchecked = UncheckedPluginKinds();
-      !unchecked.empty()) {
+  if (const std::vector<std::string> unchecked = UncheckedPluginKinds(); !unchecked.empty()) {
     std::cout << "Not checked, as no registry of these kinds is linked into "
                  "this tool: keys and "
                  "kwargs of "

@@ -1,10 +1,10 @@
 #include "distill/boxes/amp.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/optim/optimizer.h>
-
-#include <algorithm>
 
 namespace kd {
 
@@ -25,8 +25,7 @@ AutocastGuard::~AutocastGuard() {
 
 GradScaler::GradScaler(c10::Device device, Options options)
     : options_(options),
-      scale_(at::full({1}, options.init_scale,
-                      at::dtype(at::kFloat).device(device))),
+      scale_(at::full({1}, options.init_scale, at::dtype(at::kFloat).device(device))),
       growth_tracker_(at::zeros({1}, at::dtype(at::kInt).device(device))),
       found_inf_(at::zeros({1}, at::dtype(at::kFloat).device(device))) {}
 
@@ -45,11 +44,9 @@ void GradScaler::Unscale(torch::optim::Optimizer& optimizer) {
     for (const at::Tensor& p : group.params()) {
       const at::Tensor& grad = p.grad();
       if (!grad.defined()) continue;
-      auto same =
-          std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-            return g[0].device() == grad.device() &&
-                   g[0].scalar_type() == grad.scalar_type();
-          });
+      auto same = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+        return g[0].device() == grad.device() && g[0].scalar_type() == grad.scalar_type();
+      });
       if (same == groups.end()) {
         groups.push_back({grad});
       } else {
@@ -57,11 +54,10 @@ void GradScaler::Unscale(torch::optim::Optimizer& optimizer) {
       }
     }
   }
-  const at::Tensor inv_scale =
-      scale_.to(at::kDouble).reciprocal().to(at::kFloat);
+  const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   for (const std::vector<at::Tensor>& grads : groups) {
-    at::_amp_foreach_non_finite_check_and_unscale_(
-        grads, found_inf_, inv_scale.to(grads[0].device()));
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_,
+                                                   inv_scale.to(grads[0].device()));
   }
 }
 
@@ -73,17 +69,15 @@ bool GradScaler::Step(torch::optim::Optimizer& optimizer) {
 }
 
 void GradScaler::Update() {
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_,
-                         options_.growth_factor, options_.backoff_factor,
-                         options_.growth_interval);
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor,
+                         options_.backoff_factor, options_.growth_interval);
   unscaled_ = false;
 }
 
 double GradScaler::scale() const { return scale_.item<double>(); }
 
 std::vector<double> GradScaler::State() const {
-  return {scale_.item<double>(),
-          static_cast<double>(growth_tracker_.item<int>())};
+  return {scale_.item<double>(), static_cast<double>(growth_tracker_.item<int>())};
 }
 
 void GradScaler::LoadState(const std::vector<double>& state) {

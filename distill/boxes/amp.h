@@ -3,27 +3,25 @@
 // on CPU and CUDA. The boxes use both for run.precision BF16 / FP16; a
 // hand-written loop uses them the way Python's AMP recipe does:
 //
-//   kd::GradScaler scaler(device);                     // fp16 only; bf16 needs
-//   no scaling
+//   kd::GradScaler scaler(device);                   // fp16 only; bf16 needs no scaling
 //   {
 //     kd::AutocastGuard autocast(device.type(), at::kHalf);
-//     loss = criterion(model(x), y);                   // forward and loss in
-//     autocast
+//     loss = criterion(model(x), y);                 // forward and loss in autocast
 //   }
-//   scaler.Scale(loss).backward();                     // backward outside it
-//   scaler.Unscale(optimizer);                         // only before clipping
+//   scaler.Scale(loss).backward();                   // backward outside it
+//   scaler.Unscale(optimizer);                       // only before clipping
 //   torch::nn::utils::clip_grad_norm_(params, 1.0);
-//   scaler.Step(optimizer);                            // skipped on inf/NaN
-//   gradients scaler.Update();
+//   scaler.Step(optimizer);                          // skipped on inf/NaN gradients
+//   scaler.Update();
 #ifndef LIBKD_DISTILL_BOXES_AMP_H_
 #define LIBKD_DISTILL_BOXES_AMP_H_
+
+#include <cstdint>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
-
-#include <cstdint>
-#include <vector>
 
 namespace torch::optim {
 class Optimizer;

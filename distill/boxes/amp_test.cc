@@ -1,10 +1,10 @@
 #include "distill/boxes/amp.h"
 
-#include <ATen/ATen.h>
-#include <torch/optim/sgd.h>
-
 #include <cmath>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/optim/sgd.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -40,8 +40,7 @@ TEST(AmpTest, AutocastGuardCastsWhileAlive) {
 TEST(AmpTest, GradScalerMatchesTorchsGradScaler) {
   at::Tensor p = at::ones({2}).requires_grad_(true);
   torch::optim::SGD sgd({p}, torch::optim::SGDOptions(0.1));
-  GradScaler scaler(c10::Device(c10::kCPU),
-                    {.init_scale = 1024, .growth_interval = 2});
+  GradScaler scaler(c10::Device(c10::kCPU), {.init_scale = 1024, .growth_interval = 2});
   const std::vector<std::vector<float>> expected_p = {
       {0.7f, 0.7f}, {0.7f, 0.7f}, {0.6f, 0.6f}, {0.4f, 0.4f}, {0.35f, 0.35f}};
   const std::vector<double> expected_scale = {1024, 512, 512, 1024, 1024};
@@ -49,20 +48,16 @@ TEST(AmpTest, GradScalerMatchesTorchsGradScaler) {
   const std::vector<double> c = {3, INFINITY, 1, 2, 0.5};
   for (size_t k = 0; k < c.size(); ++k) {
     sgd.zero_grad();
-    const at::Tensor loss = std::isinf(c[k])
-                                ? (p * at::tensor({1.0f, INFINITY})).sum()
-                                : (c[k] * p).sum();
+    const at::Tensor loss =
+        std::isinf(c[k]) ? (p * at::tensor({1.0f, INFINITY})).sum() : (c[k] * p).sum();
     scaler.Scale(loss).backward();
     EXPECT_EQ(scaler.Step(sgd), !std::isinf(c[k])) << k;
     scaler.Update();
     const at::Tensor now = p.detach();
-    EXPECT_THAT(
-        std::vector<float>(now.data_ptr<float>(), now.data_ptr<float>() + 2),
-        ElementsAre(FloatEq(expected_p[k][0]), FloatEq(expected_p[k][1])))
+    EXPECT_THAT(std::vector<float>(now.data_ptr<float>(), now.data_ptr<float>() + 2),
+                ElementsAre(FloatEq(expected_p[k][0]), FloatEq(expected_p[k][1])))
         << k;
-    EXPECT_THAT(scaler.State(),
-                ElementsAre(expected_scale[k], expected_tracker[k]))
-        << k;
+    EXPECT_THAT(scaler.State(), ElementsAre(expected_scale[k], expected_tracker[k])) << k;
   }
 
   // Unscale before clipping: the gradients are the true ones, and Step does not

@@ -1,13 +1,13 @@
 #include "distill/boxes/aux_modules.h"
 
+#include <string>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
-
-#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -19,14 +19,12 @@ namespace {
 
 int64_t Int(const Kwargs& kwargs, const char* name, int64_t fallback) {
   auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback
-                                                   : it->second.toInt();
+  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toInt();
 }
 
 bool Bool(const Kwargs& kwargs, const char* name, bool fallback) {
   auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback
-                                                   : it->second.toBool();
+  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toBool();
 }
 
 // conv (k x k, same padding) then batch norm: "conv.weight", "bn.weight", ...
@@ -34,9 +32,8 @@ class ConvConnectorImpl : public torch::nn::Module {
  public:
   ConvConnectorImpl(int64_t in, int64_t out, int64_t k, bool batch_norm)
       : conv_(register_module(
-            "conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k)
-                                          .padding(k / 2)
-                                          .bias(!batch_norm)))) {
+            "conv", torch::nn::Conv2d(
+                        torch::nn::Conv2dOptions(in, out, k).padding(k / 2).bias(!batch_norm)))) {
     if (batch_norm) bn_ = register_module("bn", torch::nn::BatchNorm2d(out));
   }
   at::Tensor forward(const at::Tensor& x) {
@@ -53,8 +50,7 @@ TORCH_MODULE(ConvConnector);
 KD_REGISTER(
     AuxiliaryModuleRegistry(), "conv_connector",
     ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
-      const int64_t in = Int(kwargs, "in_channels", 0),
-                    out = Int(kwargs, "out_channels", 0);
+      const int64_t in = Int(kwargs, "in_channels", 0), out = Int(kwargs, "out_channels", 0);
       const int64_t k = Int(kwargs, "kernel_size", 1);
       const bool bn = Bool(kwargs, "batch_norm", true);
       return torch::nn::AnyModule(ConvConnector(in, out, k, bn));
@@ -69,17 +65,13 @@ KD_REGISTER(
       .doc = "the output's channels",
       .min = 1,
       .required = true},
-     {.name = "kernel_size",
-      .type = KwargType::kInteger,
-      .doc = "odd; 1 (same padding)",
-      .min = 1},
+     {.name = "kernel_size", .type = KwargType::kInteger, .doc = "odd; 1 (same padding)", .min = 1},
      {.name = "batch_norm",
       .type = KwargType::kBool,
       .doc = "a BatchNorm2d after the conv (the conv then has no bias); true"}},
     [](const KwargsView& view) {
       auto it = view.kwargs.find("kernel_size");
-      if (it != view.kwargs.end() && it->second.isInt() &&
-          it->second.toInt() % 2 == 0) {
+      if (it != view.kwargs.end() && it->second.isInt() && it->second.toInt() % 2 == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("kernel_size must be odd (same padding keeps the "
                          "feature map's size), got ",
@@ -90,10 +82,10 @@ KD_REGISTER(
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "linear",
             ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
-              return torch::nn::AnyModule(torch::nn::Linear(
-                  torch::nn::LinearOptions(Int(kwargs, "in_features", 0),
-                                           Int(kwargs, "out_features", 0))
-                      .bias(Bool(kwargs, "bias", true))));
+              return torch::nn::AnyModule(
+                  torch::nn::Linear(torch::nn::LinearOptions(Int(kwargs, "in_features", 0),
+                                                             Int(kwargs, "out_features", 0))
+                                        .bias(Bool(kwargs, "bias", true))));
             }),
             {{.name = "in_features",
               .type = KwargType::kInteger,
@@ -111,18 +103,15 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "linear",
 
 Registry<AuxiliaryModuleFactory>& AuxiliaryModuleRegistry() {
   static Registry<AuxiliaryModuleFactory>* const registry =
-      NewGlobalRegistry<AuxiliaryModuleFactory>(
-          std::string(kAuxiliaryModuleKind));
+      NewGlobalRegistry<AuxiliaryModuleFactory>(std::string(kAuxiliaryModuleKind));
   return *registry;
 }
 
 absl::StatusOr<torch::nn::AnyModule> MakeAuxiliaryModule(absl::string_view key,
                                                          const Kwargs& kwargs) {
-  KD_ASSIGN_OR_RETURN(const AuxiliaryModuleFactory* factory,
-                      AuxiliaryModuleRegistry().Get(key));
-  KD_RETURN_IF_ERROR(CheckPluginKwargValues(
-      AuxiliaryModuleRegistry(), key, kwargs,
-      absl::StrCat(kAuxiliaryModuleKind, " \"", key, "\"")));
+  KD_ASSIGN_OR_RETURN(const AuxiliaryModuleFactory* factory, AuxiliaryModuleRegistry().Get(key));
+  KD_RETURN_IF_ERROR(CheckPluginKwargValues(AuxiliaryModuleRegistry(), key, kwargs,
+                                            absl::StrCat(kAuxiliaryModuleKind, " \"", key, "\"")));
   return (*factory)(kwargs);
 }
 

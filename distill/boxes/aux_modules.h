@@ -6,8 +6,8 @@
 //
 //   auxiliary_modules {
 //     name: "connector"  key: "conv_connector"
-//     kwargs { name: "in_channels" integer: 8 }  kwargs { name: "out_channels"
-//     integer: 32 } input { source: STUDENT path: "layer2" io: OUTPUT }
+//     kwargs { name: "in_channels" integer: 8 }  kwargs { name: "out_channels" integer: 32 }
+//     input { source: STUDENT path: "layer2" io: OUTPUT }
 //   }
 //
 // Registered here: "conv_connector" (1x1 conv + batch norm, FitNet's regressor

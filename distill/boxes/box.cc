@@ -1,8 +1,5 @@
 #include "distill/boxes/box.h"
 
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +10,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
@@ -46,30 +46,26 @@ std::string Resolve(const std::string& base, const std::string& path) {
 c10::impl::GenericDict StateDict(const Model& model) {
   c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
   for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
-    for (const auto& [name, tensor] : list)
-      dict.insert(name, tensor.detach().cpu());
+    for (const auto& [name, tensor] : list) dict.insert(name, tensor.detach().cpu());
   }
   return dict;
 }
 
-absl::Status LoadStateDict(Model& model, const c10::IValue& value,
-                           absl::string_view what) {
-  if (!value.isGenericDict())
-    return absl::InvalidArgumentError(absl::StrCat(what, ": not a dict"));
+absl::Status LoadStateDict(Model& model, const c10::IValue& value, absl::string_view what) {
+  if (!value.isGenericDict()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a dict"));
   const c10::impl::GenericDict dict = value.toGenericDict();
   at::NoGradGuard no_grad;
   for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
     for (const auto& [name, tensor] : list) {
       auto it = dict.find(name);
       if (it == dict.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": no tensor \"", name, "\""));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": no tensor \"", name, "\""));
       }
       at::Tensor saved = it->value().toTensor();
       if (!saved.sizes().equals(tensor.sizes())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": \"", name, "\" is ", ShapeString(saved),
-                         ", the model's ", ShapeString(tensor)));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": \"", name, "\" is ",
+                                                       ShapeString(saved), ", the model's ",
+                                                       ShapeString(tensor)));
       }
       at::Tensor target = tensor;
       target.copy_(saved);
@@ -87,48 +83,38 @@ class BoxImpl final : public Box {
     stages_.clear();
     if (config_.has_train()) stages_.push_back(config_.train());
     for (const StageConfig& stage : config_.stages()) stages_.push_back(stage);
-    if (stages_.empty())
-      return absl::InvalidArgumentError("no stage: set train or stages");
+    if (stages_.empty()) return absl::InvalidArgumentError("no stage: set train or stages");
     for (size_t i = 0; i < stages_.size(); ++i) {
-      if (stages_[i].name().empty())
-        stages_[i].set_name(absl::StrCat("stage", i));
+      if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));
     }
     seed_ = options_.seed.value_or(config_.run().seed());
-    const std::string device = options_.device.value_or(
-        config_.run().device().empty() ? "cpu" : config_.run().device());
+    const std::string device =
+        options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
     KD_ASSIGN_OR_RETURN(device_, CallTorch([&] { return c10::Device(device); },
                                            absl::StatusCode::kInvalidArgument));
     run_dir_ = options_.run_dir;
     if (run_dir_.empty()) run_dir_ = config_.run().run_dir();
     if (run_dir_.empty()) {
-      run_dir_ = absl::StrCat(
-          "runs/", config_.run().name().empty() ? "run" : config_.run().name());
+      run_dir_ = absl::StrCat("runs/", config_.run().name().empty() ? "run" : config_.run().name());
     }
     run_dir_ = Resolve(options_.base_dir, run_dir_);
-    ckpt_dir_ = (fs::path(run_dir_) / (config_.checkpoint().dir().empty()
-                                           ? "ckpt"
-                                           : config_.checkpoint().dir()))
+    ckpt_dir_ = (fs::path(run_dir_) /
+                 (config_.checkpoint().dir().empty() ? "ckpt" : config_.checkpoint().dir()))
                     .string();
     at::manual_seed(seed_);
     for (const DatasetConfig& dataset : config_.datasets()) {
-      KD_ASSIGN_OR_RETURN(
-          Kwargs kwargs,
-          PluginKwargs(DatasetRegistry(), dataset.key(), dataset.kwargs(),
-                       absl::StrCat("dataset \"", dataset.key(), "\"")));
-      absl::StatusOr<std::shared_ptr<Dataset>> made =
-          MakeDataset(dataset.key(), kwargs);
-      if (!made.ok())
-        return InField(absl::StrCat("dataset \"", dataset.id(), "\""),
-                       made.status());
+      KD_ASSIGN_OR_RETURN(Kwargs kwargs,
+                          PluginKwargs(DatasetRegistry(), dataset.key(), dataset.kwargs(),
+                                       absl::StrCat("dataset \"", dataset.key(), "\"")));
+      absl::StatusOr<std::shared_ptr<Dataset>> made = MakeDataset(dataset.key(), kwargs);
+      if (!made.ok()) return InField(absl::StrCat("dataset \"", dataset.id(), "\""), made.status());
       datasets_[dataset.id()] = *std::move(made);
     }
     if (config_.has_teacher()) {
-      KD_ASSIGN_OR_RETURN(
-          teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
+      KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
       teacher_->To(device_);
     }
-    KD_ASSIGN_OR_RETURN(
-        student_, LoadModel(config_.student(), options_.base_dir, "student"));
+    KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
     student_->To(device_);
     // Every stage is built once here, so that a mistake in a later stage shows before the first
     // one trains. Building may draw random numbers (a loss's own layers): the RNG state is put
@@ -149,8 +135,7 @@ class BoxImpl final : public Box {
 
   std::string kind() const override {
     const bool multi = stages_.size() > 1 || !config_.stages().empty();
-    return absl::StrCat(multi ? "MultiStages" : "",
-                        teacher_ ? "DistillationBox" : "TrainingBox");
+    return absl::StrCat(multi ? "MultiStages" : "", teacher_ ? "DistillationBox" : "TrainingBox");
   }
 
   absl::StatusOr<RunResult> Run() override {
@@ -169,29 +154,24 @@ class BoxImpl final : public Box {
       KD_ASSIGN_OR_RETURN(c10::IValue saved, ReadTorchFile(resume_path));
       resume = saved.toGenericDict();
       first_stage = static_cast<size_t>(resume->at("stage").toInt());
-      first_epoch =
-          resume->at("epoch").toInt();  // epochs completed in that stage
+      first_epoch = resume->at("epoch").toInt();  // epochs completed in that stage
       best_ = resume->at("best").toDouble();
-      KD_RETURN_IF_ERROR(
-          LoadStateDict(*student_, resume->at("student"), resume_path));
+      KD_RETURN_IF_ERROR(LoadStateDict(*student_, resume->at("student"), resume_path));
       if (teacher_ != nullptr && resume->contains("teacher")) {
-        KD_RETURN_IF_ERROR(
-            LoadStateDict(*teacher_, resume->at("teacher"), resume_path));
+        KD_RETURN_IF_ERROR(LoadStateDict(*teacher_, resume->at("teacher"), resume_path));
       }
     } else if (!config_.checkpoint().resume_from().empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("checkpoint.resume_from: no file ", resume_path));
+      return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", resume_path));
     }
-    const int log_every = config_.run().log_every_n_steps() > 0
-                              ? config_.run().log_every_n_steps()
-                              : 50;
+    const int log_every =
+        config_.run().log_every_n_steps() > 0 ? config_.run().log_every_n_steps() : 50;
     const EvaluationConfig& evaluation = config_.evaluation();
     const std::string primary =
         !evaluation.primary_metric().empty() ? evaluation.primary_metric()
-        : !evaluation.metrics().empty() ? (evaluation.metrics(0).name().empty()
-                                               ? evaluation.metrics(0).key()
-                                               : evaluation.metrics(0).name())
-                                        : "loss";
+        : !evaluation.metrics().empty()
+            ? (evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
+                                                    : evaluation.metrics(0).name())
+            : "loss";
     std::unique_ptr<StageRun> last_stage;
     for (size_t s = first_stage; s < stages_.size(); ++s) {
       KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
@@ -199,8 +179,7 @@ class BoxImpl final : public Box {
       int64_t epoch = 0;
       if (resume.has_value() && s == first_stage) {
         // A checkpoint written at a stage's end starts the next stage afresh.
-        if (!resume->contains("fresh_stage"))
-          KD_RETURN_IF_ERROR(stage.LoadFrom(*resume));
+        if (!resume->contains("fresh_stage")) KD_RETURN_IF_ERROR(stage.LoadFrom(*resume));
         epoch = first_epoch;
         const at::Tensor rng = resume->at("rng").toTensor();
         at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -210,8 +189,7 @@ class BoxImpl final : public Box {
       const int64_t num_epochs = stages_[s].num_epochs();
       for (; epoch < num_epochs; ++epoch) {
         const Clock::time_point epoch_start = Clock::now();
-        KD_ASSIGN_OR_RETURN(double train_loss,
-                            stage.TrainEpoch(epoch, options_, log_every));
+        KD_ASSIGN_OR_RETURN(double train_loss, stage.TrainEpoch(epoch, options_, log_every));
         const double train_seconds = Seconds(epoch_start);
         const int every = std::max(1, evaluation.every_n_epochs());
         std::map<std::string, double> metrics;
@@ -219,8 +197,7 @@ class BoxImpl final : public Box {
           KD_ASSIGN_OR_RETURN(metrics, stage.Evaluate());
         }
         std::optional<double> metric;
-        if (auto it = metrics.find(primary); it != metrics.end())
-          metric = it->second;
+        if (auto it = metrics.find(primary); it != metrics.end()) metric = it->second;
         KD_RETURN_IF_ERROR(stage.PostEpoch(metric));
         EpochReport report{.stage = stage.name(),
                            .epoch = epoch + 1,
@@ -230,10 +207,8 @@ class BoxImpl final : public Box {
                            .lr = stage.lr(),
                            .seconds = Seconds(epoch_start)};
         report.samples_per_second =
-            static_cast<double>(stage.train_samples_per_epoch()) /
-            train_seconds;
-        KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric,
-                                      evaluation.lower_is_better()));
+            static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
+        KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
         result.epochs.push_back(report);
         ++result.epochs_run;
         if (options_.on_epoch) options_.on_epoch(report);
@@ -245,14 +220,11 @@ class BoxImpl final : public Box {
       last_stage = std::move(run);
     }
     for (const auto& [model, config] :
-         {std::pair<Model*, const ModelConfig*>{student_.get(),
-                                                &config_.student()},
-          std::pair<Model*, const ModelConfig*>{teacher_.get(),
-                                                &config_.teacher()}}) {
+         {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
+          std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
       if (model != nullptr && !config->dst_ckpt().empty()) {
         const std::string path = Resolve(options_.base_dir, config->dst_ckpt());
-        KD_RETURN_IF_ERROR(
-            CreateDirectories(fs::path(path).parent_path().string()));
+        KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
         KD_RETURN_IF_ERROR(model->SaveState(path));
       }
     }
@@ -264,14 +236,12 @@ class BoxImpl final : public Box {
   }
 
  private:
-  std::string LastPath() const {
-    return (fs::path(ckpt_dir_) / "last.pt").string();
-  }
+  std::string LastPath() const { return (fs::path(ckpt_dir_) / "last.pt").string(); }
 
   // Stage `s` built on the box's models and datasets; errors name the stage.
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
-    std::unique_ptr<StageRun> stage = box_internal::NewStage(
-        teacher_.get(), student_.get(), device_, config_.run().precision());
+    std::unique_ptr<StageRun> stage =
+        box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision());
     const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr,
                                             datasets_, config_.evaluation(), seed_);
     if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
@@ -301,15 +271,14 @@ class BoxImpl final : public Box {
     std::error_code error;
     fs::create_directories(dir, error);
     if (error) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "cannot create the folder ", dir, ": ", error.message()));
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot create the folder ", dir, ": ", error.message()));
     }
     return absl::OkStatus();
   }
 
-  absl::Status Checkpoint(const StageRun& stage, size_t stage_index,
-                          int64_t epochs_done, std::optional<double> metric,
-                          bool lower_is_better) {
+  absl::Status Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
+                          std::optional<double> metric, bool lower_is_better) {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
     dict.insert("format", std::string("libkd-checkpoint-1"));
     dict.insert("stage", static_cast<int64_t>(stage_index));
@@ -319,8 +288,7 @@ class BoxImpl final : public Box {
     dict.insert("epoch", epochs_done);
     const bool improved =
         metric.has_value() &&
-        (std::isnan(best_) ||
-         (lower_is_better ? *metric < best_ : *metric > best_));
+        (std::isnan(best_) || (lower_is_better ? *metric < best_ : *metric > best_));
     if (improved) best_ = *metric;
     dict.insert("best", best_);
     dict.insert("student", StateDict(*student_));
@@ -342,20 +310,15 @@ class BoxImpl final : public Box {
       KD_RETURN_IF_ERROR(WriteTorchFile(LastPath(), value));
     }
     if (improved && (!config.has_save_best() || config.save_best())) {
-      KD_RETURN_IF_ERROR(
-          WriteTorchFile((fs::path(ckpt_dir_) / "best.pt").string(), value));
+      KD_RETURN_IF_ERROR(WriteTorchFile((fs::path(ckpt_dir_) / "best.pt").string(), value));
     }
     if (stage_done) {  // the stage checkpoint: where the next stage starts
       KD_RETURN_IF_ERROR(WriteTorchFile(
-          (fs::path(ckpt_dir_) / absl::StrCat(stage.name(), ".pt")).string(),
-          value));
+          (fs::path(ckpt_dir_) / absl::StrCat(stage.name(), ".pt")).string(), value));
     }
-    if (config.every_n_epochs() > 0 &&
-        epochs_done % config.every_n_epochs() == 0) {
+    if (config.every_n_epochs() > 0 && epochs_done % config.every_n_epochs() == 0) {
       KD_RETURN_IF_ERROR(WriteTorchFile(
-          (fs::path(ckpt_dir_) /
-           absl::StrCat(stage.name(), "_epoch", epochs_done, ".pt"))
-              .string(),
+          (fs::path(ckpt_dir_) / absl::StrCat(stage.name(), "_epoch", epochs_done, ".pt")).string(),
           value));
     }
     return absl::OkStatus();

@@ -8,11 +8,9 @@
 //   MultiStagesTrainingBox      no teacher, `stages`
 //   MultiStagesDistillationBox  a teacher, `stages`
 //
-//   KD_ASSIGN_OR_RETURN(kd::DistillConfig config,
-//   kd::LoadDistillConfig("kd.pbtxt"));
+//   KD_ASSIGN_OR_RETURN(kd::DistillConfig config, kd::LoadDistillConfig("kd.pbtxt"));
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Box> box,
-//                       kd::MakeBox(config, {.run_dir = "runs/kd", .resume =
-//                       true}));
+//                       kd::MakeBox(config, {.run_dir = "runs/kd", .resume = true}));
 //   KD_ASSIGN_OR_RETURN(kd::RunResult result, box->Run());
 //
 // Each stage runs torchdistill's loop through the process functions
@@ -72,20 +70,18 @@ struct EpochReport {
   std::string stage;
   int64_t epoch = 0;  // from 1
   int64_t num_epochs = 0;
-  double train_loss = 0;  // mean over the epoch's batches
-  std::map<std::string, double>
-      metrics;  // validation: "loss", "accuracy", ... (may be empty)
+  double train_loss = 0;                  // mean over the epoch's batches
+  std::map<std::string, double> metrics;  // validation: "loss", "accuracy", ... (may be empty)
   double lr = 0;
   double seconds = 0;
   double samples_per_second = 0;
 };
 
 struct BoxOptions {
-  // Where checkpoints and metrics.jsonl go. Default: run.run_dir, else
-  // "runs/<run.name>".
+  // Where checkpoints and metrics.jsonl go. Default: run.run_dir, else "runs/<run.name>".
   std::string run_dir;
-  // Relative paths in the config (models, checkpoints) are taken from here.
-  // Default: the working directory.
+  // Relative paths in the config (models, checkpoints) are taken from here. Default: the
+  // working directory.
   std::string base_dir;
   // Override run.seed / run.device.
   std::optional<int64_t> seed;
@@ -99,8 +95,7 @@ struct BoxOptions {
 
 struct RunResult {
   std::vector<EpochReport> epochs;
-  // The last stage's validation metrics after its last epoch ("loss",
-  // "accuracy", "top5"...).
+  // The last stage's validation metrics after its last epoch ("loss", "accuracy", "top5"...).
   std::map<std::string, double> final_metrics;
   // With a test_data_loader: the test metrics, of the student in
   // `tested_checkpoint` ("best.pt" under the checkpoint dir) or, when that is
@@ -115,16 +110,14 @@ struct RunResult {
 class Box {
  public:
   virtual ~Box() = default;
-  // "TrainingBox", "DistillationBox", "MultiStagesTrainingBox" or
-  // "MultiStagesDistillationBox".
+  // "TrainingBox", "DistillationBox", "MultiStagesTrainingBox" or "MultiStagesDistillationBox".
   virtual std::string kind() const = 0;
-  // Runs every stage (after a resume: what is left). Errors name the stage and
-  // what failed.
+  // Runs every stage (after a resume: what is left). Errors name the stage and what failed.
   virtual absl::StatusOr<RunResult> Run() = 0;
 };
 
-// The box `config` describes; models, datasets and stage plugins are built and
-// checked here (errors name the config field), the run starts with Run().
+// The box `config` describes; models, datasets and stage plugins are built and checked here
+// (errors name the config field), the run starts with Run().
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
                                              const BoxOptions& options = {});
 

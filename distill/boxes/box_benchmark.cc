@@ -17,11 +17,7 @@
 //   bazel run -c opt //distill/boxes:box_benchmark -- --pairs=7
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
 //   (--peers needs tools/install_deps.sh --peers)
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 #include <sys/wait.h>
-#include <torch/optim/sgd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +29,11 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/optim/sgd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -62,61 +63,56 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string Config(int samples, int batch) {
-  return absl::StrFormat(R"pb(
-                           run { seed: 1 log_every_n_steps: 1000000 }
-                           datasets {
-                             id: "train"
-                             key: "synthetic"
-                             kwargs { name: "num_samples" integer: %d }
-                             kwargs { name: "num_classes" integer: 10 }
-                           }
-                           teacher {
-                             native {
-                               key: "fashion_cnn"
-                               kwargs { name: "width" integer: 16 }
-                             }
-                           }
-                           student {
-                             native {
-                               key: "fashion_cnn"
-                               kwargs { name: "width" integer: 4 }
-                             }
-                           }
-                           train {
-                             num_epochs: 1
-                             train_data_loader {
-                               dataset_id: "train"
-                               batch_size: %d
-                               shuffle: true
-                               drop_last: true
-                             }
-                             optimizer {
-                               key: "SGD"
-                               kwargs { name: "lr" number: 0.05 }
-                               kwargs { name: "momentum" number: 0.9 }
-                             }
-                             criterion {
-                               terms {
-                                 key: "KDLoss"
-                                 kwargs { name: "temperature" number: 4 }
-                                 kwargs { name: "alpha" number: 0.5 }
-                                 inputs { arg: "student" source: STUDENT }
-                                 inputs { arg: "teacher" source: TEACHER }
-                                 inputs { arg: "targets" source: TARGETS }
-                               }
-                             }
-                           }
-                           checkpoint { save_last: false save_best: false }
-                         )pb",
-                         samples, batch);
+  return absl::StrFormat(
+      R"pb(
+        run { seed: 1 log_every_n_steps: 1000000 }
+        datasets {
+          id: "train"
+          key: "synthetic"
+          kwargs { name: "num_samples" integer: %d }
+          kwargs { name: "num_classes" integer: 10 }
+        }
+        teacher {
+          native {
+            key: "fashion_cnn"
+            kwargs { name: "width" integer: 16 }
+          }
+        }
+        student {
+          native {
+            key: "fashion_cnn"
+            kwargs { name: "width" integer: 4 }
+          }
+        }
+        train {
+          num_epochs: 1
+          train_data_loader { dataset_id: "train" batch_size: %d shuffle: true drop_last: true }
+          optimizer {
+            key: "SGD"
+            kwargs { name: "lr" number: 0.05 }
+            kwargs { name: "momentum" number: 0.9 }
+          }
+          criterion {
+            terms {
+              key: "KDLoss"
+              kwargs { name: "temperature" number: 4 }
+              kwargs { name: "alpha" number: 0.5 }
+              inputs { arg: "student" source: STUDENT }
+              inputs { arg: "teacher" source: TEACHER }
+              inputs { arg: "targets" source: TARGETS }
+            }
+          }
+        }
+        checkpoint { save_last: false save_best: false }
+      )pb",
+      samples, batch);
 }
 
 // The box's training seconds for one epoch.
 double BoxEpoch(const DistillConfig& config) {
   double seconds = 0;
-  auto box = MakeBox(
-      config, {.run_dir = "/tmp/libkd_box_benchmark",
-               .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
+  auto box = MakeBox(config, {.run_dir = "/tmp/libkd_box_benchmark",
+                              .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
   if (!box.ok() || !(*box)->Run().ok()) std::abort();
   return seconds;
 }
@@ -125,12 +121,10 @@ double BoxEpoch(const DistillConfig& config) {
 double HandEpoch(int samples, int batch_size) {
   auto teacher = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{16}}});
   auto student = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{4}}});
-  auto dataset = *MakeDataset("synthetic", {{"num_samples", int64_t{samples}},
-                                            {"num_classes", int64_t{10}}});
-  auto loader = *DataLoader::Create(dataset, {.batch_size = batch_size,
-                                              .shuffle = true,
-                                              .drop_last = true,
-                                              .seed = 1});
+  auto dataset =
+      *MakeDataset("synthetic", {{"num_samples", int64_t{samples}}, {"num_classes", int64_t{10}}});
+  auto loader = *DataLoader::Create(
+      dataset, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = 1});
   std::vector<at::Tensor> params;
   for (const auto& [name, p] : student->NamedParameters()) params.push_back(p);
   torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.05).momentum(0.9));
@@ -147,13 +141,11 @@ double HandEpoch(int samples, int batch_size) {
       teacher_logits = teacher->Forward({batch.samples}).toTensor();
     }
     const at::Tensor s = student->Forward({batch.samples}).toTensor();
-    const at::Tensor soft =
-        at::kl_div(at::log_softmax(s / t, 1),
-                   at::softmax(teacher_logits / t, 1), at::Reduction::Sum) /
-        s.size(0);
+    const at::Tensor soft = at::kl_div(at::log_softmax(s / t, 1),
+                                       at::softmax(teacher_logits / t, 1), at::Reduction::Sum) /
+                            s.size(0);
     const at::Tensor loss =
-        0.5 * at::cross_entropy_loss(s, batch.targets.toTensor()) +
-        0.5 * t * t * soft;
+        0.5 * at::cross_entropy_loss(s, batch.targets.toTensor()) + 0.5 * t * t * soft;
     loss.backward();
     sgd.step();
     sgd.zero_grad(true);
@@ -194,8 +186,8 @@ class PeerServer {
     fflush(in_);
     char line[512];
     if (fgets(line, sizeof(line), out_) == nullptr) return std::nullopt;
-    const std::vector<std::string> words = absl::StrSplit(
-        absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
+    const std::vector<std::string> words =
+        absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
     const std::vector<std::string> asked = absl::StrSplit(request, ' ');
     if (words.empty() || words[0] != asked[0]) return std::nullopt;
     std::vector<double> numbers(words.size() - 1);
@@ -243,8 +235,7 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
   std::cout << absl::StrFormat(
       "parameters: teacher libkd %d, torchdistill %d; student libkd %d, "
       "torchdistill %d\n",
-      teacher, static_cast<int64_t>((*params)[0]), student,
-      static_cast<int64_t>((*params)[1]));
+      teacher, static_cast<int64_t>((*params)[0]), student, static_cast<int64_t>((*params)[1]));
   if (teacher != static_cast<int64_t>((*params)[0]) ||
       student != static_cast<int64_t>((*params)[1])) {
     std::cerr << "the models differ: not a fair comparison\n";
@@ -290,9 +281,8 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
       "one thread\n"
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
-      steps * n / libkd_sum, steps * n / peer_sum, 100 * loader_sum / peer_sum,
-      steps, batch, ratios[ratios.size() / 2], static_cast<int>(ratios.size()),
-      ratios.front(), ratios.back());
+      steps * n / libkd_sum, steps * n / peer_sum, 100 * loader_sum / peer_sum, steps, batch,
+      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(), ratios.back());
   return 0;
 }
 
@@ -305,9 +295,7 @@ int Main() {
     return 2;
   }
   DistillConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch),
-                                                     &config))
-    return 1;
+  if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch), &config)) return 1;
   if (absl::GetFlag(FLAGS_peers)) return PeersMain(config, samples, batch);
   BoxEpoch(config);  // warm-up
   HandEpoch(samples, batch);

@@ -5,8 +5,7 @@
 
 namespace kd {
 
-absl::Status SetHooks(ForwardHookManager& hooks, Model& model,
-                      const StageModelConfig& config) {
+absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelConfig& config) {
   for (int i = 0; i < config.forward_hooks_size(); ++i) {
     const ForwardHookConfig& hook = config.forward_hooks(i);
     HookOptions options;
@@ -14,22 +13,19 @@ absl::Status SetHooks(ForwardHookManager& hooks, Model& model,
     options.requires_output = hook.requires_output();
     options.accumulates = hook.accumulates();
     options.stacks_accumulated = hook.stacks_accumulated();
-    if (absl::Status added = hooks.AddHook(model, hook.module_path(), options);
-        !added.ok()) {
-      return absl::Status(
-          added.code(),
-          absl::StrCat("forward_hooks[", i, "] (\"", hook.module_path(),
-                       "\"): ", added.message()));
+    if (absl::Status added = hooks.AddHook(model, hook.module_path(), options); !added.ok()) {
+      return absl::Status(added.code(), absl::StrCat("forward_hooks[", i, "] (\"",
+                                                     hook.module_path(), "\"): ", added.message()));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status WrapModel(Model& model, const StageModelConfig& config,
-                       c10::Device device, bool distributed) {
+absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device device,
+                       bool distributed) {
   model.To(device);
-  if (config.wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL &&
-      distributed && device.is_cuda()) {
+  if (config.wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL && distributed &&
+      device.is_cuda()) {
     return absl::UnimplementedError(
         "wrapper DISTRIBUTED_DATA_PARALLEL: multi-process training is not in "
         "libkd yet "
@@ -38,14 +34,12 @@ absl::Status WrapModel(Model& model, const StageModelConfig& config,
   return absl::OkStatus();
 }
 
-absl::StatusOr<IoDict> ExtractIoDict(ForwardHookManager& hooks,
-                                     c10::Device target) {
+absl::StatusOr<IoDict> ExtractIoDict(ForwardHookManager& hooks, c10::Device target) {
   absl::StatusOr<IoDict> io = hooks.PopIoDict();
   if (!io.ok()) return io.status();
   for (auto& [path, entry] : *io) {
     for (const char* io_type : {kInput, kOutput}) {
-      if (entry.count(io_type))
-        entry[io_type] = ToDevice(entry.at(io_type), target);
+      if (entry.count(io_type)) entry[io_type] = ToDevice(entry.at(io_type), target);
     }
   }
   return io;

@@ -14,8 +14,8 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// As a config writes them: only the output of "fc", both sides of "hidden.0";
-// proto3 leaves unset flags false, which must not turn into HookOptions' true.
+// As a config writes them: only the output of "fc", both sides of "hidden.0"; proto3 leaves
+// unset flags false, which must not turn into HookOptions' true.
 TEST(IoUtilTest, SetHooksCopiesTheFlagsAsWritten) {
   auto model = MakeRegisteredModel("mlp", {{"in_features", int64_t{4}},
                                            {"hidden", c10::List<int64_t>({3})},
@@ -25,11 +25,7 @@ TEST(IoUtilTest, SetHooksCopiesTheFlagsAsWritten) {
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
       R"pb(
         forward_hooks { module_path: "fc" requires_output: true }
-        forward_hooks {
-          module_path: "hidden.0"
-          requires_input: true
-          requires_output: true
-        }
+        forward_hooks { module_path: "hidden.0" requires_input: true requires_output: true }
       )pb",
       &config));
   ForwardHookManager hooks;
@@ -47,9 +43,8 @@ TEST(IoUtilTest, SetHooksCopiesTheFlagsAsWritten) {
   hook->set_requires_output(true);
   ForwardHookManager more;
   EXPECT_THAT(SetHooks(more, **model, wrong),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("forward_hooks[0] (\"fcc\")"),
-                             HasSubstr("did you mean \"fc\"?"))));
+              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("forward_hooks[0] (\"fcc\")"),
+                                                          HasSubstr("did you mean \"fc\"?"))));
 }
 
 std::unique_ptr<Model> Mlp() {
@@ -72,8 +67,7 @@ TEST(IoUtilTest, ExtractIoDictPopsOntoTheTargetAndClearKeepsTheHooks) {
   auto io = ExtractIoDict(hooks, c10::Device(c10::kCPU));
   ASSERT_THAT(io, IsOk());
   EXPECT_TRUE(at::equal(io->at("fc").at(kOutput).toTensor(), y));
-  EXPECT_EQ(io->at("fc").at(kOutput).toTensor().device(),
-            c10::Device(c10::kCPU));
+  EXPECT_EQ(io->at("fc").at(kOutput).toTensor().device(), c10::Device(c10::kCPU));
   auto again = ExtractIoDict(hooks, c10::Device(c10::kCPU));
   ASSERT_THAT(again, IsOk());
   EXPECT_EQ(again->count("fc") ? again->at("fc").size() : 0u, 0u);
@@ -95,14 +89,9 @@ TEST(IoUtilTest, WrapModelWrapsOnlyDistributedCudaRuns) {
   std::unique_ptr<Model> model = Mlp();
   StageModelConfig config;
   config.set_wrapper(StageModelConfig::DISTRIBUTED_DATA_PARALLEL);
-  EXPECT_THAT(
-      WrapModel(*model, config, c10::Device(c10::kCPU), /*distributed=*/true),
-      IsOk());
-  EXPECT_THAT(
-      WrapModel(*model, StageModelConfig(), c10::Device(c10::kCPU), false),
-      IsOk());
-  EXPECT_EQ(model->NamedParameters().front().second.device(),
-            c10::Device(c10::kCPU));
+  EXPECT_THAT(WrapModel(*model, config, c10::Device(c10::kCPU), /*distributed=*/true), IsOk());
+  EXPECT_THAT(WrapModel(*model, StageModelConfig(), c10::Device(c10::kCPU), false), IsOk());
+  EXPECT_EQ(model->NamedParameters().front().second.device(), c10::Device(c10::kCPU));
 }
 
 TEST(IoUtilTest, UpdateIoDictReplacesPerPathAndIoType) {

@@ -22,33 +22,26 @@ std::string Resolve(const std::string& base, const std::string& path) {
 }
 
 absl::Status InRole(absl::string_view field, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat(field, ": ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
 }
 
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
-                                                  const std::string& base,
-                                                  absl::string_view role) {
+                                                  const std::string& base, absl::string_view role) {
   if (config.has_native()) {
     const PluginConfig& native = config.native();
-    KD_ASSIGN_OR_RETURN(
-        Kwargs kwargs,
-        PluginKwargs(ModelRegistry(), native.key(), native.kwargs(),
-                     absl::StrCat("model \"", native.key(), "\"")));
-    absl::StatusOr<std::unique_ptr<Model>> made =
-        MakeRegisteredModel(native.key(), kwargs);
+    KD_ASSIGN_OR_RETURN(Kwargs kwargs, PluginKwargs(ModelRegistry(), native.key(), native.kwargs(),
+                                                    absl::StrCat("model \"", native.key(), "\"")));
+    absl::StatusOr<std::unique_ptr<Model>> made = MakeRegisteredModel(native.key(), kwargs);
     if (!made.ok()) return InRole(absl::StrCat(role, ".native"), made.status());
     return made;
   }
   if (!config.torchscript().empty()) {
     absl::StatusOr<std::unique_ptr<Model>> loaded =
         LoadTorchScriptModel(Resolve(base, config.torchscript()));
-    if (!loaded.ok())
-      return InRole(absl::StrCat(role, ".torchscript"), loaded.status());
+    if (!loaded.ok()) return InRole(absl::StrCat(role, ".torchscript"), loaded.status());
     return loaded;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(role, ": no source (set torchscript or native)"));
+  return absl::InvalidArgumentError(absl::StrCat(role, ": no source (set torchscript or native)"));
 }
 
 class PathChecker {
@@ -66,8 +59,7 @@ class PathChecker {
     const OptimizerConfig& optimizer = stage.optimizer();
     for (int i = 0; i < optimizer.param_groups_size(); ++i) {
       const ParamGroupConfig& group = optimizer.param_groups(i);
-      Path(group.model() == ParamGroupConfig::TEACHER ? teacher_ : student_,
-           group.module_path(),
+      Path(group.model() == ParamGroupConfig::TEACHER ? teacher_ : student_, group.module_path(),
            loc.Nested("optimizer").Nested("param_groups", i).Of("module_path"));
     }
     const CriterionConfig& criterion = stage.criterion();
@@ -75,12 +67,8 @@ class PathChecker {
       for (int i = 0; i < criterion.terms(t).inputs_size(); ++i) {
         const IoRef& ref = criterion.terms(t).inputs(i);
         if (ref.io() != IoRef::PARAMETER) continue;
-        Parameter(ref.source() == IoRef::TEACHER ? teacher_ : student_,
-                  ref.path(),
-                  loc.Nested("criterion")
-                      .Nested("terms", t)
-                      .Nested("inputs", i)
-                      .Of("path"));
+        Parameter(ref.source() == IoRef::TEACHER ? teacher_ : student_, ref.path(),
+                  loc.Nested("criterion").Nested("terms", t).Nested("inputs", i).Of("path"));
       }
     }
   }
@@ -88,8 +76,7 @@ class PathChecker {
   std::vector<ConfigProblem> TakeProblems() { return std::move(problems_); }
 
   void Add(TextPosition at, std::string message) {
-    problems_.push_back(
-        {.file = loaded_.file, .at = at, .message = std::move(message)});
+    problems_.push_back({.file = loaded_.file, .at = at, .message = std::move(message)});
   }
 
  private:
@@ -105,8 +92,7 @@ class PathChecker {
   }
 
   void Path(const Model* model, const std::string& path, TextPosition at) {
-    if (model == nullptr)
-      return;  // not built (reported), or no teacher (the validator's)
+    if (model == nullptr) return;  // not built (reported), or no teacher (the validator's)
     if (absl::Status found = model->CheckModulePath(path); !found.ok()) {
       Add(at, std::string(found.message()));
     }
@@ -121,8 +107,8 @@ class PathChecker {
         names.push_back(existing);
       }
     }
-    Add(at, absl::StrCat("no parameter or buffer \"", name, "\" in the model; ",
-                         Suggest(name, names)));
+    Add(at,
+        absl::StrCat("no parameter or buffer \"", name, "\" in the model; ", Suggest(name, names)));
   }
 
   const LoadedConfig& loaded_;
@@ -136,11 +122,9 @@ class PathChecker {
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role) {
-  KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                      BuildModel(config, base_dir, role));
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(config, base_dir, role));
   if (!config.src_ckpt().empty()) {
-    absl::Status loaded =
-        model->LoadState(Resolve(base_dir, config.src_ckpt()));
+    absl::Status loaded = model->LoadState(Resolve(base_dir, config.src_ckpt()));
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);
   }
   return model;
@@ -151,10 +135,8 @@ std::vector<ConfigProblem> CheckModulePaths(const LoadedConfig& loaded,
   const DistillConfig& config = loaded.config;
   const ConfigLocator root = loaded.Root();
   PathChecker checker(loaded);
-  auto build = [&](const ModelConfig& model,
-                   const char* role) -> std::unique_ptr<Model> {
-    absl::StatusOr<std::unique_ptr<Model>> built =
-        BuildModel(model, base_dir, role);
+  auto build = [&](const ModelConfig& model, const char* role) -> std::unique_ptr<Model> {
+    absl::StatusOr<std::unique_ptr<Model>> built = BuildModel(model, base_dir, role);
     if (built.ok()) return *std::move(built);
     checker.Add(root.Of(role), std::string(built.status().message()));
     return nullptr;
@@ -163,17 +145,14 @@ std::vector<ConfigProblem> CheckModulePaths(const LoadedConfig& loaded,
   if (config.has_teacher()) teacher = build(config.teacher(), "teacher");
   if (config.has_student()) student = build(config.student(), "student");
   checker.SetModels(teacher.get(), student.get());
-  if (config.has_train())
-    checker.CheckStage(config.train(), root.Nested("train"));
+  if (config.has_train()) checker.CheckStage(config.train(), root.Nested("train"));
   for (int i = 0; i < config.stages_size(); ++i) {
     checker.CheckStage(config.stages(i), root.Nested("stages", i));
   }
   std::vector<ConfigProblem> problems = checker.TakeProblems();
-  std::stable_sort(problems.begin(), problems.end(),
-                   [](const auto& a, const auto& b) {
-                     return std::pair(a.at.line, a.at.column) <
-                            std::pair(b.at.line, b.at.column);
-                   });
+  std::stable_sort(problems.begin(), problems.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.at.line, a.at.column) < std::pair(b.at.line, b.at.column);
+  });
   return problems;
 }
 

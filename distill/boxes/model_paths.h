@@ -3,8 +3,7 @@
 //
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::Model> student,
 //                       kd::LoadModel(config.student(), base_dir, "student"));
-//   for (const kd::ConfigProblem& p : kd::CheckModulePaths(loaded, base_dir))
-//   ...
+//   for (const kd::ConfigProblem& p : kd::CheckModulePaths(loaded, base_dir)) ...
 #ifndef LIBKD_DISTILL_BOXES_MODEL_PATHS_H_
 #define LIBKD_DISTILL_BOXES_MODEL_PATHS_H_
 

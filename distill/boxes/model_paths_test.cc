@@ -40,54 +40,32 @@ TEST(ModulePathsTest, EveryPathIsCheckedAgainstTheBuiltModels) {
                       teacher { forward_hooks { module_path: "layer1.0" } }
                       optimizer { param_groups { module_path: "head" } }
                       criterion {
-                        terms {
-                          inputs {
-                            source: STUDENT
-                            io: PARAMETER
-                            path: "head.2.weight"
-                          }
-                        }
+                        terms { inputs { source: STUDENT io: PARAMETER path: "head.2.weight" } }
                       }
                     })pb"),
       IsEmpty());
+  // The expected columns are those of these lines as written.
+  // clang-format off
   EXPECT_THAT(
       Problems(models +
-               R"pb(train {
-                      student {
-                        forward_hooks { module_path: "layer3" }
-                        frozen_modules: "stme"
-                      }
-                      teacher { forward_hooks { module_path: "layer2" } }
-                      optimizer {
-                        param_groups { model: TEACHER module_path: "haed" }
-                      }
-                      criterion {
-                        terms {
-                          inputs {
-                            source: STUDENT
-                            io: PARAMETER
-                            path: "head.weight"
-                          }
-                        }
-                      }
-                    })pb"),
-      ElementsAre("t.pbtxt:4:29: no module \"layer3\" in this native model; "
-                  "did you mean \"layer1\" or "
-                  "\"layer2\"?",
-                  "t.pbtxt:4:53: no module \"stme\" in this native model; did "
-                  "you mean \"stem\"?",
-                  "t.pbtxt:6:45: no module \"haed\" in this native model; did "
-                  "you mean \"head\"?",
-                  "t.pbtxt:7:62: no parameter or buffer \"head.weight\" in the "
-                  "model; did you mean "
-                  "\"head.2.weight\"?"));
+               "train {\n"
+               "  student { forward_hooks { module_path: \"layer3\" } frozen_modules: \"stme\" }\n"
+               "  teacher { forward_hooks { module_path: \"layer2\" } }\n"
+               "  optimizer { param_groups { model: TEACHER module_path: \"haed\" } }\n"
+               "  criterion { terms { inputs { source: STUDENT io: PARAMETER path: \"head.weight\" } } }\n"
+               "}\n"),
+      ElementsAre(
+          "t.pbtxt:4:29: no module \"layer3\" in this native model; did you mean \"layer1\" or \"layer2\"?",
+          "t.pbtxt:4:53: no module \"stme\" in this native model; did you mean \"stem\"?",
+          "t.pbtxt:6:45: no module \"haed\" in this native model; did you mean \"head\"?",
+          "t.pbtxt:7:62: no parameter or buffer \"head.weight\" in the model; did you mean \"head.2.weight\"?"));
+  // clang-format on
 }
 
 TEST(ModulePathsTest, AModelThatCannotBeBuiltIsOneProblemAtItsField) {
-  EXPECT_THAT(
-      Problems("student { torchscript: \"/nonexistent/s.pt\" }\n"
-               "train { student { forward_hooks { module_path: \"x\" } } }\n"),
-      ElementsAre(testing::StartsWith("t.pbtxt:1:1: student.torchscript: ")));
+  EXPECT_THAT(Problems("student { torchscript: \"/nonexistent/s.pt\" }\n"
+                       "train { student { forward_hooks { module_path: \"x\" } } }\n"),
+              ElementsAre(testing::StartsWith("t.pbtxt:1:1: student.torchscript: ")));
 }
 
 }  // namespace

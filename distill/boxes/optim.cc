@@ -1,15 +1,15 @@
 #include "distill/boxes/optim.h"
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/optimizer.h>
-#include <torch/optim/sgd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -23,21 +23,17 @@ namespace {
 double Number(const Kwargs& kwargs, const std::string& name, double fallback) {
   auto it = kwargs.find(name);
   if (it == kwargs.end() || it->second.isNone()) return fallback;
-  return it->second.isInt() ? static_cast<double>(it->second.toInt())
-                            : it->second.toDouble();
+  return it->second.isInt() ? static_cast<double>(it->second.toInt()) : it->second.toDouble();
 }
 
 bool Bool(const Kwargs& kwargs, const std::string& name, bool fallback) {
   auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback
-                                                   : it->second.toBool();
+  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toBool();
 }
 
-std::string String(const Kwargs& kwargs, const std::string& name,
-                   const std::string& fallback) {
+std::string String(const Kwargs& kwargs, const std::string& name, const std::string& fallback) {
   auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback
-                                                   : it->second.toStringRef();
+  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toStringRef();
 }
 
 std::pair<double, double> Betas(const Kwargs& kwargs) {
@@ -50,8 +46,7 @@ std::pair<double, double> Betas(const Kwargs& kwargs) {
 // `defaults` with `overrides` on top.
 Kwargs Merged(const Kwargs& defaults, const Kwargs& overrides) {
   Kwargs merged = defaults;
-  for (const auto& [name, value] : overrides)
-    merged.insert_or_assign(name, value);
+  for (const auto& [name, value] : overrides) merged.insert_or_assign(name, value);
   return merged;
 }
 
@@ -64,10 +59,8 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> Build(
   KD_ASSIGN_OR_RETURN(Options base, make_options(defaults));
   std::vector<torch::optim::OptimizerParamGroup> torch_groups;
   for (ParamGroup& group : groups) {
-    KD_ASSIGN_OR_RETURN(Options options,
-                        make_options(Merged(defaults, group.kwargs)));
-    torch_groups.emplace_back(std::move(group.params),
-                              std::make_unique<Options>(options));
+    KD_ASSIGN_OR_RETURN(Options options, make_options(Merged(defaults, group.kwargs)));
+    torch_groups.emplace_back(std::move(group.params), std::make_unique<Options>(options));
   }
   return std::unique_ptr<torch::optim::Optimizer>(
       std::make_unique<Opt>(std::move(torch_groups), base));
@@ -79,35 +72,32 @@ absl::StatusOr<torch::optim::SGDOptions> SgdOptions(const Kwargs& kwargs) {
       .dampening(Number(kwargs, "dampening", 0))
       .weight_decay(Number(kwargs, "weight_decay", 0))
       .nesterov(Bool(kwargs, "nesterov", false));
-  if (options.nesterov() &&
-      (options.momentum() <= 0 || options.dampening() != 0)) {
+  if (options.nesterov() && (options.momentum() <= 0 || options.dampening() != 0)) {
     return absl::InvalidArgumentError(
         "SGD: nesterov needs a momentum > 0 and zero dampening (torch's rule)");
   }
   return options;
 }
 
-absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeSgd(
-    std::vector<ParamGroup> groups, const Kwargs& defaults) {
-  return Build<torch::optim::SGD, torch::optim::SGDOptions>(
-      std::move(groups), defaults, SgdOptions);
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeSgd(std::vector<ParamGroup> groups,
+                                                                 const Kwargs& defaults) {
+  return Build<torch::optim::SGD, torch::optim::SGDOptions>(std::move(groups), defaults,
+                                                            SgdOptions);
 }
 
 template <typename Opt, typename Options>
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeAdamLike(
-    std::vector<ParamGroup> groups, const Kwargs& defaults,
-    double default_decay) {
-  return Build<Opt, Options>(
-      std::move(groups), defaults,
-      [default_decay](const Kwargs& kwargs) -> absl::StatusOr<Options> {
-        Options options(Number(kwargs, "lr", 1e-3));
-        const auto [b1, b2] = Betas(kwargs);
-        options.betas({b1, b2})
-            .eps(Number(kwargs, "eps", 1e-8))
-            .weight_decay(Number(kwargs, "weight_decay", default_decay))
-            .amsgrad(Bool(kwargs, "amsgrad", false));
-        return options;
-      });
+    std::vector<ParamGroup> groups, const Kwargs& defaults, double default_decay) {
+  return Build<Opt, Options>(std::move(groups), defaults,
+                             [default_decay](const Kwargs& kwargs) -> absl::StatusOr<Options> {
+                               Options options(Number(kwargs, "lr", 1e-3));
+                               const auto [b1, b2] = Betas(kwargs);
+                               options.betas({b1, b2})
+                                   .eps(Number(kwargs, "eps", 1e-8))
+                                   .weight_decay(Number(kwargs, "weight_decay", default_decay))
+                                   .amsgrad(Bool(kwargs, "amsgrad", false));
+                               return options;
+                             });
 }
 
 const KwargSpec kLr = {.name = "lr",
@@ -123,54 +113,45 @@ const KwargSpec kWeightDecay = {.name = "weight_decay",
 std::vector<KwargSpec> AdamSpecs(const char* decay_doc) {
   KwargSpec decay = kWeightDecay;
   decay.doc = decay_doc;
-  return {{.name = "lr",
-           .type = KwargType::kNumber,
-           .doc = "1e-3",
-           .min = 0,
-           .min_exclusive = true},
-          {.name = "betas",
-           .type = KwargType::kNumberList,
-           .doc = "[0.9, 0.999]",
-           .min = 0,
-           .max = 1,
-           .max_exclusive = true},
-          {.name = "eps", .type = KwargType::kNumber, .doc = "1e-8", .min = 0},
-          decay,
-          {.name = "amsgrad", .type = KwargType::kBool, .doc = "false"}};
+  return {
+      {.name = "lr", .type = KwargType::kNumber, .doc = "1e-3", .min = 0, .min_exclusive = true},
+      {.name = "betas",
+       .type = KwargType::kNumberList,
+       .doc = "[0.9, 0.999]",
+       .min = 0,
+       .max = 1,
+       .max_exclusive = true},
+      {.name = "eps", .type = KwargType::kNumber, .doc = "1e-8", .min = 0},
+      decay,
+      {.name = "amsgrad", .type = KwargType::kBool, .doc = "false"}};
 }
 
-KD_REGISTER(
-    OptimizerRegistry(), "SGD", MakeSgd,
-    {{.name = "lr",
-      .type = KwargType::kNumber,
-      .doc = "learning rate",
-      .min = 0,
-      .min_exclusive = true,
-      .required = true},
-     {.name = "momentum", .type = KwargType::kNumber, .doc = "0", .min = 0},
-     {.name = "dampening", .type = KwargType::kNumber, .doc = "0", .min = 0},
-     kWeightDecay,
-     {.name = "nesterov", .type = KwargType::kBool, .doc = "false"}});
-KD_REGISTER(
-    OptimizerRegistry(), "Adam",
-    ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
-      return MakeAdamLike<torch::optim::Adam, torch::optim::AdamOptions>(
-          std::move(groups), kwargs, 0.0);
-    }),
-    AdamSpecs("L2 penalty; 0"));
-KD_REGISTER(
-    OptimizerRegistry(), "AdamW",
-    ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
-      return MakeAdamLike<torch::optim::AdamW, torch::optim::AdamWOptions>(
-          std::move(groups), kwargs, 1e-2);
-    }),
-    AdamSpecs("decoupled weight decay; 1e-2"));
+KD_REGISTER(OptimizerRegistry(), "SGD", MakeSgd,
+            {{.name = "lr",
+              .type = KwargType::kNumber,
+              .doc = "learning rate",
+              .min = 0,
+              .min_exclusive = true,
+              .required = true},
+             {.name = "momentum", .type = KwargType::kNumber, .doc = "0", .min = 0},
+             {.name = "dampening", .type = KwargType::kNumber, .doc = "0", .min = 0},
+             kWeightDecay,
+             {.name = "nesterov", .type = KwargType::kBool, .doc = "false"}});
+KD_REGISTER(OptimizerRegistry(), "Adam", ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
+              return MakeAdamLike<torch::optim::Adam, torch::optim::AdamOptions>(std::move(groups),
+                                                                                 kwargs, 0.0);
+            }),
+            AdamSpecs("L2 penalty; 0"));
+KD_REGISTER(OptimizerRegistry(), "AdamW",
+            ([](std::vector<ParamGroup> groups, const Kwargs& kwargs) {
+              return MakeAdamLike<torch::optim::AdamW, torch::optim::AdamWOptions>(
+                  std::move(groups), kwargs, 1e-2);
+            }),
+            AdamSpecs("decoupled weight decay; 1e-2"));
 
-void SetLearningRates(torch::optim::Optimizer& optimizer,
-                      const std::vector<double>& lrs) {
+void SetLearningRates(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs) {
   auto& groups = optimizer.param_groups();
-  for (size_t i = 0; i < groups.size() && i < lrs.size(); ++i)
-    groups[i].options().set_lr(lrs[i]);
+  for (size_t i = 0; i < groups.size() && i < lrs.size(); ++i) groups[i].options().set_lr(lrs[i]);
 }
 
 // A schedule whose rate is rate(base, epoch) for each group's initial rate:
@@ -179,9 +160,7 @@ class ClosedFormScheduler : public LrScheduler {
  public:
   using Rate = std::function<double(double base, int64_t epoch)>;
   ClosedFormScheduler(torch::optim::Optimizer& optimizer, Rate rate)
-      : optimizer_(optimizer),
-        base_(LearningRates(optimizer)),
-        rate_(std::move(rate)) {
+      : optimizer_(optimizer), base_(LearningRates(optimizer)), rate_(std::move(rate)) {
     Apply();
   }
   void Step(const SchedulerStepArgs& args) override {
@@ -257,8 +236,7 @@ class PlateauScheduler : public LrScheduler {
     }
   }
   std::vector<double> State() const override {
-    std::vector<double> state = {static_cast<double>(epoch_), best_,
-                                 static_cast<double>(bad_),
+    std::vector<double> state = {static_cast<double>(epoch_), best_, static_cast<double>(bad_),
                                  static_cast<double>(cooldown_counter_)};
     const std::vector<double> lrs = LearningRates(optimizer_);
     state.insert(state.end(), lrs.begin(), lrs.end());
@@ -270,14 +248,12 @@ class PlateauScheduler : public LrScheduler {
     best_ = state[1];
     bad_ = static_cast<int64_t>(state[2]);
     cooldown_counter_ = static_cast<int64_t>(state[3]);
-    SetLearningRates(optimizer_,
-                     std::vector<double>(state.begin() + 4, state.end()));
+    SetLearningRates(optimizer_, std::vector<double>(state.begin() + 4, state.end()));
   }
 
  private:
   bool Better(double m) const {
-    if (rel_)
-      return max_ ? m > best_ * (1 + threshold_) : m < best_ * (1 - threshold_);
+    if (rel_) return max_ ? m > best_ * (1 + threshold_) : m < best_ * (1 - threshold_);
     return max_ ? m > best_ + threshold_ : m < best_ - threshold_;
   }
 
@@ -293,43 +269,39 @@ class PlateauScheduler : public LrScheduler {
 std::unique_ptr<LrScheduler> Factor(torch::optim::Optimizer& optimizer,
                                     std::function<double(int64_t)> factor) {
   return std::make_unique<ClosedFormScheduler>(
-      optimizer, [factor = std::move(factor)](double base, int64_t e) {
-        return base * factor(e);
-      });
+      optimizer, [factor = std::move(factor)](double base, int64_t e) { return base * factor(e); });
 }
 
-absl::StatusOr<std::unique_ptr<LrScheduler>> MakeStepLr(
-    torch::optim::Optimizer& optimizer, const Kwargs& kwargs) {
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeStepLr(torch::optim::Optimizer& optimizer,
+                                                        const Kwargs& kwargs) {
   const int64_t step = kwargs.at("step_size").toInt();
   const double gamma = Number(kwargs, "gamma", 0.1);
-  return Factor(optimizer,
-                [=](int64_t e) { return std::pow(gamma, e / step); });
+  return Factor(optimizer, [=](int64_t e) { return std::pow(gamma, e / step); });
 }
 
-absl::StatusOr<std::unique_ptr<LrScheduler>> MakeMultiStepLr(
-    torch::optim::Optimizer& optimizer, const Kwargs& kwargs) {
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeMultiStepLr(torch::optim::Optimizer& optimizer,
+                                                             const Kwargs& kwargs) {
   const std::vector<int64_t> milestones = kwargs.at("milestones").toIntVector();
   const double gamma = Number(kwargs, "gamma", 0.1);
   return Factor(optimizer, [=](int64_t e) {
-    const auto passed = std::count_if(milestones.begin(), milestones.end(),
-                                      [e](int64_t m) { return m <= e; });
+    const auto passed =
+        std::count_if(milestones.begin(), milestones.end(), [e](int64_t m) { return m <= e; });
     return std::pow(gamma, static_cast<double>(passed));
   });
 }
 
-absl::StatusOr<std::unique_ptr<LrScheduler>> MakeLinearLr(
-    torch::optim::Optimizer& optimizer, const Kwargs& kwargs) {
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeLinearLr(torch::optim::Optimizer& optimizer,
+                                                          const Kwargs& kwargs) {
   const double start = Number(kwargs, "start_factor", 1.0 / 3);
   const double end = Number(kwargs, "end_factor", 1.0);
   const int64_t total = static_cast<int64_t>(Number(kwargs, "total_iters", 5));
   return Factor(optimizer, [=](int64_t e) {
-    return start + (end - start) * static_cast<double>(std::min(e, total)) /
-                       static_cast<double>(total);
+    return start +
+           (end - start) * static_cast<double>(std::min(e, total)) / static_cast<double>(total);
   });
 }
 
-const KwargSpec kGamma = {
-    .name = "gamma", .type = KwargType::kNumber, .doc = "0.1", .min = 0};
+const KwargSpec kGamma = {.name = "gamma", .type = KwargType::kNumber, .doc = "0.1", .min = 0};
 
 KD_REGISTER(SchedulerRegistry(), "StepLR", MakeStepLr,
             {{.name = "step_size",
@@ -347,26 +319,23 @@ KD_REGISTER(SchedulerRegistry(), "MultiStepLR", MakeMultiStepLr,
              kGamma});
 // eta_min + (base - eta_min)(1 + cos(pi e / T_max)) / 2: not a multiple of the
 // base.
-KD_REGISTER(
-    SchedulerRegistry(), "CosineAnnealingLR",
-    ([](torch::optim::Optimizer& optimizer,
-        const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<LrScheduler>> {
-      const double t_max = Number(kwargs, "T_max", 1),
-                   eta_min = Number(kwargs, "eta_min", 0);
-      return std::unique_ptr<LrScheduler>(std::make_unique<ClosedFormScheduler>(
-          optimizer, [=](double base, int64_t e) {
-            return eta_min +
-                   (base - eta_min) *
-                       (1 + std::cos(M_PI * static_cast<double>(e) / t_max)) /
-                       2;
-          }));
-    }),
-    {{.name = "T_max",
-      .type = KwargType::kInteger,
-      .doc = "periods of the half cosine",
-      .min = 1,
-      .required = true},
-     {.name = "eta_min", .type = KwargType::kNumber, .doc = "0", .min = 0}});
+KD_REGISTER(SchedulerRegistry(), "CosineAnnealingLR",
+            ([](torch::optim::Optimizer& optimizer,
+                const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<LrScheduler>> {
+              const double t_max = Number(kwargs, "T_max", 1),
+                           eta_min = Number(kwargs, "eta_min", 0);
+              return std::unique_ptr<LrScheduler>(
+                  std::make_unique<ClosedFormScheduler>(optimizer, [=](double base, int64_t e) {
+                    return eta_min + (base - eta_min) *
+                                         (1 + std::cos(M_PI * static_cast<double>(e) / t_max)) / 2;
+                  }));
+            }),
+            {{.name = "T_max",
+              .type = KwargType::kInteger,
+              .doc = "periods of the half cosine",
+              .min = 1,
+              .required = true},
+             {.name = "eta_min", .type = KwargType::kNumber, .doc = "0", .min = 0}});
 KD_REGISTER(SchedulerRegistry(), "LinearLR", MakeLinearLr,
             {{.name = "start_factor",
               .type = KwargType::kNumber,
@@ -374,41 +343,33 @@ KD_REGISTER(SchedulerRegistry(), "LinearLR", MakeLinearLr,
               .min = 0,
               .max = 1,
               .min_exclusive = true},
-             {.name = "end_factor",
+             {.name = "end_factor", .type = KwargType::kNumber, .doc = "1", .min = 0, .max = 1},
+             {.name = "total_iters", .type = KwargType::kInteger, .doc = "5", .min = 1}});
+KD_REGISTER(SchedulerRegistry(), "ReduceLROnPlateau",
+            ([](torch::optim::Optimizer& optimizer,
+                const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<LrScheduler>> {
+              return std::unique_ptr<LrScheduler>(
+                  std::make_unique<PlateauScheduler>(optimizer, kwargs));
+            }),
+            {{.name = "mode",
+              .type = KwargType::kString,
+              .doc = "min (default) or max",
+              .choices = {"min", "max"}},
+             {.name = "factor",
               .type = KwargType::kNumber,
-              .doc = "1",
+              .doc = "0.1",
               .min = 0,
-              .max = 1},
-             {.name = "total_iters",
-              .type = KwargType::kInteger,
-              .doc = "5",
-              .min = 1}});
-KD_REGISTER(
-    SchedulerRegistry(), "ReduceLROnPlateau",
-    ([](torch::optim::Optimizer& optimizer,
-        const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<LrScheduler>> {
-      return std::unique_ptr<LrScheduler>(
-          std::make_unique<PlateauScheduler>(optimizer, kwargs));
-    }),
-    {{.name = "mode",
-      .type = KwargType::kString,
-      .doc = "min (default) or max",
-      .choices = {"min", "max"}},
-     {.name = "factor",
-      .type = KwargType::kNumber,
-      .doc = "0.1",
-      .min = 0,
-      .max = 1,
-      .max_exclusive = true},
-     {.name = "patience", .type = KwargType::kInteger, .doc = "10", .min = 0},
-     {.name = "threshold", .type = KwargType::kNumber, .doc = "1e-4", .min = 0},
-     {.name = "threshold_mode",
-      .type = KwargType::kString,
-      .doc = "rel (default) or abs",
-      .choices = {"rel", "abs"}},
-     {.name = "cooldown", .type = KwargType::kInteger, .doc = "0", .min = 0},
-     {.name = "min_lr", .type = KwargType::kNumber, .doc = "0", .min = 0},
-     {.name = "eps", .type = KwargType::kNumber, .doc = "1e-8", .min = 0}});
+              .max = 1,
+              .max_exclusive = true},
+             {.name = "patience", .type = KwargType::kInteger, .doc = "10", .min = 0},
+             {.name = "threshold", .type = KwargType::kNumber, .doc = "1e-4", .min = 0},
+             {.name = "threshold_mode",
+              .type = KwargType::kString,
+              .doc = "rel (default) or abs",
+              .choices = {"rel", "abs"}},
+             {.name = "cooldown", .type = KwargType::kInteger, .doc = "0", .min = 0},
+             {.name = "min_lr", .type = KwargType::kNumber, .doc = "0", .min = 0},
+             {.name = "eps", .type = KwargType::kNumber, .doc = "1e-8", .min = 0}});
 
 }  // namespace
 
@@ -425,35 +386,28 @@ Registry<SchedulerFactory>& SchedulerRegistry() {
 }
 
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    absl::string_view key, std::vector<at::Tensor> params,
-    const Kwargs& kwargs) {
+    absl::string_view key, std::vector<at::Tensor> params, const Kwargs& kwargs) {
   std::vector<ParamGroup> groups(1);
   groups[0].params = std::move(params);
   return MakeOptimizer(key, std::move(groups), kwargs);
 }
 
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    absl::string_view key, std::vector<ParamGroup> groups,
-    const Kwargs& kwargs) {
-  KD_ASSIGN_OR_RETURN(const OptimizerFactory* factory,
-                      OptimizerRegistry().Get(key));
+    absl::string_view key, std::vector<ParamGroup> groups, const Kwargs& kwargs) {
+  KD_ASSIGN_OR_RETURN(const OptimizerFactory* factory, OptimizerRegistry().Get(key));
   const std::string owner = absl::StrCat(kOptimizerKind, " \"", key, "\"");
-  KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(OptimizerRegistry(), key, kwargs, owner));
+  KD_RETURN_IF_ERROR(CheckPluginKwargValues(OptimizerRegistry(), key, kwargs, owner));
   absl::flat_hash_map<const c10::TensorImpl*, size_t> group_of;
   for (size_t i = 0; i < groups.size(); ++i) {
     const std::string where = absl::StrCat(owner, ", parameter group ", i);
     if (groups.size() > 1 && groups[i].params.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": no trainable parameters (a frozen or parameter-free module?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": no trainable parameters (a frozen or parameter-free module?)"));
     }
-    KD_RETURN_IF_ERROR(CheckPluginKwargValues(
-        OptimizerRegistry(), key, Merged(kwargs, groups[i].kwargs), where));
+    KD_RETURN_IF_ERROR(
+        CheckPluginKwargValues(OptimizerRegistry(), key, Merged(kwargs, groups[i].kwargs), where));
     for (const at::Tensor& p : groups[i].params) {
-      if (auto [it, inserted] =
-              group_of.try_emplace(p.unsafeGetTensorImpl(), i);
-          !inserted) {
+      if (auto [it, inserted] = group_of.try_emplace(p.unsafeGetTensorImpl(), i); !inserted) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ": a parameter is also in group ", it->second,
                          " (torch's rule: each parameter in one group; narrow "
@@ -464,21 +418,18 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
   return (*factory)(std::move(groups), kwargs);
 }
 
-absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(
-    absl::string_view key, torch::optim::Optimizer& optimizer,
-    const Kwargs& kwargs) {
-  KD_ASSIGN_OR_RETURN(const SchedulerFactory* factory,
-                      SchedulerRegistry().Get(key));
-  KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(SchedulerRegistry(), key, kwargs,
-                             absl::StrCat(kSchedulerKind, " \"", key, "\"")));
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(absl::string_view key,
+                                                           torch::optim::Optimizer& optimizer,
+                                                           const Kwargs& kwargs) {
+  KD_ASSIGN_OR_RETURN(const SchedulerFactory* factory, SchedulerRegistry().Get(key));
+  KD_RETURN_IF_ERROR(CheckPluginKwargValues(SchedulerRegistry(), key, kwargs,
+                                            absl::StrCat(kSchedulerKind, " \"", key, "\"")));
   return (*factory)(optimizer, kwargs);
 }
 
 std::vector<double> LearningRates(const torch::optim::Optimizer& optimizer) {
   std::vector<double> lrs;
-  for (const auto& group : optimizer.param_groups())
-    lrs.push_back(group.options().get_lr());
+  for (const auto& group : optimizer.param_groups()) lrs.push_back(group.options().get_lr());
   return lrs;
 }
 

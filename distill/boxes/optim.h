@@ -1,28 +1,26 @@
-// Optimizers and learning-rate schedulers by config key, as boxes build them
-// from a stage's OptimizerConfig and SchedulerConfig.
+// Optimizers and learning-rate schedulers by config key, as boxes build them from a stage's
+// OptimizerConfig and SchedulerConfig.
 //
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<torch::optim::Optimizer> sgd,
-//                       kd::MakeOptimizer("SGD", params, {{"lr", 0.1},
-//                       {"momentum", 0.9}}));
+//                       kd::MakeOptimizer("SGD", params, {{"lr", 0.1}, {"momentum", 0.9}}));
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::LrScheduler> steps,
 //                       kd::MakeScheduler("MultiStepLR", *sgd, kwargs));
 //   steps->Step({});   // after each epoch (or each N batches)
 //
-// Optimizers are libtorch's own (torch::optim: SGD with momentum / nesterov /
-// weight decay, Adam, AdamW), registered under torch's class names. Schedulers
-// follow torch.optim.lr_scheduler (StepLR, MultiStepLR, CosineAnnealingLR,
-// LinearLR for warm-up, ReduceLROnPlateau) with its kwargs; libtorch ships only
-// StepLR and ReduceLROnPlateau, and neither exposes its state for checkpoints,
-// so all five are written here against the optimizer's learning rates.
+// Optimizers are libtorch's own (torch::optim: SGD with momentum / nesterov / weight decay,
+// Adam, AdamW), registered under torch's class names. Schedulers follow torch.optim.lr_scheduler
+// (StepLR, MultiStepLR, CosineAnnealingLR, LinearLR for warm-up, ReduceLROnPlateau) with its
+// kwargs; libtorch ships only StepLR and ReduceLROnPlateau, and neither exposes its state for
+// checkpoints, so all five are written here against the optimizer's learning rates.
 #ifndef LIBKD_DISTILL_BOXES_OPTIM_H_
 #define LIBKD_DISTILL_BOXES_OPTIM_H_
-
-#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -45,9 +43,8 @@ struct ParamGroup {
 
 // Builds an optimizer over `groups`; `defaults` are the optimizer's kwargs,
 // which each group's own kwargs override.
-using OptimizerFactory =
-    std::function<absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>>(
-        std::vector<ParamGroup> groups, const Kwargs& defaults)>;
+using OptimizerFactory = std::function<absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>>(
+    std::vector<ParamGroup> groups, const Kwargs& defaults)>;
 
 // The optimizers by config key ("optimizer" registry kind).
 Registry<OptimizerFactory>& OptimizerRegistry();
@@ -55,41 +52,37 @@ Registry<OptimizerFactory>& OptimizerRegistry();
 // The optimizer `key` over `params` (one group) with `kwargs` checked against
 // its contract.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    absl::string_view key, std::vector<at::Tensor> params,
-    const Kwargs& kwargs);
+    absl::string_view key, std::vector<at::Tensor> params, const Kwargs& kwargs);
 
 // The optimizer `key` over parameter groups, in order (torch.optim's
 // `SGD([{"params": ..., "lr": 0.01}, ...], lr=0.1)`): each group's kwargs
 // merged over `kwargs` are checked against the contract. A tensor in two
 // groups, or a group without tensors, is InvalidArgument naming the group.
 absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
-    absl::string_view key, std::vector<ParamGroup> groups,
-    const Kwargs& kwargs);
+    absl::string_view key, std::vector<ParamGroup> groups, const Kwargs& kwargs);
 
-// A learning-rate schedule over an optimizer's parameter groups: each Step sets
-// the rates for the next period from the initial ones (closed forms, as torch's
-// get_lr with last_epoch).
+// A learning-rate schedule over an optimizer's parameter groups: each Step sets the rates for
+// the next period from the initial ones (closed forms, as torch's get_lr with last_epoch).
 class LrScheduler {
  public:
   virtual ~LrScheduler() = default;
   // One period done: sets the learning rates for the next one.
   virtual void Step(const SchedulerStepArgs& args) = 0;
-  // What a checkpoint saves and restores (the step count and anything else the
-  // schedule keeps).
+  // What a checkpoint saves and restores (the step count and anything else the schedule
+  // keeps).
   virtual std::vector<double> State() const = 0;
   virtual void LoadState(const std::vector<double>& state) = 0;
 };
 
-using SchedulerFactory =
-    std::function<absl::StatusOr<std::unique_ptr<LrScheduler>>(
-        torch::optim::Optimizer& optimizer, const Kwargs& kwargs)>;
+using SchedulerFactory = std::function<absl::StatusOr<std::unique_ptr<LrScheduler>>(
+    torch::optim::Optimizer& optimizer, const Kwargs& kwargs)>;
 
 // The schedulers by config key ("scheduler" registry kind).
 Registry<SchedulerFactory>& SchedulerRegistry();
 
-absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(
-    absl::string_view key, torch::optim::Optimizer& optimizer,
-    const Kwargs& kwargs);
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(absl::string_view key,
+                                                           torch::optim::Optimizer& optimizer,
+                                                           const Kwargs& kwargs);
 
 // The learning rate of each parameter group.
 std::vector<double> LearningRates(const torch::optim::Optimizer& optimizer);

@@ -1,11 +1,11 @@
 #include "distill/boxes/optim.h"
 
-#include <ATen/ATen.h>
-#include <torch/optim/optimizer.h>
-
 #include <cmath>
 #include <memory>
 #include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,10 +28,8 @@ struct Fixture {
   }
 };
 
-// The learning rate after each of `steps` epoch-wise steps, starting with the
-// initial one.
-std::vector<double> Rates(LrScheduler& scheduler,
-                          torch::optim::Optimizer& optimizer, int steps) {
+// The learning rate after each of `steps` epoch-wise steps, starting with the initial one.
+std::vector<double> Rates(LrScheduler& scheduler, torch::optim::Optimizer& optimizer, int steps) {
   std::vector<double> out = {LearningRates(optimizer)[0]};
   for (int i = 0; i < steps; ++i) {
     scheduler.Step({});
@@ -40,8 +38,7 @@ std::vector<double> Rates(LrScheduler& scheduler,
   return out;
 }
 
-// SGD with momentum, by hand: loss 2p, so the gradient is 2; buf = 0.9 buf + g;
-// p -= lr buf.
+// SGD with momentum, by hand: loss 2p, so the gradient is 2; buf = 0.9 buf + g; p -= lr buf.
 TEST(OptimTest, SgdWithMomentumStepsAsTorchDoes) {
   Fixture f(0.1, {{"momentum", 0.9}});
   for (double expected : {0.8, 0.42}) {
@@ -51,14 +48,11 @@ TEST(OptimTest, SgdWithMomentumStepsAsTorchDoes) {
     EXPECT_NEAR(f.p.item<double>(), expected, 1e-6);
   }
   EXPECT_THAT(MakeOptimizer("SGD", {f.p}, {{"lr", 0.1}, {"nesterov", true}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("nesterov needs")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nesterov needs")));
   EXPECT_THAT(MakeOptimizer("SDG", {f.p}, {{"lr", 0.1}}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("did you mean \"SGD\"?")));
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("did you mean \"SGD\"?")));
   EXPECT_THAT(MakeOptimizer("Adam", {f.p}, {{"lr", -1.0}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("must be in (0, inf]")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must be in (0, inf]")));
 }
 
 // torch.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.01}], lr=0.1): the
@@ -68,79 +62,62 @@ TEST(OptimTest, SgdWithMomentumStepsAsTorchDoes) {
 TEST(OptimTest, ParamGroupsOverrideTheOptimizersKwargs) {
   at::Tensor a = at::ones({1}).requires_grad_(true);
   at::Tensor b = at::ones({1}).requires_grad_(true);
-  std::unique_ptr<torch::optim::Optimizer> sgd = *MakeOptimizer(
-      "SGD", std::vector<ParamGroup>{{{a}, {}}, {{b}, {{"lr", 0.01}}}},
-      {{"lr", 0.1}, {"momentum", 0.9}});
+  std::unique_ptr<torch::optim::Optimizer> sgd =
+      *MakeOptimizer("SGD", std::vector<ParamGroup>{{{a}, {}}, {{b}, {{"lr", 0.01}}}},
+                     {{"lr", 0.1}, {"momentum", 0.9}});
   EXPECT_THAT(LearningRates(*sgd), ElementsAre(0.1, 0.01));
   (2 * a + 2 * b).sum().backward();
   sgd->step();
   EXPECT_NEAR(a.item<double>(), 0.8, 1e-6);
   EXPECT_NEAR(b.item<double>(), 0.98, 1e-6);
-  auto steps = *MakeScheduler("StepLR", *sgd,
-                              {{"step_size", int64_t{1}}, {"gamma", 0.5}});
+  auto steps = *MakeScheduler("StepLR", *sgd, {{"step_size", int64_t{1}}, {"gamma", 0.5}});
   steps->Step({});
-  EXPECT_THAT(LearningRates(*sgd),
-              ElementsAre(DoubleNear(0.05, 1e-12), DoubleNear(0.005, 1e-12)));
+  EXPECT_THAT(LearningRates(*sgd), ElementsAre(DoubleNear(0.05, 1e-12), DoubleNear(0.005, 1e-12)));
 
-  EXPECT_THAT(
-      MakeOptimizer("SGD", std::vector<ParamGroup>{{{a}, {}}, {{b, a}, {}}},
-                    {{"lr", 0.1}}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("parameter group 1: a parameter is also in group 0")));
-  EXPECT_THAT(
-      MakeOptimizer("SGD", std::vector<ParamGroup>{{{a}, {}}, {{}, {}}},
-                    {{"lr", 0.1}}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("parameter group 1: no trainable parameters")));
-  EXPECT_THAT(
-      MakeOptimizer("Adam",
-                    std::vector<ParamGroup>{{{a}, {}}, {{b}, {{"lr", -1.0}}}},
-                    {}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("parameter group 1"),
-                     HasSubstr("must be in (0, inf]"))));
+  EXPECT_THAT(MakeOptimizer("SGD", std::vector<ParamGroup>{{{a}, {}}, {{b, a}, {}}}, {{"lr", 0.1}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter group 1: a parameter is also in group 0")));
+  EXPECT_THAT(MakeOptimizer("SGD", std::vector<ParamGroup>{{{a}, {}}, {{}, {}}}, {{"lr", 0.1}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("parameter group 1: no trainable parameters")));
+  EXPECT_THAT(MakeOptimizer("Adam", std::vector<ParamGroup>{{{a}, {}}, {{b}, {{"lr", -1.0}}}}, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("parameter group 1"), HasSubstr("must be in (0, inf]"))));
 }
 
 // torch.optim.lr_scheduler's values, worked out by hand.
 TEST(OptimTest, SchedulersFollowTorchsSchedules) {
   Fixture multi(0.1);
-  auto steps = *MakeScheduler(
-      "MultiStepLR", *multi.optimizer,
-      {{"milestones", c10::List<int64_t>({2, 4})}, {"gamma", 0.1}});
-  EXPECT_THAT(Rates(*steps, *multi.optimizer, 5),
-              ElementsAre(DoubleNear(0.1, 1e-12), DoubleNear(0.1, 1e-12),
-                          DoubleNear(0.01, 1e-12), DoubleNear(0.01, 1e-12),
-                          DoubleNear(0.001, 1e-12), DoubleNear(0.001, 1e-12)));
+  auto steps = *MakeScheduler("MultiStepLR", *multi.optimizer,
+                              {{"milestones", c10::List<int64_t>({2, 4})}, {"gamma", 0.1}});
+  EXPECT_THAT(
+      Rates(*steps, *multi.optimizer, 5),
+      ElementsAre(DoubleNear(0.1, 1e-12), DoubleNear(0.1, 1e-12), DoubleNear(0.01, 1e-12),
+                  DoubleNear(0.01, 1e-12), DoubleNear(0.001, 1e-12), DoubleNear(0.001, 1e-12)));
   Fixture cosine(1.0);
-  auto cos = *MakeScheduler("CosineAnnealingLR", *cosine.optimizer,
-                            {{"T_max", int64_t{4}}});
+  auto cos = *MakeScheduler("CosineAnnealingLR", *cosine.optimizer, {{"T_max", int64_t{4}}});
   EXPECT_THAT(Rates(*cos, *cosine.optimizer, 4),
-              ElementsAre(DoubleNear(1, 1e-12),
-                          DoubleNear((1 + std::sqrt(0.5)) / 2, 1e-12),
-                          DoubleNear(0.5, 1e-12),
-                          DoubleNear((1 - std::sqrt(0.5)) / 2, 1e-12),
+              ElementsAre(DoubleNear(1, 1e-12), DoubleNear((1 + std::sqrt(0.5)) / 2, 1e-12),
+                          DoubleNear(0.5, 1e-12), DoubleNear((1 - std::sqrt(0.5)) / 2, 1e-12),
                           DoubleNear(0, 1e-12)));
   Fixture warm(1.0);
-  auto linear =
-      *MakeScheduler("LinearLR", *warm.optimizer,
-                     {{"start_factor", 0.5}, {"total_iters", int64_t{2}}});
+  auto linear = *MakeScheduler("LinearLR", *warm.optimizer,
+                               {{"start_factor", 0.5}, {"total_iters", int64_t{2}}});
   EXPECT_THAT(Rates(*linear, *warm.optimizer, 3),
-              ElementsAre(DoubleNear(0.5, 1e-12), DoubleNear(0.75, 1e-12),
-                          DoubleNear(1, 1e-12), DoubleNear(1, 1e-12)));
+              ElementsAre(DoubleNear(0.5, 1e-12), DoubleNear(0.75, 1e-12), DoubleNear(1, 1e-12),
+                          DoubleNear(1, 1e-12)));
   Fixture step(1.0);
-  auto by_step =
-      *MakeScheduler("StepLR", *step.optimizer, {{"step_size", int64_t{2}}});
+  auto by_step = *MakeScheduler("StepLR", *step.optimizer, {{"step_size", int64_t{2}}});
   EXPECT_THAT(Rates(*by_step, *step.optimizer, 3),
-              ElementsAre(DoubleNear(1, 1e-12), DoubleNear(1, 1e-12),
-                          DoubleNear(0.1, 1e-12), DoubleNear(0.1, 1e-12)));
+              ElementsAre(DoubleNear(1, 1e-12), DoubleNear(1, 1e-12), DoubleNear(0.1, 1e-12),
+                          DoubleNear(0.1, 1e-12)));
   EXPECT_THAT(MakeScheduler("MultiStepLR", *step.optimizer, {}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing required kwarg \"milestones\"")));
 }
 
-// Plateau: with patience 1, the rate halves after two epochs without
-// improvement; the state round-trips (a resumed run continues the same
-// schedule).
+// Plateau: with patience 1, the rate halves after two epochs without improvement; the state
+// round-trips (a resumed run continues the same schedule).
 TEST(OptimTest, PlateauReducesAfterPatienceAndItsStateRoundTrips) {
   Fixture f(1.0);
   auto plateau = *MakeScheduler("ReduceLROnPlateau", *f.optimizer,

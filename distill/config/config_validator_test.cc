@@ -9,12 +9,12 @@
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
 #include "base/registry.h"
-#include "testing/status_matchers.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_summary.h"
 #include "distill/config/plugin_kinds.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace kd {
 namespace {
@@ -52,22 +52,21 @@ KD_TEST_PLUGIN(kSchedulerKind, "MultiStepLR", 0,
 KD_TEST_PLUGIN(kMetricKind, "accuracy", 0, {{"top_k", KwargType::kInteger, ""}});
 // A plugin with a contract: ranges, choices and a required kwarg in its specs, and a check of
 // its own for what no single spec can say.
-KD_TEST_PLUGIN(kMetricKind, "topk_accuracy", 0,
-               {{.name = "ks", .type = KwargType::kIntegerList, .min = 1, .required = true},
-                {.name = "weight", .type = KwargType::kNumber, .min = 0, .max = 1,
-                 .min_exclusive = true},
-                {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum"}}},
-               [](const KwargsView& view) {
-                 const c10::List<int64_t> ks = view.kwargs.at("ks").toIntList();
-                 for (size_t i = 1; i < ks.size(); ++i) {
-                   if (ks[i] <= ks[i - 1]) {
-                     return absl::InvalidArgumentError("ks must increase, got " +
-                                                       std::to_string(ks[i - 1]) + " then " +
-                                                       std::to_string(ks[i]));
-                   }
-                 }
-                 return absl::OkStatus();
-               });
+KD_TEST_PLUGIN(
+    kMetricKind, "topk_accuracy", 0,
+    {{.name = "ks", .type = KwargType::kIntegerList, .min = 1, .required = true},
+     {.name = "weight", .type = KwargType::kNumber, .min = 0, .max = 1, .min_exclusive = true},
+     {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum"}}},
+    [](const KwargsView& view) {
+      const c10::List<int64_t> ks = view.kwargs.at("ks").toIntList();
+      for (size_t i = 1; i < ks.size(); ++i) {
+        if (ks[i] <= ks[i - 1]) {
+          return absl::InvalidArgumentError("ks must increase, got " + std::to_string(ks[i - 1]) +
+                                            " then " + std::to_string(ks[i]));
+        }
+      }
+      return absl::OkStatus();
+    });
 KD_TEST_PLUGIN(kSamplerKind, "weighted", 0, kAnyKwargs);
 KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
 
@@ -243,16 +242,19 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
 // name's presence is checked here (the model checks the name when the run loads it); the
 // targets have no io, and auxiliary modules read recorded values only.
 TEST(ConfigValidatorTest, ParameterReferences) {
-  EXPECT_THAT(Validate(Replace(
-                  kBase, 26, {R"(      inputs { arg: "w" source: TEACHER path: "fc.weight" io: PARAMETER })"})),
-              IsEmpty());
+  EXPECT_THAT(
+      Validate(Replace(
+          kBase, 26,
+          {R"(      inputs { arg: "w" source: TEACHER path: "fc.weight" io: PARAMETER })"})),
+      IsEmpty());
   const Lines unnamed =
       Replace(kBase, 26, {R"(      inputs { arg: "w" source: TEACHER io: PARAMETER })"});
   EXPECT_THAT(Validate(unnamed),
               ElementsAre(At(unnamed, 26, "inputs") +
                           "missing required field \"path\" in IoRef (the parameter's or "
                           "buffer's name, e.g. \"fc.weight\")"));
-  const Lines targets = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS io: PARAMETER })"});
+  const Lines targets =
+      Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS io: PARAMETER })"});
   EXPECT_THAT(Validate(targets),
               ElementsAre(At(targets, 21, "io") + "a TARGETS input has no path or io"));
 }
@@ -267,8 +269,7 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
   lines = Replace(lines, 16, {R"(      name: "kd" weight: inf)"});
   EXPECT_THAT(
       Validate(lines),
-      ElementsAre(At(lines, 1, "device") +
-                      "bad device \"gpu\": use cpu, cuda or cuda:N",
+      ElementsAre(At(lines, 1, "device") + "bad device \"gpu\": use cpu, cuda or cuda:N",
                   At(lines, 1, "log_every_n_steps") + "log_every_n_steps must be >= 0, got -5",
                   At(lines, 8, "batch_size") + "batch_size must be >= 1, got -1",
                   At(lines, 8, "num_workers") + "num_workers must be >= 0, got -2",
@@ -280,34 +281,37 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
 
 TEST(ConfigValidatorTest, PluginContractsAreCheckedWhereTheValuesAreWritten) {
   const Lines good = Replace(
-      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [1, 5] } } } })"});
-  EXPECT_THAT(Validate(good), IsEmpty());
-  const Lines bad = Replace(
       kBase, 30,
-      {R"(evaluation { metrics { key: "topk_accuracy")",                          // 30
-       R"(  kwargs { name: "ks" integers { values: [1, 0] } })",                  // 31
-       R"(  kwargs { name: "weight" number: 0 })",                                // 32
-       R"(  kwargs { name: "reduction" str: "man" } } })"});                      // 33
+      {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [1, 5] } } } })"});
+  EXPECT_THAT(Validate(good), IsEmpty());
+  const Lines bad = Replace(kBase, 30,
+                            {R"(evaluation { metrics { key: "topk_accuracy")",          // 30
+                             R"(  kwargs { name: "ks" integers { values: [1, 0] } })",  // 31
+                             R"(  kwargs { name: "weight" number: 0 })",                // 32
+                             R"(  kwargs { name: "reduction" str: "man" } } })"});      // 33
   EXPECT_THAT(
       Validate(bad),
-      ElementsAre(
-          At(bad, 31, "name") +
-              "kwarg \"ks\" for metric \"topk_accuracy\" must be in [1, inf], got 0",
-          At(bad, 32, "name") +
-              "kwarg \"weight\" for metric \"topk_accuracy\" must be in (0, 1], got 0",
-          At(bad, 33, "name") + "kwarg \"reduction\" for metric \"topk_accuracy\" is \"man\"; "
-                                "did you mean \"mean\"?"));
+      ElementsAre(At(bad, 31, "name") +
+                      "kwarg \"ks\" for metric \"topk_accuracy\" must be in [1, inf], got 0",
+                  At(bad, 32, "name") +
+                      "kwarg \"weight\" for metric \"topk_accuracy\" must be in (0, 1], got 0",
+                  At(bad, 33, "name") +
+                      "kwarg \"reduction\" for metric \"topk_accuracy\" is \"man\"; "
+                      "did you mean \"mean\"?"));
   // Required, and every number finite whatever the specs say.
   const Lines missing = Replace(
-      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "weight" number: nan } } })"});
-  EXPECT_THAT(Validate(missing),
-              ElementsAre(At(missing, 30, "metrics") +
-                              "missing required kwarg \"ks\" for metric \"topk_accuracy\"",
-                          At(missing, 30, "name") +
-                              "kwarg \"weight\" for metric \"topk_accuracy\" must be finite, got nan"));
+      kBase, 30,
+      {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "weight" number: nan } } })"});
+  EXPECT_THAT(
+      Validate(missing),
+      ElementsAre(
+          At(missing, 30, "metrics") + "missing required kwarg \"ks\" for metric \"topk_accuracy\"",
+          At(missing, 30, "name") +
+              "kwarg \"weight\" for metric \"topk_accuracy\" must be finite, got nan"));
   // The plugin's own check runs once every spec holds, and is reported at its key.
   const Lines unordered = Replace(
-      kBase, 30, {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [5, 1] } } } })"});
+      kBase, 30,
+      {R"(evaluation { metrics { key: "topk_accuracy" kwargs { name: "ks" integers { values: [5, 1] } } } })"});
   EXPECT_THAT(Validate(unordered),
               ElementsAre(At(unordered, 30, "key") +
                           "metric \"topk_accuracy\": ks must increase, got 5 then 1"));
@@ -452,18 +456,21 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
   lines = Replace(lines, 29,
                   {R"(evaluation { metrics { key: "accuracy" } primary_metric: "acc" })",
                    R"(checkpoint { save_best: true every_n_epochs: -1 })"});
-  EXPECT_THAT(Validate(lines),
-              ElementsAre(At(lines, 29, "evaluation") +
-                              "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one",
-                          At(lines, 29, "primary_metric") +
-                              "unknown metric \"acc\" in primary_metric; valid: accuracy",
-                          At(lines, 30, "every_n_epochs") + "every_n_epochs must be >= 0, got -1"));
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(
+          At(lines, 29, "evaluation") +
+              "evaluation needs a val_data_loader (or a test_data_loader), and no stage has one",
+          At(lines, 29, "primary_metric") +
+              "unknown metric \"acc\" in primary_metric; valid: accuracy",
+          At(lines, 30, "every_n_epochs") + "every_n_epochs must be >= 0, got -1"));
   const Lines no_evaluation = Replace(kBase, 30, {R"(checkpoint { save_best: true })"});
   EXPECT_THAT(Validate(no_evaluation),
               ElementsAre(At(no_evaluation, 30, "save_best") +
                           "save_best needs evaluation (DistillConfig.evaluation is unset)"));
   // A test set is evaluated with the evaluation's metrics, and its loader is checked as any.
-  const Lines test = Replace(kBase, 30, {R"(test_data_loader { dataset_id: "tset" batch_size: 8 })"});
+  const Lines test =
+      Replace(kBase, 30, {R"(test_data_loader { dataset_id: "tset" batch_size: 8 })"});
   EXPECT_THAT(Validate(test),
               ElementsAre(HasSubstr("a test_data_loader needs the evaluation's metrics"),
                           HasSubstr("unknown dataset id \"tset\"")));
