@@ -57,6 +57,13 @@ std::string Unowned(const StorageInfo& info) {
   return absl::StrCat("unowned: ", info.nbytes, " bytes allocated ", where, " (#", info.seq, ")");
 }
 
+// A caching-allocator block no root reaches, as an inventory lists it.
+StorageInfo UnownedCudaBlock(const memdiag_internal::CudaBlock& block) {
+  return StorageInfo{.nbytes = block.size,
+                     .device = absl::StrCat("cuda:", block.device),
+                     .representative_dtype = "unknown"};
+}
+
 // Groups what `after` has and `before` does not by key(info); fill(bucket, info) sets a
 // bucket's example from the info that `better` prefers (so the result does not depend on the
 // hash order).
@@ -216,11 +223,7 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
   memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
   if (options.include_unowned && options.include_cuda && cuda != nullptr && cuda->Available()) {
     for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
-      auto [it, inserted] = inventory.try_emplace(block.address);
-      if (!inserted) continue;
-      it->second.nbytes = block.size;
-      it->second.device = absl::StrCat("cuda:", block.device);
-      it->second.representative_dtype = "unknown";
+      inventory.try_emplace(block.address, UnownedCudaBlock(block));
     }
   }
   return inventory;
@@ -331,8 +334,7 @@ std::vector<std::string> DescribeOwners(const MemoryRoots& roots, const void* da
   if (cuda != nullptr && cuda->Available()) {
     for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
       if (block.address != data_ptr) continue;
-      return {Unowned(
-          StorageInfo{.nbytes = block.size, .device = absl::StrCat("cuda:", block.device)})};
+      return {Unowned(UnownedCudaBlock(block))};
     }
   }
   return {"unknown (no root holds it and no allocator libkd sees allocated it)"};

@@ -11,7 +11,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/nn/modules/container/any.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
@@ -22,7 +21,6 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/boxes/amp.h"
-#include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/memory_roots.h"
