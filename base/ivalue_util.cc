@@ -1,10 +1,14 @@
 #include "base/ivalue_util.h"
 
+#include <typeinfo>
 #include <vector>
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/_lazy_clone.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/COW.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,6 +42,26 @@ c10::IValue MapTensors(const c10::IValue& value, const Fn& fn) {
   return value;
 }
 
+// at::_lazy_clone(t) (a copy-on-write copy: memory is copied only if one of
+// them is written), built as its CPU kernel builds it, without the dispatcher's
+// round trip, where the copy needs no autograd history and `t` is a plain dense
+// tensor; at::_lazy_clone itself otherwise.
+at::Tensor LazyCloneTensor(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  if (impl == nullptr || typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
+      t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
+      (t.requires_grad() && at::GradMode::is_enabled())) {
+    return at::_lazy_clone(t);
+  }
+  c10::intrusive_ptr<c10::StorageImpl> storage =
+      c10::impl::cow::lazy_clone_storage(*impl->storage().unsafeGetStorageImpl());
+  if (!storage) return at::_lazy_clone(t);  // says why
+  auto copy = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                   impl->key_set(), impl->dtype());
+  copy->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
+  return at::Tensor(std::move(copy));
+}
+
 }  // namespace
 
 c10::IValue ToDevice(const c10::IValue& value, c10::Device device) {
@@ -51,7 +75,7 @@ c10::IValue CloneValue(const c10::IValue& value) {
 }
 
 c10::IValue LazyCloneValue(const c10::IValue& value) {
-  return MapTensors(value, [](const at::Tensor& t) { return at::_lazy_clone(t); });
+  return MapTensors(value, LazyCloneTensor);
 }
 
 c10::IValue DetachValue(const c10::IValue& value) {

@@ -7,13 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
-#include <typeinfo>
 #include <unordered_map>
 
-#include <ATen/core/grad_mode.h>
-#include <ATen/ops/_lazy_clone.h>
-#include <c10/core/InferenceMode.h>
-#include <c10/core/impl/COW.h>
 
 #include "base/ivalue_util.h"
 #include "hooks/internal/pooled_args.h"
@@ -66,32 +61,7 @@ struct CacheEntry {
   std::weak_ptr<const HookList> hooks;  // empty: the module had no hooks
 };
 
-// at::_lazy_clone(t) (a copy-on-write copy: memory is copied only if one of
-// them is written), built as its CPU kernel builds it, without the dispatcher's
-// round trip, where the copy needs no autograd history and `t` is a plain dense
-// tensor; at::_lazy_clone itself otherwise.
-at::Tensor LazyCloneTensor(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
-  if (impl == nullptr || typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
-      t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
-      (t.requires_grad() && at::GradMode::is_enabled())) {
-    return at::_lazy_clone(t);
-  }
-  c10::intrusive_ptr<c10::StorageImpl> storage =
-      c10::impl::cow::lazy_clone_storage(*impl->storage().unsafeGetStorageImpl());
-  if (!storage) return at::_lazy_clone(t);  // says why
-  auto copy = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)),
-                                                   impl->key_set(), impl->dtype());
-  copy->set_sizes_and_strides(impl->sizes(), impl->strides(), impl->storage_offset());
-  return at::Tensor(std::move(copy));
-}
-
 }  // namespace
-
-c10::IValue LazyCopy(const c10::IValue& value) {
-  if (value.isTensor()) return LazyCloneTensor(value.toTensor());
-  return LazyCloneValue(value);
-}
 
 std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module) {
   Table& table = GetTable();
@@ -124,8 +94,8 @@ HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues 
     // A native forward's later ops are unknown: copies that cost memory only if written.
     fn = [fn = std::move(fn)](const std::vector<c10::IValue>& args, const c10::IValue& output) {
       internal::PooledArgs copied;
-      for (const c10::IValue& arg : args) copied->push_back(hook_point_internal::LazyCopy(arg));
-      fn(*copied, hook_point_internal::LazyCopy(output));
+      for (const c10::IValue& arg : args) copied->push_back(LazyCloneValue(arg));
+      fn(*copied, LazyCloneValue(output));
     };
   }
   auto shared = std::make_shared<const HookFn>(std::move(fn));

@@ -67,8 +67,6 @@ struct HookList {
 std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module);
 void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
               const c10::IValue& output);
-// kd::LazyCloneValue (base/ivalue_util.h), cheaper for a lone tensor.
-c10::IValue LazyCopy(const c10::IValue& value);
 
 template <typename T>
 c10::IValue ToIValue(const T& value) {
