@@ -52,10 +52,20 @@ class Validator : private internal::Checker {
       }
     }
     if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
+    if (config.has_profiler()) CheckProfiler(config.profiler(), root.Nested("profiler"));
     return TakeProblems();
   }
 
  private:
+  // torch.profiler.schedule's ranges, at each value's position.
+  void CheckProfiler(const ProfilerConfig& profiler, const ConfigLocator& loc) {
+    AtLeast(loc, "wait", profiler.wait(), int64_t{0});
+    AtLeast(loc, "warmup", profiler.warmup(), int64_t{0});
+    if (profiler.has_active()) AtLeast(loc, "active", profiler.active(), int64_t{1});
+    AtLeast(loc, "repeat", profiler.repeat(), int64_t{0});
+    AtLeast(loc, "skip_first", profiler.skip_first(), int64_t{0});
+  }
+
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
     CheckDevice(run.device(), loc, "device");
     AtLeast(loc, "log_every_n_steps", run.log_every_n_steps(), 0);
@@ -388,7 +398,7 @@ class Validator : private internal::Checker {
       const ConfigLocator lloc = loc.Nested("memory_leak_detection");
       const auto& diff = leaks.diff_between_batches();
       if (!diff.empty() && (diff.size() != 2 || diff[0] >= diff[1] || diff[0] < 1)) {
-        Add(lloc.Of("diff_between_batches"),
+        Add(lloc.Of("diff_between_batches", 0),  // a repeated field: at its first value
             absl::StrCat("diff_between_batches must be two batches [first, second] with 1 <= "
                          "first < second, got [",
                          absl::StrJoin(diff, ", "), "]"));

@@ -279,6 +279,32 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
                   At(lines, 16, "weight") + "weight must be finite, got inf"));
 }
 
+// The profiler's schedule (torch.profiler.schedule's ranges) and the leak detection's options,
+// each at its value.
+TEST(ConfigValidatorTest, ProfilerAndLeakDetectionValues) {
+  Lines lines = Replace(kBase, 30,
+                        {R"(evaluation { metrics { key: "accuracy" } memory_leak_detection { )"
+                         R"(diff_between_batches: [3, 2] snapshot_at_batch: 4 )"
+                         R"(log_every_n_batches: -1 } })",
+                         R"(profiler { wait: -1 warmup: 2 active: 0 repeat: -3 skip_first: -4 })"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 30, "diff_between_batches") +
+                      "diff_between_batches must be two batches [first, second] with 1 <= first "
+                      "< second, got [3, 2]",
+                  At(lines, 30, "snapshot_at_batch") +
+                      "snapshot_path is required when snapshot_at_batch is set",
+                  At(lines, 30, "log_every_n_batches") + "log_every_n_batches must be >= 0, got -1",
+                  At(lines, 31, "wait") + "wait must be >= 0, got -1",
+                  At(lines, 31, "active") + "active must be >= 1, got 0",
+                  At(lines, 31, "repeat") + "repeat must be >= 0, got -3",
+                  At(lines, 31, "skip_first") + "skip_first must be >= 0, got -4"));
+  EXPECT_THAT(Validate(Replace(kBase, 30,
+                               {R"(evaluation { metrics { key: "accuracy" } })",
+                                R"(profiler { output_dir: "prof" wait: 1 warmup: 1 active: 2 })"})),
+              IsEmpty());
+}
+
 TEST(ConfigValidatorTest, PluginContractsAreCheckedWhereTheValuesAreWritten) {
   const Lines good = Replace(
       kBase, 30,
