@@ -39,6 +39,11 @@ ABSL_FLAG(std::string, run_dir, "",
           "config's "
           "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
 ABSL_FLAG(bool, resume, false, "Continue from the run folder's last checkpoint.");
+ABSL_FLAG(std::string, profile_dir, "",
+          "Profile the training steps with libtorch's Kineto profiler: Chrome traces "
+          "(trace_step_<N>.json, one per active window) go to DIR/<job>/. The schedule is the "
+          "config's `profiler`, else silverspoon-kd's defaults (wait 20, warmup 3, active 3, "
+          "repeat 1). Default: only a config's `profiler` profiles.");
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "Overrides run.seed.");
 ABSL_FLAG(std::string, device, "", "Overrides run.device: cpu, cuda or cuda:N.");
 ABSL_FLAG(int, threads, 0,
@@ -158,6 +163,9 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   options.resume = absl::GetFlag(FLAGS_resume);
   options.seed = absl::GetFlag(FLAGS_seed);
   if (!absl::GetFlag(FLAGS_device).empty()) options.device = absl::GetFlag(FLAGS_device);
+  if (!absl::GetFlag(FLAGS_profile_dir).empty()) {
+    options.profile_dir = ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)) + "/" + job;
+  }
   Reporter reporter(run_dir, job);
   options.on_step = [&](const StepReport& r) { reporter.Step(r); };
   options.on_epoch = [&](const EpochReport& r) { reporter.Epoch(r); };

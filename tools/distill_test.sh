@@ -40,6 +40,18 @@ check "resume: exit 0" test "$rc" -eq 0
 check "resume: no epoch run" bash -c '! grep -q "\"epochs_run\"" <<<"$0"' "$out"
 check "resume: no new epoch lines" test "$(grep -c '"epoch":{' "$run/metrics.jsonl")" -eq 2
 
+# --profile_dir: the config's schedule (wait 1, warmup 1, active 2) traces steps 3-4 into
+# DIR/<job>/trace_step_4.json, whose phases hold the ops run in them.
+{ cat "$TEST_TMPDIR/syn.pbtxt"; echo 'profiler { wait: 1 warmup: 1 active: 2 }'; } \
+  >"$TEST_TMPDIR/prof.pbtxt"
+"$tool" --config="$TEST_TMPDIR/prof.pbtxt" --run_dir="$TEST_TMPDIR/p" \
+  --profile_dir="$TEST_TMPDIR/traces" >/dev/null 2>&1; rc=$?
+check "profile: exit 0" test "$rc" -eq 0
+check "profile: one trace" test "$(ls "$TEST_TMPDIR/traces/syn")" = "trace_step_4.json"
+check "profile: phases hold their ops" python3 \
+  "$TEST_SRCDIR/$TEST_WORKSPACE/tools/check_box_trace.py" "$TEST_TMPDIR/traces/syn/trace_step_4.json" \
+  data student_forward loss backward optimizer_step
+
 printf 'train {\n  num_epochs: 0\n}\n' >"$TEST_TMPDIR/bad.pbtxt"
 err=$("$tool" --config="$TEST_TMPDIR/bad.pbtxt" 2>&1 >/dev/null); rc=$?
 check "bad config: exit 2" test "$rc" -eq 2

@@ -172,6 +172,7 @@ class BoxImpl final : public Box {
             ? (evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
                                                     : evaluation.metrics(0).name())
             : "loss";
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler, MakeProfiler());
     std::unique_ptr<StageRun> last_stage;
     for (size_t s = first_stage; s < stages_.size(); ++s) {
       KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
@@ -189,7 +190,8 @@ class BoxImpl final : public Box {
       const int64_t num_epochs = stages_[s].num_epochs();
       for (; epoch < num_epochs; ++epoch) {
         const Clock::time_point epoch_start = Clock::now();
-        KD_ASSIGN_OR_RETURN(double train_loss, stage.TrainEpoch(epoch, options_, log_every));
+        KD_ASSIGN_OR_RETURN(double train_loss,
+                            stage.TrainEpoch(epoch, options_, log_every, profiler.get()));
         const double train_seconds = Seconds(epoch_start);
         const int every = std::max(1, evaluation.every_n_epochs());
         std::map<std::string, double> metrics;
@@ -219,6 +221,7 @@ class BoxImpl final : public Box {
       }
       last_stage = std::move(run);
     }
+    if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Stop());  // an open window is saved
     for (const auto& [model, config] :
          {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
           std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
@@ -239,6 +242,25 @@ class BoxImpl final : public Box {
   std::string LastPath() const { return (fs::path(ckpt_dir_) / "last.pt").string(); }
 
   // Stage `s` built on the box's models and datasets; errors name the stage.
+  // The run's profiler (null: none), from the config's `profiler` and BoxOptions.profile_dir.
+  absl::StatusOr<std::unique_ptr<Profiler>> MakeProfiler() const {
+    if (!config_.has_profiler() && options_.profile_dir.empty()) return nullptr;
+    const ProfilerConfig& c = config_.profiler();
+    ProfilerOptions options;
+    options.output_dir = !options_.profile_dir.empty() ? options_.profile_dir
+                         : !c.output_dir().empty()     ? Resolve(options_.base_dir, c.output_dir())
+                                                       : (fs::path(run_dir_) / "profile").string();
+    if (c.has_wait()) options.schedule.wait = c.wait();
+    if (c.has_warmup()) options.schedule.warmup = c.warmup();
+    if (c.has_active()) options.schedule.active = c.active();
+    if (c.has_repeat()) options.schedule.repeat = c.repeat();
+    options.schedule.skip_first = c.skip_first();
+    if (c.has_record_shapes()) options.record_shapes = c.record_shapes();
+    if (c.has_profile_memory()) options.profile_memory = c.profile_memory();
+    options.with_stack = c.with_stack();
+    return CreateProfiler(options);  // its errors begin with "profiler: "
+  }
+
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
     std::unique_ptr<StageRun> stage =
         box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision());

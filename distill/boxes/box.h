@@ -88,6 +88,10 @@ struct BoxOptions {
   std::optional<std::string> device;
   // Continue from the run folder's last checkpoint, if there is one.
   bool resume = false;
+  // Profile the training steps into this folder (//tools:distill --profile_dir): with the
+  // config's `profiler` settings, or silverspoon-kd's defaults when it has none. Default: only
+  // a config's `profiler` profiles, into its output_dir or "<run_dir>/profile".
+  std::string profile_dir;
   // Called for logged steps and finished epochs (progress display).
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EpochReport&)> on_epoch;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -31,6 +32,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A classification task a small MLP learns in a few epochs.
@@ -398,6 +400,40 @@ TEST_F(BoxTest, LeakDetectionWatchesTheValidationLoop) {
   EXPECT_THAT(log, HasSubstr("MEMORY [eval_batch_1] alloc="));
   EXPECT_THAT(log, HasSubstr("TENSOR_DIFF [eval_batches_1_to_2] NEW tensors: count=0"));
   EXPECT_THAT(log, HasSubstr("STORAGE_DIFF [eval_batches_1_to_2] NEW storages: count=0"));
+}
+
+// Profiling: the schedule counts training steps across the run (8 a epoch here); with wait 1,
+// warmup 1, active 2 steps 3 and 4 are recorded and trace_step_4.json is written when step 5
+// begins, holding the box's phases as user scopes and the models' ops.
+TEST_F(BoxTest, ProfilerTracesTheConfiguredSteps) {
+  DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 1, kKd), "}",
+                         "profiler { wait: 1 warmup: 1 active: 2 repeat: 1 }"));
+  const std::string dir = RunDir("profiled");
+  ASSERT_THAT((*MakeBox(config, {.run_dir = dir}))->Run(), IsOk());
+  std::vector<std::string> traces;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/profile")) {
+    traces.push_back(entry.path().filename().string());
+  }
+  EXPECT_THAT(traces, ElementsAre("trace_step_4.json"));
+  absl::StatusOr<std::string> trace = ReadFile(dir + "/profile/trace_step_4.json");
+  ASSERT_THAT(trace, IsOk());
+  for (const char* phase :
+       {"data", "teacher_forward", "student_forward", "loss", "backward", "optimizer_step"}) {
+    EXPECT_THAT(*trace, HasSubstr(absl::StrCat("\"name\": \"", phase, "\""))) << phase;
+  }
+  EXPECT_THAT(*trace, HasSubstr("\"name\": \"aten::addmm\""));  // the MLPs' linear layers
+
+  // BoxOptions.profile_dir (//tools:distill --profile_dir) profiles a config without `profiler`
+  // into that folder; one that cannot be made is refused before training.
+  config.clear_profiler();
+  const std::string file = RunDir("not_a_dir");
+  std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+  std::ofstream(file) << "x";
+  EXPECT_THAT(
+      (*MakeBox(config, {.run_dir = RunDir("profile_flag"), .profile_dir = file + "/p"}))->Run(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("profiler: cannot create the trace directory " + file + "/p")));
 }
 
 // A run stopped after epoch 1 and resumed ends where an uninterrupted run ends, bit for bit.

@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
@@ -177,6 +178,7 @@ class Stage final : public StageRun, public TrainingContext {
   int64_t grad_accum_step() const override { return grad_accum_step_; }
   std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
   void Backward(const at::Tensor& loss) override {
+    RECORD_USER_SCOPE("backward");
     (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
   }
   void ClipGradNorm(double max_norm) override {
@@ -184,6 +186,7 @@ class Stage final : public StageRun, public TrainingContext {
     torch::nn::utils::clip_grad_norm_(params_, max_norm);
   }
   void OptimizerStep() override {
+    RECORD_USER_SCOPE("optimizer_step");
     if (scaler_ == nullptr) {
       optimizer_->step();
       return;
@@ -200,8 +203,8 @@ class Stage final : public StageRun, public TrainingContext {
   void AuxiliaryPostEpoch(ModelRole) override {}
 
   // One epoch of training (epoch counts from 0); the mean loss.
-  absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options,
-                                    int log_every) override {
+  absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
+                                    Profiler* profiler) override {
     KD_RETURN_IF_ERROR((*pre_epoch_)(*this, epoch));
     train_loader_->SetEpoch(epoch);
     const int64_t steps = train_loader_->num_batches();
@@ -209,8 +212,12 @@ class Stage final : public StageRun, public TrainingContext {
     Clock::time_point window = Clock::now();
     int64_t window_samples = 0, window_step = 0;
     for (int64_t step = 0; step < steps; ++step) {
-      Batch batch = train_loader_->GetBatch(step);
-      ToDevice(batch);
+      Batch batch;
+      {
+        RECORD_USER_SCOPE("data");
+        batch = train_loader_->GetBatch(step);
+        ToDevice(batch);
+      }
       KD_RETURN_IF_ERROR((*pre_forward_)(*this, batch));
       KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
       const double loss = result.total.item<double>();
@@ -227,6 +234,7 @@ class Stage final : public StageRun, public TrainingContext {
       }
       loss_sum += loss;
       KD_RETURN_IF_ERROR((*post_forward_)(*this, result.total, std::nullopt));
+      if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Step());
       window_samples += BatchSize(batch);
       if (options.on_step && log_every > 0 && (step + 1) % log_every == 0) {
         StepReport report{.stage = name_,
@@ -266,6 +274,7 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
   absl::StatusOr<std::map<std::string, double>> EvaluateOn(DataLoader& loader) {
+    RECORD_USER_SCOPE("eval");
     std::map<std::string, double> out;
     const bool was_training = student_->is_training();
     student_->SetTraining(false);
@@ -422,6 +431,7 @@ class Stage final : public StageRun, public TrainingContext {
     CriterionInputs in;
     IoDict teacher_io, student_io;
     if (teacher_ != nullptr) {
+      RECORD_USER_SCOPE("teacher_forward");
       c10::IValue output;
       if (teacher_trains_) {
         KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
@@ -436,14 +446,18 @@ class Stage final : public StageRun, public TrainingContext {
       in.teacher_io = &teacher_io;
       in.teacher_model = teacher_;
     }
-    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
-    KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
-    KD_RETURN_IF_ERROR(
-        RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io));
-    KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
+    {
+      RECORD_USER_SCOPE("student_forward");
+      KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
+      KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
+      KD_RETURN_IF_ERROR(
+          RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io));
+      KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
+    }
     in.student_io = &student_io;
     in.student_model = student_;
     if (batch.targets.isTensor()) in.targets = batch.targets.toTensor();
+    RECORD_USER_SCOPE("loss");
     return criterion_->Forward(in);
   }
 

@@ -23,6 +23,7 @@
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/dataset.h"
 #include "hooks/model.h"
+#include "profiler/profiler.h"
 
 namespace kd {
 namespace box_internal {
@@ -54,8 +55,9 @@ class StageRun {
                              const EvaluationConfig& evaluation, int64_t seed) = 0;
   // One epoch of training (epoch counts from 0): the mean loss. A non-finite loss is
   // FailedPrecondition naming the stage, epoch, step and terms.
+  // `profiler` (null: none) steps after every training step.
   virtual absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options,
-                                            int log_every) = 0;
+                                            int log_every, Profiler* profiler) = 0;
   // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The student's loss and metrics on `loader` (the test set), computed as
