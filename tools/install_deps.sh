@@ -25,6 +25,9 @@ PACKAGES=(
   # Libraries (see third_party/system_build_files.bzl); libtorch comes from the wheel.
   libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
+  # Gloo's headers for c10d's ProcessGroupGloo (distill/boxes/ddp): the torch wheel ships
+  # libtorch's own gloo but not its headers.
+  libgloo-dev
   # The main job's data set: Fashion-MNIST under /usr/share/datasets/fashion-mnist.
   dataset-fashion-mnist
   # The virtual environment (python3 -m venv).

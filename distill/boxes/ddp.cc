@@ -1,0 +1,164 @@
+#include "distill/boxes/ddp.h"
+
+#include <cstdlib>
+#include <tuple>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace kd {
+namespace {
+
+// The integer in environment variable `name`, or `fallback` when it is unset.
+absl::StatusOr<int> EnvInt(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=", text,
+                     " is not an integer (torchrun sets it: RANK, WORLD_SIZE, "
+                     "LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"));
+  }
+  return value;
+}
+
+std::string ErrorText(const c10::Error& error) { return error.what_without_backtrace(); }
+
+}  // namespace
+
+absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
+  DistributedEnv env;
+  KD_ASSIGN_OR_RETURN(env.world_size, EnvInt("WORLD_SIZE", 1));
+  KD_ASSIGN_OR_RETURN(env.rank, EnvInt("RANK", 0));
+  KD_ASSIGN_OR_RETURN(env.local_rank, EnvInt("LOCAL_RANK", env.rank));
+  KD_ASSIGN_OR_RETURN(env.local_world_size, EnvInt("LOCAL_WORLD_SIZE", env.world_size));
+  KD_ASSIGN_OR_RETURN(env.master_port, EnvInt("MASTER_PORT", env.master_port));
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') {
+    env.master_addr = addr;
+  }
+  if (env.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WORLD_SIZE=", env.world_size, ": the number of processes must be >= 1"));
+  }
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RANK=", env.rank, " is not in [0, WORLD_SIZE=", env.world_size, ")"));
+  }
+  if (env.master_port < 1 || env.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MASTER_PORT=", env.master_port, " is not a port (1..65535)"));
+  }
+  return env;
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
+    const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout) {
+  if (device.is_cuda()) {
+    return absl::UnimplementedError(
+        "multi-process training on CUDA (NCCL) is not wired yet; train on cpu (Gloo)");
+  }
+  const std::string where = absl::StrCat(env.master_addr, ":", env.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(env.master_port);
+    options.isServer = env.rank == 0;
+    options.numWorkers = static_cast<size_t>(env.world_size);
+    options.waitWorkers = false;
+    options.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const c10::Error& error) {
+    if (env.rank == 0) {
+      return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the rendezvous at ", where,
+                                                 " (is MASTER_PORT in use?): ", ErrorText(error)));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", env.rank, " cannot reach the master at ", where, " within ", timeout.count(),
+        " ms (is rank 0 running? MASTER_ADDR, MASTER_PORT): ", ErrorText(error)));
+  }
+  try {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+    auto gloo =
+        c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
+    auto group = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
+    group->setBackend(c10::kCPU, c10d::ProcessGroup::GLOO, gloo);
+    group->setDefaultBackend(c10d::ProcessGroup::GLOO);
+    return group;
+  } catch (const c10::Error& error) {
+    return absl::UnavailableError(absl::StrCat("rank ", env.rank, " of ", env.world_size,
+                                               ": the process group did not form within ",
+                                               timeout.count(), " ms: ", ErrorText(error)));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
+    Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
+    const DataParallelOptions& options) {
+  std::unique_ptr<DataParallel> ddp(new DataParallel());
+  ddp->group_ = std::move(group);
+  std::vector<at::Tensor> params;
+  try {
+    // Everyone starts from rank 0's weights and buffers.
+    at::NoGradGuard no_grad;
+    for (const std::vector<NamedTensor>& tensors :
+         {model.NamedParameters(), model.NamedBuffers()}) {
+      for (const auto& [name, tensor] : tensors) {
+        std::vector<at::Tensor> one = {tensor};
+        ddp->group_->broadcast(one)->wait();
+      }
+    }
+  } catch (const c10::Error& error) {
+    return absl::UnavailableError(
+        absl::StrCat("broadcasting rank 0's parameters failed: ", ErrorText(error)));
+  }
+  for (const auto& [name, p] : model.NamedParameters()) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  if (params.empty()) {
+    return absl::InvalidArgumentError(
+        "DataParallel: the model has no trainable parameters (a frozen teacher needs no "
+        "wrapper)");
+  }
+  const int64_t cap = static_cast<int64_t>(options.bucket_cap_mb * 1024 * 1024);
+  const int64_t first_cap = 1024 * 1024;  // DDP's first bucket: 1 MiB, to start allreduce early
+  std::vector<int64_t> reversed(params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    reversed[i] = static_cast<int64_t>(params.size() - 1 - i);
+  const std::vector<bool> sparse(params.size(), false);
+  try {
+    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+        params, {static_cast<size_t>(first_cap), static_cast<size_t>(cap)}, sparse, reversed);
+    std::vector<int64_t> caps(limits.begin(), limits.end());
+    ddp->reducer_ = std::make_unique<c10d::Reducer>(
+        params, std::move(buckets), ddp->group_, sparse, cap, options.find_unused_parameters,
+        /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>(), first_cap,
+        /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false, std::move(caps));
+  } catch (const c10::Error& error) {
+    return absl::InternalError(absl::StrCat("DataParallel: c10d::Reducer: ", ErrorText(error)));
+  }
+  return ddp;
+}
+
+DataParallel::~DataParallel() = default;
+
+void DataParallel::PrepareForward() { reducer_->prepare_for_forward(); }
+
+void DataParallel::PrepareBackward(const std::vector<at::Tensor>& outputs) {
+  reducer_->prepare_for_backward(outputs);
+}
+
+int DataParallel::rank() const { return group_->getRank(); }
+int DataParallel::world_size() const { return group_->getSize(); }
+
+}  // namespace kd

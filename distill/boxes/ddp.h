@@ -1,0 +1,99 @@
+// Multi-process data parallelism on PyTorch DDP's own engine, c10d: rendezvous from the
+// environment torchrun sets, a process group over TCPStore (Gloo on CPU), and a model's
+// gradients averaged across processes by c10d::Reducer (bucketed allreduce overlapped with
+// backward), as Python's DistributedDataParallel does.
+//
+//   KD_ASSIGN_OR_RETURN(kd::DistributedEnv env, kd::DistributedEnvFromEnvironment());
+//   KD_ASSIGN_OR_RETURN(auto group, kd::InitProcessGroup(env, device, std::chrono::seconds(60)));
+//   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::DataParallel> ddp,
+//                       kd::DataParallel::Create(student, group));  // rank 0's weights everywhere
+//   for (batch : this rank's shard) {
+//     ddp->PrepareForward();
+//     at::Tensor loss = ...student.Forward(...)...;
+//     ddp->PrepareBackward({loss});   // skip it (NoSync) to accumulate gradients locally
+//     loss.backward();                // gradients arrive averaged over the ranks
+//     optimizer.step();
+//   }
+//
+// Errors are statuses naming the variable, the address or the rank concerned.
+#ifndef LIBKD_DISTILL_BOXES_DDP_H_
+#define LIBKD_DISTILL_BOXES_DDP_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include "absl/status/statusor.h"
+#include "hooks/model.h"
+
+namespace c10d {
+class ProcessGroup;
+class Reducer;
+}  // namespace c10d
+
+namespace kd {
+
+// What torchrun puts in the environment.
+struct DistributedEnv {
+  int rank = 0;                           // RANK
+  int world_size = 1;                     // WORLD_SIZE
+  int local_rank = 0;                     // LOCAL_RANK (default: RANK)
+  int local_world_size = 1;               // LOCAL_WORLD_SIZE (default: WORLD_SIZE)
+  std::string master_addr = "127.0.0.1";  // MASTER_ADDR
+  int master_port = 29500;                // MASTER_PORT
+};
+
+// The environment's values; unset ones keep their defaults (a single process). InvalidArgument
+// naming the variable for values that are not numbers or out of range (WORLD_SIZE < 1, RANK not
+// in [0, WORLD_SIZE), a port outside 1..65535).
+absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment();
+
+// Joins the process group of `env`: rank 0 serves the TCPStore at MASTER_ADDR:MASTER_PORT, the
+// others connect to it, all within `timeout`; collectives on CPU tensors go through Gloo.
+// Unavailable when the master cannot be reached (or its port is taken) in time; Unimplemented
+// for CUDA devices (NCCL is not wired yet).
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
+    const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout);
+
+struct DataParallelOptions {
+  // Bucket size for the allreduce (DDP's bucket_cap_mb), in MiB.
+  double bucket_cap_mb = 25;
+  // Parameters that get no gradient in a step are tolerated (DDP's find_unused_parameters).
+  bool find_unused_parameters = false;
+};
+
+// A model's trainable parameters kept in sync across the group's processes.
+class DataParallel {
+ public:
+  // Broadcasts the model's parameters and buffers from rank 0, then builds the Reducer over its
+  // trainable parameters (buckets from compute_bucket_assignment_by_size, in reverse order of
+  // registration, as DDP assigns them).
+  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(
+      Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
+      const DataParallelOptions& options = {});
+  ~DataParallel();
+
+  // Before each forward.
+  void PrepareForward();
+  // After the forward, with the outputs the loss depends on: the next backward averages the
+  // gradients across ranks. Not calling it (DDP's no_sync) accumulates gradients locally.
+  void PrepareBackward(const std::vector<at::Tensor>& outputs);
+
+  int rank() const;
+  int world_size() const;
+
+ private:
+  DataParallel() = default;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::unique_ptr<c10d::Reducer> reducer_;
+};
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_DDP_H_
