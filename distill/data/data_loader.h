@@ -39,7 +39,8 @@
 // machine the same plain batch took 5 ms. On a GPU, kernels run asynchronously, so the CPU
 // assembles the next batch while the device computes anyway.
 //
-// Errors: Create returns InvalidArgument for a null dataset or batch_size < 1. GetBatch with
+// Errors: Create returns InvalidArgument for a null dataset, batch_size < 1 or a rank outside
+// [0, num_replicas). GetBatch with
 // i outside [0, num_batches()) throws c10::Error (a programming error, like an index out of
 // range in libtorch).
 #ifndef LIBKD_DISTILL_DATA_DATA_LOADER_H_
@@ -68,6 +69,16 @@ struct DataLoaderOptions {
   bool drop_last = false;
   // Seed of the shuffling and of the random transforms. Default: 0.
   uint64_t seed = 0;
+  // Multi-process runs: this loader yields the shard of process `rank` of `num_replicas`, as
+  // DistributedSampler(num_replicas, rank) gives it — the epoch's order padded by repeating
+  // its start to a multiple of num_replicas (or, with drop_uneven, cut to one), then every
+  // num_replicas-th position from `rank`. Every sample lands in exactly one shard per epoch
+  // (padding aside). Default: one process.
+  int64_t num_replicas = 1;
+  int64_t rank = 0;
+  // DistributedSampler's drop_last: drop the tail that does not divide evenly among the
+  // replicas instead of padding. Default: pad.
+  bool drop_uneven = false;
 };
 
 // Batches of a dataset for one epoch at a time; see the top of this file. Copyable (copies
@@ -83,7 +94,8 @@ class DataLoader {
   void SetEpoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
 
-  // Batches in an epoch: ceil(N / batch_size), or floor with drop_last.
+  // Batches in an epoch: ceil(N / batch_size), or floor with drop_last (N: this shard's
+  // samples).
   int64_t num_batches() const;
 
   // The dataset indices of batch i (int64, batch_size of them but maybe fewer in the last).
@@ -118,9 +130,7 @@ class DataLoader {
     }
     // The batch index it points at.
     int64_t index() const { return index_; }
-    friend bool operator==(const Iterator& a, const Iterator& b) {
-      return a.index_ == b.index_;
-    }
+    friend bool operator==(const Iterator& a, const Iterator& b) { return a.index_ == b.index_; }
 
    private:
     friend class DataLoader;

@@ -19,9 +19,9 @@
 namespace kd {
 namespace {
 
+using test::IValueNear;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
-using test::IValueNear;
 
 // Sample i is the image (1, 1, 1) holding i plus a uniform draw in [0, 1) from the batch's
 // generator (a stand-in for a random transform); its target is i % 3.
@@ -52,9 +52,8 @@ DataLoader MakeLoader(int64_t n, DataLoaderOptions options) {
 std::vector<int64_t> EpochOrder(const DataLoader& loader) {
   std::vector<int64_t> order;
   for (const Batch& batch : loader) {
-    const at::Tensor indices = c10::impl::toTypedDict<std::string, at::Tensor>(
-                                   batch.supp.toGenericDict())
-                                   .at("indices");
+    const at::Tensor indices =
+        c10::impl::toTypedDict<std::string, at::Tensor>(batch.supp.toGenericDict()).at("indices");
     // The samples are those of the indices.
     EXPECT_TRUE(batch.samples.toTensor().flatten().floor().equal(indices.to(at::kFloat)));
     for (int64_t i = 0; i < indices.size(0); ++i) order.push_back(indices[i].item<int64_t>());
@@ -74,9 +73,9 @@ std::vector<int64_t> Range(int64_t n) {
 }
 
 TEST(DataLoaderTest, CreateRejectsBadOptions) {
-  EXPECT_THAT(DataLoader::Create(std::make_shared<IndexDataset>(4), {.batch_size = 0}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "DataLoader: batch_size must be >= 1; got 0"));
+  EXPECT_THAT(
+      DataLoader::Create(std::make_shared<IndexDataset>(4), {.batch_size = 0}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "DataLoader: batch_size must be >= 1; got 0"));
   EXPECT_THAT(DataLoader::Create(nullptr, {}), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -127,6 +126,54 @@ TEST(DataLoaderTest, ShuffleIsPythonDistributedSamplers) {
   EXPECT_THAT(EpochOrder(loader), ElementsAre(7, 4, 6, 1, 3, 5, 9, 8, 2, 0));
 }
 
+// Shards of a multi-process run, against Python's DistributedSampler (torch 2.14):
+//   s = DistributedSampler(range(n), num_replicas=r, rank=k, shuffle=..., seed=..., drop_last=...)
+//   s.set_epoch(e); list(s)
+TEST(DataLoaderTest, ShardsArePythonDistributedSamplers) {
+  struct Case {
+    int64_t n, replicas;
+    bool shuffle, drop_uneven;
+    uint64_t seed;
+    int64_t epoch;
+    std::vector<std::vector<int64_t>> shards;  // by rank
+  };
+  const std::vector<Case> cases = {
+      {10, 3, true, false, 7, 3, {{7, 1, 9, 0}, {4, 3, 8, 7}, {6, 5, 2, 4}}},
+      {10, 3, true, true, 7, 3, {{7, 1, 9}, {4, 3, 8}, {6, 5, 2}}},
+      {10, 4, false, false, 0, 0, {{0, 4, 8}, {1, 5, 9}, {2, 6, 0}, {3, 7, 1}}},
+      {5, 4, true, false, 1, 2, {{1, 2}, {0, 1}, {3, 0}, {4, 3}}},
+  };
+  for (const Case& c : cases) {
+    for (int64_t rank = 0; rank < c.replicas; ++rank) {
+      DataLoader loader = MakeLoader(c.n, {.batch_size = 2,
+                                           .shuffle = c.shuffle,
+                                           .seed = c.seed,
+                                           .num_replicas = c.replicas,
+                                           .rank = rank,
+                                           .drop_uneven = c.drop_uneven});
+      loader.SetEpoch(c.epoch);
+      EXPECT_EQ(EpochOrder(loader), c.shards[rank]) << "n " << c.n << " rank " << rank;
+      EXPECT_EQ(loader.num_batches(), (static_cast<int64_t>(c.shards[rank].size()) + 1) / 2);
+    }
+  }
+  // Without padding, every sample is in exactly one shard.
+  std::vector<int64_t> all;
+  for (int64_t rank = 0; rank < 4; ++rank) {
+    DataLoader loader = MakeLoader(
+        100, {.batch_size = 8, .shuffle = true, .seed = 5, .num_replicas = 4, .rank = rank});
+    loader.SetEpoch(2);
+    for (int64_t i : EpochOrder(loader)) all.push_back(i);
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(100);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(all, expected);
+  EXPECT_THAT(DataLoader::Create(std::make_shared<IndexDataset>(4),
+                                 {.batch_size = 1, .num_replicas = 2, .rank = 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "DataLoader: rank 2 is not in [0, num_replicas=2)"));
+}
+
 TEST(DataLoaderTest, DropLastDropsTheRemainder) {
   DataLoader loader = MakeLoader(10, {.batch_size = 3, .shuffle = true, .drop_last = true});
   EXPECT_EQ(loader.num_batches(), 3);
@@ -134,8 +181,8 @@ TEST(DataLoaderTest, DropLastDropsTheRemainder) {
   EXPECT_EQ(order.size(), 9u);
   // The dropped sample is the last of the epoch's order.
   const at::Tensor full = at::randperm(10, at::detail::createCPUGenerator(0), at::kLong);
-  EXPECT_EQ(full[9].item<int64_t>(), 10 * 9 / 2 - std::accumulate(order.begin(), order.end(),
-                                                                   int64_t{0}));
+  EXPECT_EQ(full[9].item<int64_t>(),
+            10 * 9 / 2 - std::accumulate(order.begin(), order.end(), int64_t{0}));
   for (int64_t i = 0; i < loader.num_batches(); ++i) {
     EXPECT_EQ(loader.GetBatch(i).targets.toTensor().size(0), 3);
   }
