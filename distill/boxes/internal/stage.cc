@@ -409,17 +409,6 @@ class Stage final : public StageRun, public TrainingContext {
     batch.targets = kd::ToDevice(batch.targets, device_);
   }
 
-  static int64_t BatchSize(const Batch& batch) {
-    return batch.targets.isTensor() ? batch.targets.toTensor().size(0) : 0;
-  }
-
-  absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role) {
-    if (output.isTensor()) return output.toTensor();
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", role, "'s output is a ", output.tagKind(),
-                     "; the criterion reads tensor outputs (hook a module for the rest)"));
-  }
-
   // Starts autocast in `guard` for this stage's precision (nothing for FP32).
   void Autocast(std::optional<AutocastGuard>& guard) const {
     if (autocast_dtype_.has_value()) guard.emplace(device_.type(), *autocast_dtype_);

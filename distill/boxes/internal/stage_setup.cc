@@ -176,6 +176,17 @@ std::vector<std::pair<std::string, at::Tensor>> AuxTensors(const std::vector<Aux
   return out;
 }
 
+int64_t BatchSize(const Batch& batch) {
+  return batch.targets.isTensor() ? batch.targets.toTensor().size(0) : 0;
+}
+
+absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role) {
+  if (output.isTensor()) return output.toTensor();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the ", role, "'s output is a ", output.tagKind(),
+                   "; the criterion reads tensor outputs (hook a module for the rest)"));
+}
+
 at::Tensor BytesTensor(const std::string& bytes) {
   at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
   std::memcpy(t.data_ptr(), bytes.data(), bytes.size());

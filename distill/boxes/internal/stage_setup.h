@@ -77,6 +77,12 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
 // The modules' parameters and buffers as "student.connector.0.weight" (checkpoints).
 std::vector<std::pair<std::string, at::Tensor>> AuxTensors(const std::vector<AuxModule>& modules);
 
+// The samples in `batch` (its targets' first dimension; 0 without targets).
+int64_t BatchSize(const Batch& batch);
+
+// A model's output as the tensor the criterion reads; InvalidArgument naming `role` otherwise.
+absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role);
+
 // Bytes (a serialized archive) as a uint8 tensor a checkpoint dict can hold, and back.
 at::Tensor BytesTensor(const std::string& bytes);
 std::string TensorBytes(const at::Tensor& t);
