@@ -13,12 +13,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
+#include "distill/boxes/ddp.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/config/kwargs.h"
@@ -92,6 +94,16 @@ class BoxImpl final : public Box {
         options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
     KD_ASSIGN_OR_RETURN(device_, CallTorch([&] { return c10::Device(device); },
                                            absl::StatusCode::kInvalidArgument));
+    // A multi-process run (torchrun's environment, WORLD_SIZE > 1) joins its process group.
+    KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
+    rank_ = env.rank;
+    if (rank_ != 0) {  // progress and logs are rank 0's
+      options_.on_step = nullptr;
+      options_.on_epoch = nullptr;
+    }
+    if (env.world_size > 1) {
+      KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(60)));
+    }
     run_dir_ = options_.run_dir;
     if (run_dir_.empty()) run_dir_ = config_.run().run_dir();
     if (run_dir_.empty()) {
@@ -244,7 +256,7 @@ class BoxImpl final : public Box {
   // Stage `s` built on the box's models and datasets; errors name the stage.
   // The run's profiler (null: none), from the config's `profiler` and BoxOptions.profile_dir.
   absl::StatusOr<std::unique_ptr<Profiler>> MakeProfiler() const {
-    if (!config_.has_profiler() && options_.profile_dir.empty()) return nullptr;
+    if (rank_ != 0 || (!config_.has_profiler() && options_.profile_dir.empty())) return nullptr;
     const ProfilerConfig& c = config_.profiler();
     ProfilerOptions options;
     options.output_dir = !options_.profile_dir.empty() ? options_.profile_dir
@@ -262,8 +274,8 @@ class BoxImpl final : public Box {
   }
 
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
-    std::unique_ptr<StageRun> stage =
-        box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision());
+    std::unique_ptr<StageRun> stage = box_internal::NewStage(
+        teacher_.get(), student_.get(), device_, config_.run().precision(), group_);
     const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr,
                                             datasets_, config_.evaluation(), seed_);
     if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
@@ -326,6 +338,7 @@ class BoxImpl final : public Box {
       dict.insert_or_assign("epoch", int64_t{0});
       dict.insert("fresh_stage", true);
     }
+    if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes them
     const c10::IValue value(dict);
     const CheckpointConfig& config = config_.checkpoint();
     if (!config.has_save_last() || config.save_last()) {
@@ -355,6 +368,8 @@ class BoxImpl final : public Box {
   std::map<std::string, std::shared_ptr<Dataset>> datasets_;
   std::unique_ptr<Model> teacher_, student_;
   double best_ = NAN;
+  int rank_ = 0;                                  // this process's; only rank 0 writes
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
 };
 
 }  // namespace

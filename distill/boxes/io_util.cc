@@ -27,9 +27,8 @@ absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device
   if (config.wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL && distributed &&
       device.is_cuda()) {
     return absl::UnimplementedError(
-        "wrapper DISTRIBUTED_DATA_PARALLEL: multi-process training is not in "
-        "libkd yet "
-        "(libkd#15); run one process, or set wrapper: NO_WRAPPER");
+        "wrapper DISTRIBUTED_DATA_PARALLEL on CUDA (NCCL) is not in libkd yet (libkd#15); "
+        "train on cpu (Gloo), or set wrapper: NO_WRAPPER");
   }
   return absl::OkStatus();
 }

@@ -32,11 +32,10 @@ namespace kd {
 // Errors name the module path (with the nearest existing ones) and the entry.
 absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelConfig& config);
 
-// Moves `model` to `device` and applies the wrapper of `config` as
-// torchdistill's wrap_model does: NO_WRAPPER runs as it is;
-// DISTRIBUTED_DATA_PARALLEL wraps only in a distributed run on CUDA (elsewhere
-// torchdistill leaves the model as it is, and so does this). Distributed
-// wrapping is the multi-process issue's (libkd#15): Unimplemented until then.
+// Moves `model` to `device` and checks the wrapper of `config`. NO_WRAPPER runs as it is;
+// DISTRIBUTED_DATA_PARALLEL takes effect in a distributed run only (as torchdistill's
+// wrap_model), where the box's stage wraps the student in kd::DataParallel (distill/boxes/ddp.h)
+// on the CPU too (torchdistill wraps on CUDA only); CUDA (NCCL) is Unimplemented for now.
 absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device device,
                        bool distributed);
 

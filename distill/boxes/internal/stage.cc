@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
@@ -22,6 +23,7 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/boxes/amp.h"
+#include "distill/boxes/ddp.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/memory_roots.h"
@@ -43,10 +45,12 @@ namespace {
 // A stage of a box: what torchdistill's box holds for the current stage.
 class Stage final : public StageRun, public TrainingContext {
  public:
-  Stage(Model* teacher, Model* student, c10::Device device, RunConfig::Precision precision)
+  Stage(Model* teacher, Model* student, c10::Device device, RunConfig::Precision precision,
+        c10::intrusive_ptr<c10d::ProcessGroup> group)
       : teacher_(teacher),
         student_(student),
         device_(device),
+        group_(std::move(group)),
         teacher_hooks_(device),
         student_hooks_(device) {
     if (precision == RunConfig::BF16) autocast_dtype_ = at::kBFloat16;
@@ -81,6 +85,13 @@ class Stage final : public StageRun, public TrainingContext {
     // Wrappers (torchdistill's wrap_model: none in a single-process run).
     KD_RETURN_IF_ERROR(
         InFieldIfError("student", WrapModel(*student_, config.student(), device_, distributed())));
+    ddp_.reset();
+    if (distributed() &&
+        config.student().wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
+      absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(*student_, group_);
+      if (!ddp.ok()) return InField("student.wrapper", ddp.status());
+      ddp_ = *std::move(ddp);
+    }
     if (with_teacher) {
       KD_RETURN_IF_ERROR(InFieldIfError(
           "teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
@@ -99,7 +110,11 @@ class Stage final : public StageRun, public TrainingContext {
     const LoaderConfig& val = config.has_val_data_loader() || previous == nullptr
                                   ? config.val_data_loader()
                                   : previous->val_data_loader();
-    KD_ASSIGN_OR_RETURN(train_loader_, MakeLoader(train, datasets, seed, "train_data_loader"));
+    // The training loader gives each rank its shard; validation runs on all of it everywhere, so
+    // every rank computes the same metrics.
+    KD_ASSIGN_OR_RETURN(train_loader_, MakeLoader(train, datasets, seed, "train_data_loader",
+                                                  distributed() ? group_->getSize() : 1,
+                                                  distributed() ? group_->getRank() : 0));
     if (!val.dataset_id().empty()) {
       KD_ASSIGN_OR_RETURN(val_loader_, MakeLoader(val, datasets, seed, "val_data_loader"));
     }
@@ -171,9 +186,11 @@ class Stage final : public StageRun, public TrainingContext {
   void ClearIo(ModelRole role) override {
     (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_).ClearIoDict();
   }
-  bool distributed() const override { return false; }
+  bool distributed() const override { return group_.defined(); }
   void SetSamplerEpoch(int64_t) override {}
-  void Barrier() override {}
+  void Barrier() override {
+    if (distributed()) group_->barrier()->wait();
+  }
   int64_t IncrementStageGradCount() override { return ++grad_count_; }
   int64_t grad_accum_step() const override { return grad_accum_step_; }
   std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
@@ -435,6 +452,7 @@ class Stage final : public StageRun, public TrainingContext {
       in.teacher_io = &teacher_io;
       in.teacher_model = teacher_;
     }
+    if (ddp_ != nullptr) ddp_->PrepareForward();
     {
       RECORD_USER_SCOPE("student_forward");
       KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
@@ -447,12 +465,20 @@ class Stage final : public StageRun, public TrainingContext {
     in.student_model = student_;
     if (batch.targets.isTensor()) in.targets = batch.targets.toTensor();
     RECORD_USER_SCOPE("loss");
-    return criterion_->Forward(in);
+    KD_ASSIGN_OR_RETURN(CriterionResult result, criterion_->Forward(in));
+    // Gradients are averaged across ranks on the steps that step the optimizer; the others
+    // accumulate locally (DDP's no_sync).
+    if (ddp_ != nullptr && student_->is_training() && (grad_count_ + 1) % grad_accum_step_ == 0) {
+      ddp_->PrepareBackward({result.total});
+    }
+    return result;
   }
 
   Model* teacher_;
   Model* student_;
   c10::Device device_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
+  std::unique_ptr<DataParallel> ddp_;             // the student's, when wrapped
   ForwardHookManager teacher_hooks_, student_hooks_;
   StageConfig config_;
   std::string name_;
@@ -483,8 +509,9 @@ class Stage final : public StageRun, public TrainingContext {
 }  // namespace
 
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
-                                   RunConfig::Precision precision) {
-  return std::make_unique<Stage>(teacher, student, device, precision);
+                                   RunConfig::Precision precision,
+                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  return std::make_unique<Stage>(teacher, student, device, precision, group);
 }
 
 }  // namespace box_internal

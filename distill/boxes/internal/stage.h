@@ -14,6 +14,7 @@
 
 #include <ATen/core/Dict.h>
 #include <c10/core/Device.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,6 +25,10 @@
 #include "distill/data/dataset.h"
 #include "hooks/model.h"
 #include "profiler/profiler.h"
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
 
 namespace kd {
 namespace box_internal {
@@ -82,8 +87,12 @@ class StageRun {
 // A stage over `teacher` (null: none) and `student`, batches on `device`,
 // forwards and losses in `precision` (autocast; FP16 with loss scaling); Build
 // it next.
+// `group` (null: a single process) is the run's process group: the training loader gives this
+// rank its shard, and a student with wrapper DISTRIBUTED_DATA_PARALLEL averages its gradients
+// across the ranks (distill/boxes/ddp.h).
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
-                                   RunConfig::Precision precision);
+                                   RunConfig::Precision precision,
+                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group);
 
 }  // namespace box_internal
 }  // namespace kd

@@ -36,7 +36,7 @@ absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool 
 
 absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
     const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-    int64_t seed, const char* field) {
+    int64_t seed, const char* field, int64_t num_replicas, int64_t rank) {
   auto it = datasets.find(loader.dataset_id());
   if (it == datasets.end()) {
     return absl::InvalidArgumentError(
@@ -47,6 +47,8 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
   options.shuffle = loader.shuffle();
   options.drop_last = loader.drop_last();
   options.seed = static_cast<uint64_t>(seed);
+  options.num_replicas = num_replicas;
+  options.rank = rank;
   absl::StatusOr<DataLoader> created = DataLoader::Create(it->second, options);
   if (!created.ok()) return InField(field, created.status());
   return std::make_unique<DataLoader>(*std::move(created));

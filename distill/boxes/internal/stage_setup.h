@@ -34,10 +34,11 @@ namespace box_internal {
 absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool default_value,
                              const char* role);
 
-// The loader of `loader` over its dataset in `datasets`; errors name `field`.
+// The loader of `loader` over its dataset in `datasets` (the shard of `rank` of `num_replicas`
+// processes); errors name `field`.
 absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
     const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-    int64_t seed, const char* field);
+    int64_t seed, const char* field, int64_t num_replicas = 1, int64_t rank = 0);
 
 // The optimizer's parameter groups: without `param_groups`, one group of everything that
 // trains (the student, the teacher when `teacher_trains`); with them, as torchdistill's

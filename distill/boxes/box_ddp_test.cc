@@ -1,0 +1,163 @@
+// A TrainingBox in a 2-process run on loopback (the test binary started again as the ranks,
+// with torchrun's environment): the student wrapped in DISTRIBUTED_DATA_PARALLEL ends with the
+// same parameters on both ranks, equal (atol 1e-5) to one process training on the same global
+// batches; only rank 0 writes checkpoints.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "base/torch_file.h"
+#include "distill/boxes/box.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+extern char** environ;
+
+namespace kd {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
+std::string Config(int batch, const std::string& dst) {
+  return absl::StrCat(R"pb(
+                        run { name: "ddp" seed: 3 }
+                        datasets {
+                          id: "train"
+                          key: "synthetic"
+                          kwargs { name: "num_samples" integer: 256 }
+                          kwargs { name: "num_classes" integer: 4 }
+                          kwargs { name: "height" integer: 6 }
+                          kwargs { name: "width" integer: 6 }
+                        }
+                        student { native {
+                          key: "mlp"
+                          kwargs { name: "in_features" integer: 36 }
+                          kwargs {
+                            name: "hidden"
+                            integers { values: [ 32 ] }
+                          }
+                          kwargs { name: "num_classes" integer: 4 }
+                        }
+                                  dst_ckpt: ")pb",
+                      dst, R"pb(" }
+                                train { num_epochs: 2
+                                        train_data_loader { dataset_id: "train" batch_size:)pb",
+                      batch, R"pb(                                   shuffle: true }
+                                                                     student { wrapper: DISTRIBUTED_DATA_PARALLEL }
+      optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
+      criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
+                          inputs { arg: "target" source: TARGETS } } }
+    })pb");
+}
+
+absl::Status RunBox(const std::string& text, const std::string& run_dir) {
+  DistillConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
+    return absl::InvalidArgumentError("bad config");
+  }
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box, MakeBox(config, {.run_dir = run_dir}));
+  return box->Run().status();
+}
+
+int Worker() {
+  at::set_num_threads(1);
+  const std::string dir = std::getenv("LIBKD_BOX_DIR");
+  const std::string rank = std::getenv("RANK");
+  absl::Status done = RunBox(Config(16, dir + "/student_rank" + rank + ".pt"), dir + "/run" + rank);
+  if (!done.ok()) std::cerr << "rank " << rank << ": " << done.message() << "\n";
+  return done.ok() ? 0 : 1;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+pid_t Spawn(int rank, int port, const std::string& dir) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  for (const std::string& s : {std::string("LIBKD_BOX_WORKER=1"), absl::StrCat("RANK=", rank),
+                               std::string("WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"),
+                               absl::StrCat("MASTER_PORT=", port), "LIBKD_BOX_DIR=" + dir}) {
+    env.push_back(s);
+  }
+  std::vector<char*> envp;
+  for (std::string& s : env) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  char self[] = "/proc/self/exe";
+  char* argv[] = {self, nullptr};
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
+  return pid;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+c10::impl::GenericDict State(const std::string& path) {
+  absl::StatusOr<c10::IValue> state = ReadTorchFile(path);
+  EXPECT_THAT(state, IsOk()) << path;
+  return state->toGenericDict();
+}
+
+TEST(BoxDdpTest, TwoRanksTrainLikeOneProcessOnTheGlobalBatches) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const int port = FreePort();
+  const pid_t r0 = Spawn(0, port, dir), r1 = Spawn(1, port, dir);
+  ASSERT_EQ(Wait(r0), 0);
+  ASSERT_EQ(Wait(r1), 0);
+  // One process on the global batches of 32: batch i of the epoch's order is the union of the
+  // ranks' batches i (DistributedSampler's shards interleave the order), and CrossEntropyLoss's
+  // mean over 32 is the mean of the ranks' means over 16.
+  ASSERT_THAT(RunBox(Config(32, dir + "/student_single.pt"), dir + "/single"), IsOk());
+  const c10::impl::GenericDict rank0 = State(dir + "/student_rank0.pt");
+  const c10::impl::GenericDict rank1 = State(dir + "/student_rank1.pt");
+  const c10::impl::GenericDict single = State(dir + "/student_single.pt");
+  ASSERT_EQ(rank0.size(), single.size());
+  for (const auto& entry : single) {
+    const std::string name = entry.key().toStringRef();
+    const at::Tensor expected = entry.value().toTensor();
+    EXPECT_TRUE(rank0.at(name).toTensor().equal(rank1.at(name).toTensor())) << name;
+    EXPECT_TRUE(rank0.at(name).toTensor().allclose(expected, /*rtol=*/0, /*atol=*/1e-5)) << name;
+  }
+  EXPECT_TRUE(fs::exists(dir + "/run0/ckpt/last.pt"));
+  EXPECT_FALSE(fs::exists(dir + "/run1/ckpt/last.pt"));  // rank 0 writes the checkpoints
+}
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) {
+  if (std::getenv("LIBKD_BOX_WORKER") != nullptr) return kd::Worker();
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
