@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
+#include "distill/boxes/ddp.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
 #include "google/protobuf/text_format.h"
@@ -39,6 +41,13 @@ ABSL_FLAG(std::string, run_dir, "",
           "config's "
           "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
 ABSL_FLAG(bool, resume, false, "Continue from the run folder's last checkpoint.");
+ABSL_FLAG(int, nproc_per_node, 0,
+          "Start this many processes on this machine as the ranks of one run (torchrun's "
+          "environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, "
+          "MASTER_PORT), each on its shard of the training data; a student with wrapper "
+          "DISTRIBUTED_DATA_PARALLEL averages gradients across them; rank 0 logs and writes. "
+          "0: one process (or the ranks torchrun started).");
+ABSL_FLAG(int, master_port, 0, "With --nproc_per_node: the rendezvous port (0: a free one).");
 ABSL_FLAG(std::string, profile_dir, "",
           "Profile the training steps with libtorch's Kineto profiler: Chrome traces "
           "(trace_step_<N>.json, one per active window) go to DIR/<job>/. The schedule is the "
@@ -166,9 +175,14 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   if (!absl::GetFlag(FLAGS_profile_dir).empty()) {
     options.profile_dir = ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)) + "/" + job;
   }
-  Reporter reporter(run_dir, job);
-  options.on_step = [&](const StepReport& r) { reporter.Step(r); };
-  options.on_epoch = [&](const EpochReport& r) { reporter.Epoch(r); };
+  // In a multi-process run only rank 0 reports and writes metrics.jsonl and summary.json.
+  KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
+  std::optional<Reporter> reporter;
+  if (env.rank == 0) {
+    reporter.emplace(run_dir, job);
+    options.on_step = [&](const StepReport& r) { reporter->Step(r); };
+    options.on_epoch = [&](const EpochReport& r) { reporter->Epoch(r); };
+  }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box, MakeBox(config, options));
   KD_ASSIGN_OR_RETURN(RunResult result, box->Run());
   RunSummary summary;
@@ -189,6 +203,7 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   summary.set_config_digest(Digest(config_text));
   summary.set_libkd_version(kLibkdVersion);
   summary.set_torch_version(TORCH_VERSION);
+  if (env.rank != 0) return summary;
   KD_RETURN_IF_ERROR(WriteFileAtomically((std::filesystem::path(run_dir) / "summary.json").string(),
                                          Json(summary) + "\n"));
   return summary;
@@ -267,7 +282,21 @@ int Main() {
   const std::string name = config->run().name().empty() ? "run" : config->run().name();
   absl::StatusOr<RunSummary> summary = RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
   if (!summary.ok()) return Fail(summary.status().message(), 1);
-  std::cout << Json(*summary) << std::endl;
+  const char* rank = std::getenv("RANK");
+  if (rank == nullptr || std::string(rank) == "0") std::cout << Json(*summary) << std::endl;
+  return 0;
+}
+
+// --nproc_per_node=N: starts N copies of this program as ranks 0..N-1 of one run on this
+// machine, as torchrun does, and waits for them; when one fails, the others are stopped.
+int Launch(int nproc, char** argv) {
+  const int port =
+      absl::GetFlag(FLAGS_master_port) > 0 ? absl::GetFlag(FLAGS_master_port) : FreeLoopbackPort();
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(nproc, port, argv);
+  if (!ranks.ok()) return Fail(absl::StrCat("--nproc_per_node: ", ranks.status().message()), 1);
+  if (absl::Status done = WaitForRanks(*ranks); !done.ok()) {
+    return Fail(absl::StrCat("--nproc_per_node: ", done.message()), 1);
+  }
   return 0;
 }
 
@@ -282,6 +311,14 @@ int DistillMain(int argc, char** argv) {
       "[--resume] "
       "[--seed=N] [--device=cpu|cuda:N]");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_nproc_per_node) < 0) {
+    std::cerr << "--nproc_per_node must be >= 0, got " << absl::GetFlag(FLAGS_nproc_per_node)
+              << std::endl;
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_nproc_per_node) > 1 && std::getenv("LIBKD_LAUNCHED") == nullptr) {
+    return Launch(absl::GetFlag(FLAGS_nproc_per_node), argv);
+  }
   if (absl::GetFlag(FLAGS_threads) > 0) {
     at::set_num_threads(absl::GetFlag(FLAGS_threads));
   } else if (absl::GetFlag(FLAGS_config).empty()) {

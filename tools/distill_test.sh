@@ -52,6 +52,19 @@ check "profile: phases hold their ops" python3 \
   "$TEST_SRCDIR/$TEST_WORKSPACE/tools/check_box_trace.py" "$TEST_TMPDIR/traces/syn/trace_step_4.json" \
   data student_forward loss backward optimizer_step
 
+# --nproc_per_node=2: two ranks on loopback, the student wrapped for data parallelism; rank 0
+# alone prints the summary and writes metrics.jsonl and the checkpoints.
+sed 's/^train {$/train {\n  student { wrapper: DISTRIBUTED_DATA_PARALLEL }/' "$TEST_TMPDIR/syn.pbtxt" \
+  >"$TEST_TMPDIR/ddp.pbtxt"
+out=$("$tool" --config="$TEST_TMPDIR/ddp.pbtxt" --run_dir="$TEST_TMPDIR/d" --nproc_per_node=2 \
+  2>"$TEST_TMPDIR/ddp_err"); rc=$?
+check "nproc: exit 0" test "$rc" -eq 0
+check "nproc: one summary" test "$(grep -c '"box":"TrainingBox"' <<<"$out")" -eq 1
+check "nproc: rank 0's epoch lines" test "$(grep -c '"epoch":{' "$TEST_TMPDIR/d/metrics.jsonl")" -eq 2
+check "nproc: half the steps each" test "$(grep -c '"step":{' "$TEST_TMPDIR/d/metrics.jsonl")" -eq 2
+check "nproc: checkpoint" test -s "$TEST_TMPDIR/d/ckpt/last.pt"
+expect_error "nproc: negative" "--nproc_per_node must be >= 0, got -1" --nproc_per_node=-1
+
 printf 'train {\n  num_epochs: 0\n}\n' >"$TEST_TMPDIR/bad.pbtxt"
 err=$("$tool" --config="$TEST_TMPDIR/bad.pbtxt" 2>&1 >/dev/null); rc=$?
 check "bad config: exit 2" test "$rc" -eq 2

@@ -2,11 +2,6 @@
 // with torchrun's environment): the student wrapped in DISTRIBUTED_DATA_PARALLEL ends with the
 // same parameters on both ranks, equal (atol 1e-5) to one process training on the same global
 // batches; only rank 0 writes checkpoints.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,12 +17,11 @@
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
+#include "distill/boxes/ddp.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
-
-extern char** environ;
 
 namespace kd {
 namespace {
@@ -59,8 +53,8 @@ std::string Config(int batch, const std::string& dst) {
                       dst, R"pb(" }
                                 train { num_epochs: 2
                                         train_data_loader { dataset_id: "train" batch_size:)pb",
-                      batch, R"pb(                                   shuffle: true }
-                                                                     student { wrapper: DISTRIBUTED_DATA_PARALLEL }
+                      batch, R"pb(                                                                     shuffle: true }
+                                                                                                       student { wrapper: DISTRIBUTED_DATA_PARALLEL }
       optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
       criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
                           inputs { arg: "target" source: TARGETS } } }
@@ -85,42 +79,6 @@ int Worker() {
   return done.ok() ? 0 : 1;
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-pid_t Spawn(int rank, int port, const std::string& dir) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  for (const std::string& s : {std::string("LIBKD_BOX_WORKER=1"), absl::StrCat("RANK=", rank),
-                               std::string("WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"),
-                               absl::StrCat("MASTER_PORT=", port), "LIBKD_BOX_DIR=" + dir}) {
-    env.push_back(s);
-  }
-  std::vector<char*> envp;
-  for (std::string& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, nullptr};
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
-  return pid;
-}
-
-int Wait(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 c10::impl::GenericDict State(const std::string& path) {
   absl::StatusOr<c10::IValue> state = ReadTorchFile(path);
   EXPECT_THAT(state, IsOk()) << path;
@@ -131,10 +89,13 @@ TEST(BoxDdpTest, TwoRanksTrainLikeOneProcessOnTheGlobalBatches) {
   const std::string dir = ::testing::TempDir() + "/box_ddp";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const int port = FreePort();
-  const pid_t r0 = Spawn(0, port, dir), r1 = Spawn(1, port, dir);
-  ASSERT_EQ(Wait(r0), 0);
-  ASSERT_EQ(Wait(r1), 0);
+  const int port = FreeLoopbackPort();
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  absl::StatusOr<std::vector<int>> ranks =
+      StartLocalRanks(2, port, argv, {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir});
+  ASSERT_THAT(ranks, IsOk());
+  ASSERT_THAT(WaitForRanks(*ranks), IsOk());
   // One process on the global batches of 32: batch i of the epoch's order is the union of the
   // ranks' batches i (DistributedSampler's shards interleave the order), and CrossEntropyLoss's
   // mean over 32 is the mean of the ranks' means over 16.

@@ -1,6 +1,16 @@
 #include "distill/boxes/ddp.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -14,6 +24,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+
+extern char** environ;
 
 namespace kd {
 namespace {
@@ -100,6 +112,76 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
                                                ": the process group did not form within ",
                                                timeout.count(), " ms: ", ErrorText(error)));
   }
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+absl::StatusOr<std::vector<int>> StartLocalRanks(int nproc, int port, char* const* argv,
+                                                 const std::vector<std::string>& extra_env) {
+  std::vector<int> pids;
+  for (int rank = 0; rank < nproc; ++rank) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+    for (const std::string& s :
+         {absl::StrCat("RANK=", rank), absl::StrCat("WORLD_SIZE=", nproc),
+          absl::StrCat("LOCAL_RANK=", rank), absl::StrCat("LOCAL_WORLD_SIZE=", nproc),
+          std::string("MASTER_ADDR=127.0.0.1"), absl::StrCat("MASTER_PORT=", port),
+          std::string("LIBKD_LAUNCHED=1")}) {
+      env.push_back(s);
+    }
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> envp;
+    for (std::string& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    if (const int error = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr,
+                                      const_cast<char* const*>(argv), envp.data());
+        error != 0) {
+      for (int started : pids) kill(started, SIGTERM);
+      return absl::InternalError(
+          absl::StrCat("cannot start rank ", rank, ": ", std::strerror(error)));
+    }
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+absl::Status WaitForRanks(const std::vector<int>& pids) {
+  int failed = -1;
+  std::string how;
+  for (size_t done = 0; done < pids.size(); ++done) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (pid < 0 || it == pids.end()) continue;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failed < 0) {
+      failed = static_cast<int>(it - pids.begin());
+      how = WIFEXITED(status) ? absl::StrCat("exited with code ", WEXITSTATUS(status))
+                              : absl::StrCat("was killed by signal ", WTERMSIG(status));
+      for (int other : pids) {
+        if (other != pid) kill(other, SIGTERM);
+      }
+    }
+  }
+  if (failed < 0) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("rank ", failed, " ", how, "; the other ranks were stopped"));
 }
 
 absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(

@@ -61,6 +61,19 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment();
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout);
 
+// A TCP port free on 127.0.0.1 now (the kernel's pick), for a rendezvous on this machine.
+int FreeLoopbackPort();
+
+// Starts `nproc` copies of this program (/proc/self/exe with `argv`, null-terminated) as ranks
+// 0..nproc-1 of one run on this machine, with torchrun's environment (rendezvous at
+// 127.0.0.1:`port`, LIBKD_LAUNCHED=1) and `extra_env` added; returns their pids by rank.
+absl::StatusOr<std::vector<int>> StartLocalRanks(int nproc, int port, char* const* argv,
+                                                 const std::vector<std::string>& extra_env = {});
+
+// Waits for the ranks; when one fails, stops the others (SIGTERM). Internal naming the first
+// rank that failed and how.
+absl::Status WaitForRanks(const std::vector<int>& pids);
+
 struct DataParallelOptions {
   // Bucket size for the allreduce (DDP's bucket_cap_mb), in MiB.
   double bucket_cap_mb = 25;

@@ -7,11 +7,6 @@
 //     same step with one allreduce of all gradients after backward.
 //
 //   bazel run -c opt //distill/boxes:ddp_benchmark
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,8 +28,6 @@
 #include "absl/strings/str_cat.h"
 #include "distill/boxes/ddp.h"
 #include "hooks/native_model.h"
-
-extern char** environ;
 
 namespace kd {
 namespace {
@@ -136,49 +129,20 @@ int Worker() {
   return 0;
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-pid_t Spawn(int rank, int port, const std::string& out) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  for (const std::string& s : {std::string("LIBKD_DDP_WORKER=1"), absl::StrCat("RANK=", rank),
-                               std::string("WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"),
-                               absl::StrCat("MASTER_PORT=", port), "LIBKD_DDP_OUT=" + out}) {
-    env.push_back(s);
-  }
-  std::vector<char*> envp;
-  for (std::string& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, nullptr};
-  pid_t pid = 0;
-  if (posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()) != 0) std::exit(1);
-  return pid;
-}
-
 int Main() {
   at::set_num_threads(1);
   torch::nn::Sequential net = Net();
   const double single = StepSeconds(net, kGlobalBatch, nullptr, nullptr, false);
   const std::string out = "/tmp/libkd_ddp_benchmark.txt";
-  const int port = FreePort();
-  const pid_t r0 = Spawn(0, port, out), r1 = Spawn(1, port, out);
-  int s0 = 0, s1 = 0;
-  waitpid(r0, &s0, 0);
-  waitpid(r1, &s1, 0);
+  const int port = FreeLoopbackPort();
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  absl::StatusOr<std::vector<int>> ranks =
+      StartLocalRanks(2, port, argv, {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_OUT=" + out});
+  const absl::Status done = ranks.ok() ? WaitForRanks(*ranks) : ranks.status();
   double gbps = 0, reducer = 0, after = 0;
   std::ifstream in(out);
-  if (s0 != 0 || s1 != 0 || !(in >> gbps >> reducer >> after)) {
+  if (!done.ok() || !(in >> gbps >> reducer >> after)) {
     std::fprintf(stderr, "the ranks failed\n");
     return 1;
   }

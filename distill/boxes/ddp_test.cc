@@ -2,10 +2,6 @@
 // the ranks (LIBKD_DDP_WORKER set), as torchrun would start a training program.
 #include "distill/boxes/ddp.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,8 +26,6 @@
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
 #include "testing/status_matchers.h"
-
-extern char** environ;
 
 namespace kd {
 namespace {
@@ -102,44 +96,14 @@ int Worker() {
     loss.backward();
     SgdStep(net);
   }
-  std::ofstream out(std::getenv("LIBKD_DDP_OUT"));
+  std::ofstream out(absl::StrCat(std::getenv("LIBKD_DDP_OUT"), env->rank, ".txt"));
   const at::Tensor flat = Flat(net);
   for (int64_t i = 0; i < flat.numel(); ++i) out << flat[i].item<double>() << "\n";
   return out ? 0 : 1;
 }
 
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// Starts this binary as `rank` of 2 with `extra` environment; returns its pid.
-pid_t Spawn(int rank, int port, const std::string& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.push_back(*e);
-  for (const std::string& s : {std::string("LIBKD_DDP_WORKER=1"), absl::StrCat("RANK=", rank),
-                               std::string("WORLD_SIZE=2"), std::string("MASTER_ADDR=127.0.0.1"),
-                               absl::StrCat("MASTER_PORT=", port), "LIBKD_DDP_OUT=" + out}) {
-    env_strings.push_back(s);
-  }
-  env_strings.insert(env_strings.end(), extra.begin(), extra.end());
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  char self[] = "/proc/self/exe";
-  char* argv[] = {self, nullptr};
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, self, nullptr, nullptr, argv, envp.data()), 0);
-  return pid;
-}
+char kSelf[] = "/proc/self/exe";
+char* const kArgv[] = {kSelf, nullptr};
 
 int Wait(pid_t pid) {
   int status = 0;
@@ -159,11 +123,11 @@ std::vector<double> ReadValues(const std::string& path) {
 // reach rank 1 (which starts from other ones).
 TEST(DataParallelTest, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
   const std::string dir = ::testing::TempDir();
-  const int port = FreePort();
-  const pid_t r0 = Spawn(0, port, dir + "/rank0.txt", {});
-  const pid_t r1 = Spawn(1, port, dir + "/rank1.txt", {});
-  ASSERT_EQ(Wait(r0), 0);
-  ASSERT_EQ(Wait(r1), 0);
+  const int port = FreeLoopbackPort();
+  absl::StatusOr<std::vector<int>> ranks =
+      StartLocalRanks(2, port, kArgv, {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_OUT=" + dir + "/rank"});
+  ASSERT_THAT(ranks, IsOk());
+  ASSERT_THAT(WaitForRanks(*ranks), IsOk());
   const std::vector<double> p0 = ReadValues(dir + "/rank0.txt");
   const std::vector<double> p1 = ReadValues(dir + "/rank1.txt");
 
@@ -186,12 +150,13 @@ TEST(DataParallelTest, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
 // A rank that dies after joining: the other fails within the timeout instead of hanging.
 TEST(DataParallelTest, ALostRankMakesTheOtherExitNonZero) {
   const std::string dir = ::testing::TempDir();
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const auto start = std::chrono::steady_clock::now();
-  const pid_t r0 = Spawn(0, port, dir + "/dead0.txt", {"LIBKD_DDP_DIE=1"});
-  const pid_t r1 = Spawn(1, port, dir + "/dead1.txt", {"LIBKD_DDP_DIE=1"});
-  EXPECT_EQ(Wait(r1), 3);
-  EXPECT_NE(Wait(r0), 0);
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, port, kArgv, {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_DIE=1", "LIBKD_DDP_OUT=" + dir + "/dead"});
+  ASSERT_THAT(ranks, IsOk());
+  EXPECT_EQ(Wait((*ranks)[1]), 3);  // each waited for on its own: nobody stops rank 0
+  EXPECT_NE(Wait((*ranks)[0]), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
@@ -222,7 +187,7 @@ TEST(DataParallelTest, BadEnvironmentNamesTheVariable) {
 }
 
 TEST(DataParallelTest, AnUnreachableMasterIsOneClearError) {
-  DistributedEnv env{.rank = 1, .world_size = 2, .master_port = FreePort()};
+  DistributedEnv env{.rank = 1, .world_size = 2, .master_port = FreeLoopbackPort()};
   EXPECT_THAT(InitProcessGroup(env, c10::Device(c10::kCPU), std::chrono::milliseconds(1500)),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr(absl::StrCat("rank 1 cannot reach the master at 127.0.0.1:",
