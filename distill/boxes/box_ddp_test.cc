@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
-std::string Config(int batch, const std::string& dst) {
+std::string Config(int batch, const std::string& dst, int epochs = 2) {
   return absl::StrCat(R"pb(
                         run { name: "ddp" seed: 3 }
                         datasets {
@@ -53,20 +53,21 @@ std::string Config(int batch, const std::string& dst) {
                       dst, R"pb(" }
                                 train { num_epochs: 2
                                         train_data_loader { dataset_id: "train" batch_size:)pb",
-                      batch, R"pb(                                                                     shuffle: true }
-                                                                                                       student { wrapper: DISTRIBUTED_DATA_PARALLEL }
+                      batch, R"pb(                                                                                                       shuffle: true }
+                                                                                                                                         student { wrapper: DISTRIBUTED_DATA_PARALLEL }
       optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
       criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
                           inputs { arg: "target" source: TARGETS } } }
     })pb");
 }
 
-absl::Status RunBox(const std::string& text, const std::string& run_dir) {
+absl::Status RunBox(const std::string& text, const std::string& run_dir, bool resume = false) {
   DistillConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
     return absl::InvalidArgumentError("bad config");
   }
-  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box, MakeBox(config, {.run_dir = run_dir}));
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
+                      MakeBox(config, {.run_dir = run_dir, .resume = resume}));
   return box->Run().status();
 }
 
@@ -74,7 +75,16 @@ int Worker() {
   at::set_num_threads(1);
   const std::string dir = std::getenv("LIBKD_BOX_DIR");
   const std::string rank = std::getenv("RANK");
-  absl::Status done = RunBox(Config(16, dir + "/student_rank" + rank + ".pt"), dir + "/run" + rank);
+  absl::Status done;
+  if (const char* shared = std::getenv("LIBKD_BOX_SHARED_RUN"); shared != nullptr) {
+    // One run folder for both ranks, as the tool has it: rank 0's checkpoints, read by both
+    // on --resume. LIBKD_BOX_EPOCHS epochs.
+    const int epochs = std::atoi(std::getenv("LIBKD_BOX_EPOCHS"));
+    done = RunBox(Config(16, dir + "/shared_rank" + rank + ".pt", epochs), shared,
+                  std::getenv("LIBKD_BOX_RESUME") != nullptr);
+  } else {
+    done = RunBox(Config(16, dir + "/student_rank" + rank + ".pt"), dir + "/run" + rank);
+  }
   if (!done.ok()) std::cerr << "rank " << rank << ": " << done.message() << "\n";
   return done.ok() ? 0 : 1;
 }
@@ -112,6 +122,34 @@ TEST(BoxDdpTest, TwoRanksTrainLikeOneProcessOnTheGlobalBatches) {
   }
   EXPECT_TRUE(fs::exists(dir + "/run0/ckpt/last.pt"));
   EXPECT_FALSE(fs::exists(dir + "/run1/ckpt/last.pt"));  // rank 0 writes the checkpoints
+}
+
+// A 2-rank run stopped after epoch 1 and resumed (both ranks reading rank 0's last.pt) ends
+// where the uninterrupted 2-rank run ends.
+TEST(BoxDdpTest, AResumedRunEqualsAnUninterruptedOne) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp_resume";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  auto run = [&](const std::string& run_dir, int epochs, bool resume) {
+    std::vector<std::string> env = {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir,
+                                    "LIBKD_BOX_SHARED_RUN=" + run_dir,
+                                    absl::StrCat("LIBKD_BOX_EPOCHS=", epochs)};
+    if (resume) env.push_back("LIBKD_BOX_RESUME=1");
+    absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(2, FreeLoopbackPort(), argv, env);
+    ASSERT_THAT(ranks, IsOk());
+    ASSERT_THAT(WaitForRanks(*ranks), IsOk());
+  };
+  run(dir + "/whole", 2, false);
+  const c10::impl::GenericDict whole = State(dir + "/shared_rank1.pt");
+  run(dir + "/parts", 1, false);
+  run(dir + "/parts", 2, true);
+  const c10::impl::GenericDict resumed = State(dir + "/shared_rank1.pt");
+  for (const auto& entry : whole) {
+    EXPECT_TRUE(resumed.at(entry.key()).toTensor().equal(entry.value().toTensor()))
+        << entry.key().toStringRef();
+  }
 }
 
 }  // namespace
