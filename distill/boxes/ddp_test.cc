@@ -2,6 +2,9 @@
 // the ranks (LIBKD_DDP_WORKER set), as torchrun would start a training program.
 #include "distill/boxes/ddp.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,6 +197,24 @@ TEST(DataParallelTest, AnUnreachableMasterIsOneClearError) {
                                               env.master_port, " within 1500 ms"))));
   EXPECT_THAT(InitProcessGroup({}, c10::Device(c10::kCUDA, 0), std::chrono::seconds(1)),
               StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+// Rank 0 cannot serve the rendezvous on a port another program listens on.
+TEST(DataParallelTest, APortInUseIsOneClearError) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  DistributedEnv env{.rank = 0, .world_size = 2, .master_port = ntohs(addr.sin_port)};
+  EXPECT_THAT(InitProcessGroup(env, c10::Device(c10::kCPU), std::chrono::milliseconds(1500)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr(absl::StrCat("rank 0 cannot serve the rendezvous at 127.0.0.1:",
+                                              env.master_port, " (is MASTER_PORT in use?)"))));
+  close(fd);
 }
 
 }  // namespace
