@@ -26,7 +26,6 @@
 #include "distill/boxes/ddp.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
-#include "distill/boxes/memory_roots.h"
 #include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
 #include "distill/config/kwargs.h"
@@ -97,8 +96,8 @@ class Stage final : public StageRun, public TrainingContext {
           "teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
     }
     // Hooks.
-    KD_RETURN_IF_ERROR(AddHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
-    KD_RETURN_IF_ERROR(AddHooks(student_hooks_, student_, config.student(), "student"));
+    KD_RETURN_IF_ERROR(AddStageHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
+    KD_RETURN_IF_ERROR(AddStageHooks(student_hooks_, student_, config.student(), "student"));
     // Loss.
     absl::StatusOr<Criterion> criterion = Criterion::FromConfig(config.criterion());
     if (!criterion.ok()) return InField("criterion", criterion.status());
@@ -164,9 +163,10 @@ class Stage final : public StageRun, public TrainingContext {
       KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
     }
     // Leak detection in the validation loop (memdiag).
-    leaks_.reset();
+    leaks_ = {};
     if (evaluation.has_memory_leak_detection()) {
-      KD_RETURN_IF_ERROR(BuildLeakDetection(evaluation.memory_leak_detection()));
+      KD_ASSIGN_OR_RETURN(leaks_, MakeLeakDetection(evaluation.memory_leak_detection(), device_,
+                                                    *student_, teacher_, *optimizer_));
     }
     // Metrics.
     for (const MetricConfig& metric : evaluation.metrics()) {
@@ -301,7 +301,7 @@ class Stage final : public StageRun, public TrainingContext {
     int64_t count = 0;
     loader.SetEpoch(0);
     for (int64_t i = 0; i < loader.num_batches(); ++i) {
-      if (leaks_ != nullptr) leaks_->OnPredictionStep();
+      if (leaks_.callback != nullptr) leaks_.callback->OnPredictionStep();
       ScopedMemoryAnnotation scope("eval", i + 1);
       Batch batch = loader.GetBatch(i);
       ToDevice(batch);
@@ -318,7 +318,7 @@ class Stage final : public StageRun, public TrainingContext {
       count += targets.size(0);
       for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
     }
-    if (leaks_ != nullptr) leaks_->OnEvaluate();
+    if (leaks_.callback != nullptr) leaks_.callback->OnEvaluate();
     out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
     for (auto& [name, metric] : metrics_) out[name] = metric->Value();
     student_->SetTraining(was_training);
@@ -397,29 +397,6 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
  private:
-  // memdiag's callback over this stage's roots: the models (parameters, gradients, buffers)
-  // and the optimizer's state; its log goes to stderr.
-  absl::Status BuildLeakDetection(const MemoryLeakDetectionConfig& config) {
-    memory_roots_ = std::make_unique<MemoryRoots>();
-    AddModelRoots(*memory_roots_, "student", *student_);
-    if (teacher_ != nullptr) AddModelRoots(*memory_roots_, "teacher", *teacher_);
-    AddOptimizerRoots(*memory_roots_, "optimizer", *optimizer_);
-    absl::StatusOr<std::unique_ptr<MemoryLeakDetectionCallback>> made =
-        MemoryLeakDetectionCallback::Create(LeakDetectionOptions(config, device_),
-                                            memory_roots_.get(), &std::cerr);
-    if (!made.ok()) return InField("evaluation.memory_leak_detection", made.status());
-    leaks_ = *std::move(made);
-    return absl::OkStatus();
-  }
-
-  static absl::Status AddHooks(ForwardHookManager& hooks, Model* model,
-                               const StageModelConfig& config, const char* role) {
-    hooks.Clear();
-    if (model == nullptr) return absl::OkStatus();
-    if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return InField(role, set);
-    return absl::OkStatus();
-  }
-
   void ToDevice(Batch& batch) const {
     if (device_.is_cpu()) return;
     batch.samples = kd::ToDevice(batch.samples, device_);
@@ -500,8 +477,7 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
   std::vector<AuxModule> aux_;
-  std::unique_ptr<MemoryRoots> memory_roots_;
-  std::unique_ptr<MemoryLeakDetectionCallback> leaks_;
+  LeakDetection leaks_;                           // memdiag's, when the evaluation asks for it
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
 };

@@ -1,6 +1,7 @@
 #include "distill/boxes/internal/stage_setup.h"
 
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <utility>
 
@@ -10,6 +11,8 @@
 #include "base/torch_status.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/stage.h"
+#include "distill/boxes/io_util.h"
+#include "distill/boxes/memory_roots.h"
 #include "distill/config/kwargs.h"
 
 namespace kd {
@@ -102,6 +105,8 @@ absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& 
   return groups;
 }
 
+namespace {
+
 MemoryLeakDetectionOptions LeakDetectionOptions(const MemoryLeakDetectionConfig& config,
                                                 c10::Device device) {
   MemoryLeakDetectionOptions options;
@@ -116,6 +121,33 @@ MemoryLeakDetectionOptions LeakDetectionOptions(const MemoryLeakDetectionConfig&
   if (config.has_max_diff_buckets()) options.max_diff_buckets = config.max_diff_buckets();
   options.device = device;
   return options;
+}
+
+}  // namespace
+
+absl::StatusOr<LeakDetection> MakeLeakDetection(const MemoryLeakDetectionConfig& config,
+                                                c10::Device device, const Model& student,
+                                                const Model* teacher,
+                                                const torch::optim::Optimizer& optimizer) {
+  LeakDetection out;
+  out.roots = std::make_unique<MemoryRoots>();
+  AddModelRoots(*out.roots, "student", student);
+  if (teacher != nullptr) AddModelRoots(*out.roots, "teacher", *teacher);
+  AddOptimizerRoots(*out.roots, "optimizer", optimizer);
+  absl::StatusOr<std::unique_ptr<MemoryLeakDetectionCallback>> made =
+      MemoryLeakDetectionCallback::Create(LeakDetectionOptions(config, device), out.roots.get(),
+                                          &std::cerr);
+  if (!made.ok()) return InField("evaluation.memory_leak_detection", made.status());
+  out.callback = *std::move(made);
+  return out;
+}
+
+absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageModelConfig& config,
+                           const char* role) {
+  hooks.Clear();
+  if (model == nullptr) return absl::OkStatus();
+  if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return InField(role, set);
+  return absl::OkStatus();
 }
 
 absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,

@@ -22,9 +22,15 @@
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/procs/training_context.h"
+#include "hooks/forward_hook_manager.h"
 #include "hooks/io_dict.h"
 #include "hooks/model.h"
+#include "memdiag/inventory.h"
 #include "memdiag/leak_detection.h"
+
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
 
 namespace kd {
 namespace box_internal {
@@ -50,9 +56,22 @@ absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& 
                                                          bool teacher_trains,
                                                          std::vector<at::Tensor> own);
 
-// memdiag's callback options from the config, for an evaluation on `device`.
-MemoryLeakDetectionOptions LeakDetectionOptions(const MemoryLeakDetectionConfig& config,
-                                                c10::Device device);
+// memdiag's leak detection for a stage's validation loop: the callback of `config` (evaluation
+// on `device`) over roots naming the student's and teacher's parameters, gradients and buffers
+// and the optimizer's state; its log goes to stderr. Errors name the config field.
+struct LeakDetection {
+  std::unique_ptr<MemoryRoots> roots;
+  std::unique_ptr<MemoryLeakDetectionCallback> callback;
+};
+absl::StatusOr<LeakDetection> MakeLeakDetection(const MemoryLeakDetectionConfig& config,
+                                                c10::Device device, const Model& student,
+                                                const Model* teacher,
+                                                const torch::optim::Optimizer& optimizer);
+
+// Clears `hooks` and sets the forward hooks `config` names on `model` (null: none); errors name
+// `role`.
+absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageModelConfig& config,
+                           const char* role);
 
 // An auxiliary module of a stage (StageModelConfig.auxiliary_modules): built from the registry,
 // run on a recorded value of its model after that model's forward.
