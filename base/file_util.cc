@@ -1,6 +1,7 @@
 #include "base/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace kd {
 namespace {
@@ -37,12 +39,48 @@ absl::string_view Dirname(absl::string_view path) {
   return path.substr(0, slash);
 }
 
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string HumanBytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", bytes / double(1 << 30));
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%.1f MiB", bytes / double(1 << 20));
+  return absl::StrCat(bytes, " bytes");
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoStatus(errno, "open", path);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus(err, "stat", path);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is ", FileKind(st.st_mode),
+                     "; libkd reads only regular files: give the path of "
+                     "the file itself"));
+  }
+  if (st.st_size > max_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is ", HumanBytes(st.st_size),
+                                                   ", more than the ", HumanBytes(max_bytes),
+                                                   " this file may hold; check the path"));
+  }
   std::string data;
+  data.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
   while (true) {
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
@@ -54,6 +92,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     }
     if (n == 0) break;
     data.append(buffer, static_cast<size_t>(n));
+    if (static_cast<int64_t>(data.size()) > max_bytes) {  // grew while being read
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": grew past the ", HumanBytes(max_bytes), " this file may hold while read"));
+    }
   }
   ::close(fd);
   return data;

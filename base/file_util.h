@@ -5,6 +5,7 @@
 #ifndef LIBKD_BASE_FILE_UTIL_H_
 #define LIBKD_BASE_FILE_UTIL_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -13,8 +14,20 @@
 
 namespace kd {
 
-// The file's bytes; NotFound / PermissionDenied / Unavailable naming the file and the reason.
-absl::StatusOr<std::string> ReadFile(const std::string& path);
+// The most ReadFile reads unless told otherwise: larger than any model, checkpoint or input
+// libkd expects, small enough that a wrong path fails with a message rather than bad_alloc.
+inline constexpr int64_t kMaxReadBytes = int64_t{16} << 30;  // 16 GiB
+// The most a text file (a config) may hold.
+inline constexpr int64_t kMaxTextBytes = int64_t{64} << 20;  // 64 MiB
+
+// The bytes of the regular file at `path`. Errors name the file and the reason: NotFound /
+// PermissionDenied / Unavailable from errno; InvalidArgument for what is not a regular file
+// (a folder, a FIFO, /dev/zero: opened without blocking and refused, never read) and for a
+// file of more than `max_bytes`.
+absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = kMaxReadBytes);
+
+// "1.5 GiB", "64 MiB", "300 bytes".
+std::string HumanBytes(int64_t bytes);
 
 // Writes `data` to a temporary file next to `path`, flushes it to disk, and renames it over
 // `path`, so a reader (or a crash) sees either the old file or the new one, never a mix.

@@ -1,5 +1,8 @@
 #include "base/file_util.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -42,6 +45,33 @@ TEST(FileUtilTest, FailedWriteKeepsOldFile) {
   EXPECT_THAT(WriteFileAtomically("/nonexistent-dir/kept.bin", "x"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot create")));
   EXPECT_THAT(ReadFile(path), IsOkAndHolds("old"));
+}
+
+TEST(FileUtilTest, OnlyRegularFilesAreRead) {
+  // /dev/zero would be read until bad_alloc; a FIFO would block open() until a writer came.
+  EXPECT_THAT(ReadFile("/dev/zero"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "/dev/zero: is a character device; libkd reads only regular files: give "
+                       "the path of the file itself"));
+  const std::string fifo = TempPath("fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(ReadFile(fifo), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr(": is a FIFO (named pipe); libkd reads only")));
+  EXPECT_THAT(ReadFile(TempPath("")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a folder")));
+}
+
+TEST(FileUtilTest, SizeIsCapped) {
+  const std::string path = TempPath("big.bin");
+  ASSERT_THAT(WriteFileAtomically(path, std::string(3000, 'x')), IsOk());
+  EXPECT_THAT(ReadFile(path, 2048),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       path + ": is 3000 bytes, more than the 2048 bytes this file may hold; "
+                              "check the path"));
+  EXPECT_THAT(ReadFile(path, 3000), IsOkAndHolds(std::string(3000, 'x')));
+  EXPECT_EQ(HumanBytes(int64_t{16} << 30), "16.0 GiB");
+  EXPECT_EQ(HumanBytes(int64_t{3} << 19), "1.5 MiB");
 }
 
 TEST(FileUtilTest, ResolveUserPath) {

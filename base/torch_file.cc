@@ -3,13 +3,16 @@
 #include <vector>
 
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/torch_archive.h"
 #include "base/torch_status.h"
 
 namespace kd {
@@ -30,8 +33,8 @@ absl::StatusOr<std::string> EncodeTorchSave(const c10::IValue& value) {
       archive.append(static_cast<const char*>(bytes), size);
       return size;
     });
-    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(),
-                                       pickler.tensorData(), writer);
+    torch::jit::writeArchiveAndTensors("data", pickled.data(), pickled.size(), pickler.tensorData(),
+                                       writer);
     writer.writeEndOfFile();
     return archive;
   });
@@ -42,18 +45,58 @@ absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value) {
   return WriteFileAtomically(path, bytes);
 }
 
+absl::Status CheckTorchSaveArchive(absl::string_view bytes) {
+  KD_ASSIGN_OR_RETURN(TorchArchive archive, VerifyTorchArchive(bytes));
+  if (archive.kind == TorchArchive::Kind::kTorchScript) {
+    return absl::InvalidArgumentError(
+        "is a TorchScript archive (torch.jit.save), not a torch.save file: give it where a "
+        "model is expected, or save the value with torch.save");
+  }
+  if (archive.kind == TorchArchive::Kind::kOtherZip) {
+    return absl::InvalidArgumentError(
+        "is a zip archive without data.pkl, so torch.save did not write it");
+  }
+  if (archive.format_version >
+      static_cast<int64_t>(caffe2::serialize::kMaxSupportedFileFormatVersion)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "was written by a newer PyTorch (file format version ", archive.format_version,
+        "; this libtorch reads up to ", caffe2::serialize::kMaxSupportedFileFormatVersion,
+        "): save it with the torch of libkd's environment"));
+  }
+  for (const TorchArchive::Record& record : archive.records) {
+    if (record.name != archive.prefix + "/data.pkl") continue;
+    // The pickle's first object a collections.OrderedDict (after the PROTO opcode, a GLOBAL
+    // naming it): libtorch's unpickler reads it as None and fails later with an internal
+    // assertion. (Every tensor's pickle names OrderedDict too, for its backward hooks: only the
+    // first object is the value itself.)
+    const absl::string_view pickle = bytes.substr(record.data_offset, record.size);
+    if (pickle.size() > 2 && pickle[0] == '\x80' &&
+        absl::StartsWith(pickle.substr(2), "ccollections\nOrderedDict\n")) {
+      return absl::InvalidArgumentError(
+          "holds a collections.OrderedDict (what Python's model.state_dict() returns), which "
+          "libtorch cannot read: save a plain dict instead, torch.save(dict(value), path)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes) {
-  return CallTorch(
+  KD_RETURN_IF_ERROR(CheckTorchSaveArchive(bytes));
+  absl::StatusOr<c10::IValue> value = CallTorch(
       [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
       absl::StatusCode::kInvalidArgument);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("libtorch cannot unpickle it: ", value.status().message()));
+  }
+  return value;
 }
 
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not readable as a torch.save file: ", value.status().message()));
+    return absl::Status(value.status().code(), absl::StrCat(path, ": ", value.status().message()));
   }
   return value;
 }

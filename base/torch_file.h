@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kd {
 
@@ -33,11 +34,19 @@ absl::StatusOr<std::string> EncodeTorchSave(const c10::IValue& value);
 // Writes EncodeTorchSave(value) to `path` atomically.
 absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value);
 
-// Decodes bytes written by torch.save (Python) or EncodeTorchSave. InvalidArgument with
-// libtorch's reason (without its backtrace) when they cannot be read; callers name the file.
+// What every torch.save reader checks before unpickling (base/torch_archive.h): a zip archive
+// torch.save wrote (not TorchScript, not the legacy format, not cut short), every record's
+// CRC-32 (DataLoss naming the bad record), a file format version this libtorch reads, and no
+// collections.OrderedDict (which libtorch's unpickler cannot read). Messages are phrased to
+// follow the file's name: "m.pt: " + message.
+absl::Status CheckTorchSaveArchive(absl::string_view bytes);
+
+// Decodes bytes written by torch.save (Python) or EncodeTorchSave, after
+// CheckTorchSaveArchive. InvalidArgument / DataLoss with the reason (libtorch's without its
+// backtrace), phrased to follow the file's name, which callers add.
 absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes);
 
-// Reads and decodes the torch.save file at `path`; errors name it.
+// Reads and decodes the torch.save file at `path`; errors are "path: reason".
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path);
 
 }  // namespace kd

@@ -73,19 +73,9 @@ absl::Status Model::SaveState(const std::string& path) const {
 absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& options) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> loaded = DecodeTorchSave(bytes);
-  if (!loaded.ok() && absl::StrContains(loaded.status().message(),
-                                        "Expected GenericDict but got None")) {
-    // libtorch's unpickler (1.13 and 2.x alike) reads collections.OrderedDict as None, then
-    // fails on its items.
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": holds a collections.OrderedDict (Python's model.state_dict()), which libtorch "
-              "cannot read; save a plain dict instead: torch.save(dict(model.state_dict()), "
-              "path)"));
-  }
   if (!loaded.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a state file written by torch.save or Model::SaveState: ",
-        loaded.status().message()));
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat(path, ": ", loaded.status().message()));
   }
   if (!loaded->isGenericDict()) {
     return absl::InvalidArgumentError(absl::StrCat(

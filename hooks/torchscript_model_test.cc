@@ -1,6 +1,7 @@
 #include "hooks/torchscript_model.h"
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -119,7 +120,8 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
   ASSERT_THAT(WriteFileAtomically(garbage, "this is not a model"), IsOk());
   EXPECT_THAT(LoadTorchScriptModel(garbage),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(garbage + ": not a TorchScript file")));
+                       HasSubstr(garbage + ": not a zip archive (19 bytes beginning 0x74), so neither "
+                                           "torch.jit.save nor torch.save wrote it")));
   // A truncated archive.
   auto bytes = ReadFile(FixturePath("small_cnn.pt"));
   ASSERT_THAT(bytes, IsOk());
@@ -127,12 +129,54 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
   ASSERT_THAT(WriteFileAtomically(truncated, bytes->substr(0, bytes->size() / 2)), IsOk());
   EXPECT_THAT(LoadTorchScriptModel(truncated),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(truncated + ": not a TorchScript module")));
+                       HasSubstr(truncated + ": a zip archive cut short")));
+  // One flipped bit in a tensor record: libtorch would load it silently.
+  std::string flipped = *bytes;
+  const size_t record = flipped.find("small_cnn/data/7");
+  ASSERT_NE(record, std::string::npos);
+  flipped[record + 16 + 100] ^= 0x04;  // inside data/7's 2304 bytes (after name, padding)
+  const std::string corrupted = test::TempPath("corrupted.pt");
+  ASSERT_THAT(WriteFileAtomically(corrupted, flipped), IsOk());
+  EXPECT_THAT(LoadTorchScriptModel(corrupted),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr(corrupted + ": record \"small_cnn/data/7\" is corrupted")));
   // A torch.save'd state dict is a zip archive too, but no module.
   EXPECT_THAT(LoadTorchScriptModel(FixturePath("small_cnn.state.pt")),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("small_cnn.state.pt: not a TorchScript module (save it with "
-                                 "torch.jit.save")));
+                       HasSubstr("small_cnn.state.pt: is a torch.save archive, not a TorchScript "
+                                 "module: export the model with torch.jit.script(model).save")));
+  // The legacy torch.save format is named as such.
+  EXPECT_THAT(LoadTorchScriptModel(FixturePath("small_cnn.legacy_state.pt")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("small_cnn.legacy_state.pt: a legacy torch.save file")));
+}
+
+// libtorch checks no CRC: before libkd verified them, 46 of 150 randomly corrupted copies of a
+// fixture loaded. Now a copy either fails to load or loads the same module (the byte was one
+// no record covers: a timestamp, alignment padding) and computes the same output.
+TEST(TorchScriptModelTest, RandomlyCorruptedCopiesNeverLoadChanged) {
+  absl::StatusOr<std::string> bytes = ReadFile(FixturePath("small_cnn.pt"));
+  ASSERT_THAT(bytes, IsOk());
+  const c10::IValue expected = LoadExpected("small_cnn");
+  std::mt19937 random(20261201);
+  int refused = 0;
+  for (int copy = 0; copy < 150; ++copy) {
+    std::string corrupted = *bytes;
+    const size_t at = std::uniform_int_distribution<size_t>(0, corrupted.size() - 1)(random);
+    corrupted[at] = static_cast<char>(corrupted[at] ^ (1 + random() % 255));
+    const std::string path = test::TempPath("random_corruption.pt");
+    ASSERT_THAT(WriteFileAtomically(path, corrupted), IsOk());
+    absl::StatusOr<std::unique_ptr<Model>> model = LoadTorchScriptModel(path);
+    if (!model.ok()) {
+      ++refused;
+      continue;
+    }
+    at::NoGradGuard no_grad;
+    EXPECT_THAT((*model)->Forward(FixtureInputs(expected)),
+                IValueNear(At(expected, "output"), 0.0))
+        << "byte " << at << " changed and the model loaded";
+  }
+  EXPECT_GT(refused, 100);  // most bytes are covered by a CRC or the zip structure
 }
 
 TEST(TorchScriptModelTest, StateRoundTripAndPythonStateDict) {
@@ -170,9 +214,9 @@ TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
                              HasSubstr("unexpected keys: lin.bias"))));
   EXPECT_THAT(tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("holds a collections.OrderedDict (Python's model.state_dict()), "
-                                 "which libtorch cannot read; save a plain dict instead: "
-                                 "torch.save(dict(model.state_dict()), path)")));
+                       HasSubstr("tricky.ordered_state.pt: holds a collections.OrderedDict (what "
+                                 "Python's model.state_dict() returns), which libtorch cannot "
+                                 "read: save a plain dict instead, torch.save(dict(value), path)")));
   EXPECT_THAT(cnn->LoadState("/nonexistent/state.pt"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));
 }

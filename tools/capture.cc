@@ -60,8 +60,8 @@ absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a file written by torch.save: ", LastLine(value.status().message())));
+    return absl::Status(value.status().code(),
+                        absl::StrCat(path, ": ", LastLine(value.status().message())));
   }
   ForwardInput input;
   if (value->isTensor()) {

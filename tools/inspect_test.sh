@@ -40,9 +40,9 @@ expect_exact_error "bad device" 'inspect: --device: bad device "gpu": use cpu, c
 expect_error "missing file" "inspect: /nonexistent.pt: cannot open: No such file or directory" \
   --model=/nonexistent.pt
 printf 'not a model' >"$TEST_TMPDIR/garbage.pt"
-expect_error "garbage file" "$TEST_TMPDIR/garbage.pt: not a TorchScript file" \
+expect_error "garbage file" "$TEST_TMPDIR/garbage.pt: not a zip archive (11 bytes beginning 0x6e)" \
   --model="$TEST_TMPDIR/garbage.pt"
-expect_error "state dict, not a module" "small_cnn.state.pt: not a TorchScript module" \
+expect_error "state dict, not a module" "small_cnn.state.pt: is a torch.save archive, not a TorchScript module" \
   --model="$data/small_cnn.state.pt"
 expect_error "no model flag" "inspect: --model is required" --format=text
 expect_error "bad shape" '--input_shape=1,x: "x" is not a positive integer' \

@@ -8,11 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/nearest.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
+#include "base/nearest.h"
 #include "base/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace kd {
 namespace {
@@ -109,6 +110,44 @@ class Collector final : public google::protobuf::io::ErrorCollector {
   std::vector<absl::string_view> lines_;
 };
 
+// The bracket ({, < or [) still open at the end of `text`, the innermost one, with its
+// 0-based line and column; false when all are closed. Reads tokens (strings and comments do not
+// count).
+bool UnclosedBracket(absl::string_view text, char* bracket, int* line, int* column) {
+  google::protobuf::io::ArrayInputStream input(text.data(), static_cast<int>(text.size()));
+  struct Silent final : google::protobuf::io::ErrorCollector {
+    void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  } silent;
+  google::protobuf::io::Tokenizer tokenizer(&input, &silent);
+  tokenizer.set_comment_style(google::protobuf::io::Tokenizer::SH_COMMENT_STYLE);
+  struct Open {
+    char bracket;
+    int line, column;
+  };
+  std::vector<Open> open;
+  while (tokenizer.Next()) {
+    const auto& token = tokenizer.current();
+    if (token.type != google::protobuf::io::Tokenizer::TYPE_SYMBOL || token.text.size() != 1) {
+      continue;
+    }
+    const char c = token.text[0];
+    if (c == '{' || c == '<' || c == '[') {
+      open.push_back({c, token.line, token.column});
+    } else if ((c == '}' || c == '>' || c == ']') && !open.empty()) {
+      open.pop_back();
+    }
+  }
+  if (open.empty()) return false;
+  *bracket = open.back().bracket;
+  *line = open.back().line;
+  *column = open.back().column;
+  return true;
+}
+
+// The nesting limit of the text parser: deep enough for any config (kwargs dicts nest), shallow
+// enough that a hostile file cannot overflow the stack (the parser recurses per level).
+constexpr int kMaxNesting = 100;
+
 }  // namespace
 
 std::string TextPosition::ToString() const { return absl::StrCat(line, ":", column); }
@@ -149,6 +188,8 @@ ConfigLocator LoadedConfig::Root() const {
 }
 
 absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::string& file) {
+  // A UTF-8 byte order mark (some editors write one) is not part of the config.
+  if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
   LoadedConfig loaded;
   loaded.file = file;
   loaded.positions = std::make_unique<TextFormat::ParseInfoTree>();
@@ -156,11 +197,32 @@ absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::stri
   TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(loaded.positions.get());
+  parser.SetRecursionLimit(kMaxNesting);
   // Unknown fields are skipped and reported with the validation problems, all at once.
   parser.AllowUnknownField(true);
   if (!parser.ParseFromString(std::string(text), &loaded.config)) {
     std::vector<ConfigProblem> problems = std::move(collector.warnings);
-    problems.insert(problems.end(), collector.errors.begin(), collector.errors.end());
+    for (ConfigProblem& error : collector.errors) {
+      char bracket;
+      int line, column;
+      if (absl::StrContains(error.message, "exceeded the configured recursion limit")) {
+        error.message = absl::StrCat("nested more than ", kMaxNesting,
+                                     " levels deep; no config needs that many (is a closing "
+                                     "brace missing, or was the file generated wrongly?)");
+      } else if (absl::StartsWith(error.message, "Expected") &&
+                 absl::EndsWith(error.message, "got: ") &&
+                 UnclosedBracket(text, &bracket, &line, &column)) {
+        // The parser ran out of text: say which bracket is still open, and where.
+        error.message =
+            absl::StrCat("the file ends inside the \"", std::string(1, bracket), "\" opened at ",
+                         line + 1, ":", column + 1, "; close it with \"",
+                         std::string(1, bracket == '{'   ? '}'
+                                        : bracket == '<' ? '>'
+                                                         : ']'),
+                         "\"");
+      }
+      problems.push_back(std::move(error));
+    }
     std::stable_sort(problems.begin(), problems.end(), [](const auto& a, const auto& b) {
       return std::make_pair(a.at.line, a.at.column) < std::make_pair(b.at.line, b.at.column);
     });
@@ -174,7 +236,7 @@ absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::stri
 }
 
 absl::StatusOr<LoadedConfig> LoadConfig(const std::string& path, const std::string& display_path) {
-  KD_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  KD_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxTextBytes));
   return ParseConfig(text, display_path.empty() ? path : display_path);
 }
 

@@ -137,6 +137,42 @@ TEST(ConfigLoaderTest, LoadReadsTheFileAndNamesItAsGiven) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/run.pbtxt")));
 }
 
+// Found by a hostile user: a kwargs dict nested a few thousand levels deep overflowed the
+// stack of protobuf's text parser.
+TEST(ConfigLoaderTest, DeepNestingIsAnErrorNotACrash) {
+  std::string text = "student { native { key: \"m\" ";
+  for (int i = 0; i < 5000; ++i) text += "kwargs { name: \"a\" dict { ";
+  for (int i = 0; i < 5000; ++i) text += "} } ";
+  text += "} }";
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(text, "deep.pbtxt");
+  EXPECT_THAT(loaded, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("nested more than 100 levels deep")));
+  // Twenty levels are fine.
+  std::string ok = "student { native { key: \"m\" ";
+  for (int i = 0; i < 20; ++i) ok += "kwargs { name: \"a\" dict { ";
+  for (int i = 0; i < 20; ++i) ok += "} } ";
+  EXPECT_THAT(ParseConfig(ok + "} }", "ok.pbtxt"), IsOk());
+}
+
+TEST(ConfigLoaderTest, AnUnclosedBraceIsNamedWithItsLine) {
+  EXPECT_THAT(ParseConfig(Lines({"student { torchscript: \"s.pt\" }",  // 1
+                                 "train {",                              // 2
+                                 "  num_epochs: 3",                      // 3
+                                 "  optimizer { key: \"SGD\" }",        // 4
+                                 "# a comment { does not count"}),       // 5
+                          "c.pbtxt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "c.pbtxt:5:29: the file ends inside the \"{\" opened at 2:7; close it "
+                       "with \"}\""));
+}
+
+TEST(ConfigLoaderTest, AByteOrderMarkIsSkipped) {
+  auto loaded = ParseConfig("\xEF\xBB\xBFtrain { num_epochs: 2 }", "bom.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_EQ(loaded->config.train().num_epochs(), 2);
+  EXPECT_THAT(loaded->Root().Nested("train").Of("num_epochs"), IsAt(1, 9));
+}
+
 TEST(ConfigLoaderTest, ProblemsWithoutAPositionNameTheFileOnly) {
   EXPECT_EQ((ConfigProblem{"c.pbtxt", {}, "empty"}).ToString(), "c.pbtxt: empty");
   EXPECT_EQ((ConfigProblem{"c.pbtxt", {3, 7}, "bad"}).ToString(), "c.pbtxt:3:7: bad");

@@ -25,6 +25,8 @@ For each fixture NAME it writes, next to this script:
   tricky.kwargs.pt          a dict of keyword arguments for tricky's forward.
   small_cnn.state.pt        torch.save(dict(model.state_dict())), to test loading state.
   tricky.ordered_state.pt   torch.save(model.state_dict()) (an OrderedDict), to test the error.
+  small_cnn.legacy_state.pt small_cnn.state.pt in torch.save's pre-1.6 (non-zip) format, to
+                            test that error (--legacy writes only this file).
 """
 import argparse
 import os
@@ -321,14 +323,24 @@ def make_resnet18(path):
     torch.jit.script(model).save(path)
 
 
+def make_legacy():
+    state = torch.load(os.path.join(HERE, "small_cnn.state.pt"))
+    torch.save(state, os.path.join(HERE, "small_cnn.legacy_state.pt"),
+               _use_new_zipfile_serialization=False)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resnet18", metavar="PATH",
                         help="write a scripted torchvision ResNet-18 (random weights) to PATH "
                              "instead of the small fixtures")
+    parser.add_argument("--legacy", action="store_true",
+                        help="write only small_cnn.legacy_state.pt (from small_cnn.state.pt)")
     args = parser.parse_args()
-    if args.resnet18:
+    if args.legacy:
+        make_legacy()
+    elif args.resnet18:
         make_resnet18(args.resnet18)
     else:
         make_small()
