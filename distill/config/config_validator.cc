@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/module_path.h"
 #include "base/nearest.h"
 #include "base/registry.h"
 #include "distill/config/internal/checker.h"
@@ -31,7 +32,7 @@ class Validator : private internal::Checker {
   std::vector<ConfigProblem> Run() {
     const DistillConfig& config = loaded().config;
     const ConfigLocator root = loaded().Root();
-    CheckFiniteNumbers(config, root);  // every number; kwargs in CheckPlugin
+    CheckFieldValues(config, root);  // numbers, strings, enums; kwargs' numbers in CheckPlugin
     if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
     CheckDatasets(config, root);
     if (config.has_student()) {
@@ -120,6 +121,22 @@ class Validator : private internal::Checker {
     for (int i = 0; i < config.stages_size(); ++i) {
       CheckStage(config, config.stages(i), root.Nested("stages", i),
                  /*first=*/i == 0 && !config.has_train());
+    }
+    // Names identify stages in logs, metrics and checkpoints: the default name of stage i is
+    // "stage<i>" (as the boxes name it), which an explicit name can collide with.
+    std::map<std::string, TextPosition> names;
+    for (int i = 0; i < config.stages_size(); ++i) {
+      const StageConfig& stage = config.stages(i);
+      const ConfigLocator loc = root.Nested("stages", i);
+      const bool named = !stage.name().empty();
+      const std::string name = named ? stage.name() : absl::StrCat("stage", i);
+      const TextPosition at = named ? loc.Of("name") : loc.self();
+      if (auto [it, inserted] = names.try_emplace(name, at); !inserted) {
+        Add(at, absl::StrCat("duplicate stage name \"", name, "\"",
+                             named ? "" : absl::StrCat(" (stage ", i, "'s default name)"),
+                             ", also the name of the stage at ", it->second.ToString(),
+                             "; give each stage its own name"));
+      }
     }
   }
 
@@ -218,6 +235,9 @@ class Validator : private internal::Checker {
       const ForwardHookConfig& hook = model.forward_hooks(i);
       const ConfigLocator hloc = loc.Nested("forward_hooks", i);
       const std::string quoted = QuoteName(hook.module_path());
+      if (const std::string problem = ModulePathProblem(hook.module_path()); !problem.empty()) {
+        Add(hloc.Of("module_path"), problem);
+      }
       if (auto [it, inserted] = hooked.try_emplace(hook.module_path(), hloc.self()); !inserted) {
         Add(hloc.self(), absl::StrCat("duplicate forward hook on module ", quoted, " (first at ",
                                       it->second.ToString(), ")"));
@@ -232,6 +252,10 @@ class Validator : private internal::Checker {
     }
     std::set<std::string> frozen;
     for (int i = 0; i < model.frozen_modules_size(); ++i) {
+      if (const std::string problem = ModulePathProblem(model.frozen_modules(i));
+          !problem.empty()) {
+        Add(loc.Of("frozen_modules", i), problem);
+      }
       if (!frozen.insert(model.frozen_modules(i)).second) {
         Add(loc.Of("frozen_modules", i),
             absl::StrCat("duplicate frozen module ", QuoteName(model.frozen_modules(i))));

@@ -143,6 +143,65 @@ std::vector<std::string> Validate(const Lines& lines, const ValidateOptions& opt
 
 TEST(ConfigValidatorTest, TheBaseConfigIsValid) { EXPECT_THAT(Validate(kBase), IsEmpty()); }
 
+// Accepted without a word before (found by a hostile user): text that is not UTF-8, enum
+// numbers outside the enum, two stages of one name, a module path with an empty component.
+TEST(ConfigValidatorTest, NonUtf8TextIsAnError) {
+  const Lines lines = Replace(kBase, 1, {"run { name: \"t\xff\xfe\" device: \"cpu\" }"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 1, "name") +
+                          "name is not valid UTF-8 text; write the config in UTF-8 (non-ASCII "
+                          "bytes may also be written as \\ooo octal escapes of UTF-8)"));
+  // Well-formed UTF-8 is fine, in kwargs too; a bad kwarg string is found there as well.
+  EXPECT_THAT(Validate(Replace(kBase, 1, {"run { name: \"t\xc3\xa9\" device: \"cpu\" }"})),
+              IsEmpty());
+  const Lines kwarg = Replace(
+      kBase, 2, {R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: ")"
+                 "\xc0\xaf" R"(" } })"});
+  EXPECT_THAT(Validate(kwarg),
+              ElementsAre(At(kwarg, 2, "str") +
+                          "str is not valid UTF-8 text; write the config in UTF-8 (non-ASCII "
+                          "bytes may also be written as \\ooo octal escapes of UTF-8)"));
+}
+
+TEST(ConfigValidatorTest, EnumNumbersOutsideTheEnum) {
+  const Lines lines = Replace(kBase, 19, {R"(      inputs { arg: "student" source: 99 })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 19, "source") +
+                          "source: 99 is not a value of Source; use one of SOURCE_UNSPECIFIED, "
+                          "STUDENT, TEACHER, TARGETS"));
+}
+
+TEST(ConfigValidatorTest, ModulePathWithAnEmptyComponent) {
+  const Lines lines = Replace(
+      kBase, 10, {R"(  teacher { forward_hooks { module_path: "layer2." requires_output: true } })"});
+  EXPECT_THAT(Validate(lines),
+              ::testing::Contains(At(lines, 10, "module_path") +
+                                  "module path \"layer2.\" has an empty component (a leading, "
+                                  "trailing or doubled \".\"); did you mean \"layer2\"?"));
+}
+
+TEST(ConfigValidatorTest, TwoStagesOfOneName) {
+  // The base's train stage as stages[0], then a second stage; named stage0 (stages[0]'s default
+  // name) or like the first.
+  Lines lines = Replace(kBase, 6, {R"(stages {)"});
+  lines = Insert(lines, 30,
+                 {R"(stages { name: "stage0" num_epochs: 1)",
+                  R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } })",
+                  R"(  criterion { terms { key: "CrossEntropyLoss" } } })"});
+  EXPECT_THAT(Validate(lines),
+              ::testing::Contains(At(lines, 30, "name") +
+                                  "duplicate stage name \"stage0\", also the name of the stage "
+                                  "at 6:1; give each stage its own name"));
+  lines[5] = R"(stages { name: "warmup")";
+  lines[29] = R"(stages { name: "warmup" num_epochs: 1)";
+  EXPECT_THAT(Validate(lines), ::testing::Contains(At(lines, 30, "name") +
+                                                   "duplicate stage name \"warmup\", also the "
+                                                   "name of the stage at 6:10; give each stage "
+                                                   "its own name"));
+  lines[29] = R"(stages { name: "cooldown" num_epochs: 1)";
+  EXPECT_THAT(Validate(lines), ::testing::Not(::testing::Contains(HasSubstr("duplicate stage"))));
+}
+
 TEST(ConfigValidatorTest, MisspelledKwargNamesTheNearest) {
   const Lines lines = Replace(kBase, 18, {R"(      kwargs { name: "temprature" number: 4 })"});
   EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 18, "name") +

@@ -4,8 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "base/device.h"
 #include "base/file_util.h"
 
@@ -86,8 +92,44 @@ void Checker::CheckFile(const std::string& path, const ConfigLocator& loc, absl:
   }
 }
 
-void Checker::CheckFiniteNumbers(const google::protobuf::Message& message,
-                                 const ConfigLocator& loc) {
+namespace {
+
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or values past U+10FFFF).
+bool IsUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= static_cast<size_t>(n)) return false;
+    for (int k = 1; k <= n; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+void Checker::CheckFieldValues(const google::protobuf::Message& message, const ConfigLocator& loc,
+                               bool in_kwargs) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* reflection = message.GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -96,19 +138,57 @@ void Checker::CheckFiniteNumbers(const google::protobuf::Message& message,
     const int n = field->is_repeated() ? reflection->FieldSize(message, field) : 1;
     for (int i = 0; i < n; ++i) {
       const int index = field->is_repeated() ? i : -1;
-      if (field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
-        const double v = field->is_repeated() ? reflection->GetRepeatedDouble(message, field, i)
-                                              : reflection->GetDouble(message, field);
-        if (!std::isfinite(v)) {
-          Add(loc.Of(field->name(), index),
-              absl::StrCat(field->name(), " must be finite, got ", v));
+      switch (field->cpp_type()) {
+        case FieldDescriptor::CPPTYPE_DOUBLE: {
+          if (in_kwargs) break;  // CheckKwargList words these with the kwarg's name
+          const double v = field->is_repeated() ? reflection->GetRepeatedDouble(message, field, i)
+                                                : reflection->GetDouble(message, field);
+          if (!std::isfinite(v)) {
+            Add(loc.Of(field->name(), index),
+                absl::StrCat(field->name(), " must be finite, got ", v));
+          }
+          break;
         }
-      } else if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
-                 field->message_type() != Kwarg::descriptor()) {
-        const google::protobuf::Message& nested =
-            field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
-                                 : reflection->GetMessage(message, field);
-        CheckFiniteNumbers(nested, loc.Nested(field->name(), index));
+        case FieldDescriptor::CPPTYPE_STRING: {
+          std::string scratch;
+          const std::string& v =
+              field->is_repeated()
+                  ? reflection->GetRepeatedStringReference(message, field, i, &scratch)
+                  : reflection->GetStringReference(message, field, &scratch);
+          if (!IsUtf8(v)) {
+            Add(loc.Of(field->name(), index),
+                absl::StrCat(field->name(),
+                             " is not valid UTF-8 text; write the config in UTF-8 (non-ASCII "
+                             "bytes may also be written as \\ooo octal escapes of UTF-8)"));
+          }
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_ENUM: {
+          // proto3 enums are open: the parser takes any number, the run would not.
+          const int v = field->is_repeated() ? reflection->GetRepeatedEnumValue(message, field, i)
+                                             : reflection->GetEnumValue(message, field);
+          if (field->enum_type()->FindValueByNumber(v) == nullptr) {
+            std::vector<std::string> names;
+            for (int k = 0; k < field->enum_type()->value_count(); ++k) {
+              names.push_back(field->enum_type()->value(k)->name());
+            }
+            Add(loc.Of(field->name(), index),
+                absl::StrCat(field->name(), ": ", v, " is not a value of ",
+                             field->enum_type()->name(), "; use one of ",
+                             absl::StrJoin(names, ", ")));
+          }
+          break;
+        }
+        case FieldDescriptor::CPPTYPE_MESSAGE: {
+          const google::protobuf::Message& nested =
+              field->is_repeated() ? reflection->GetRepeatedMessage(message, field, i)
+                                   : reflection->GetMessage(message, field);
+          CheckFieldValues(nested, loc.Nested(field->name(), index),
+                           in_kwargs || field->message_type() == Kwarg::descriptor());
+          break;
+        }
+        default:
+          break;
       }
     }
   }

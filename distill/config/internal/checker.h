@@ -55,9 +55,11 @@ class Checker {
   // A device name (cpu, cuda, cuda:N), by its syntax only: the machine may differ.
   void CheckDevice(const std::string& device, const ConfigLocator& loc, absl::string_view field);
 
-  // Every double field of `message` and the messages in it, at any depth, must be finite
-  // (kwargs excepted: CheckKwargList checks their numbers).
-  void CheckFiniteNumbers(const google::protobuf::Message& message, const ConfigLocator& loc);
+  // Every field of `message` and the messages in it, at any depth: doubles finite (kwargs'
+  // excepted: CheckKwargList words those with the kwarg's name), strings valid UTF-8, enum
+  // numbers values of their enum (proto3's parser accepts any number).
+  void CheckFieldValues(const google::protobuf::Message& message, const ConfigLocator& loc,
+                        bool in_kwargs = false);
 
   const LoadedConfig& loaded() const { return loaded_; }
 
