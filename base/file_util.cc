@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <sstream>
 
@@ -136,6 +138,19 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
     ::close(dir_fd);
   }
   return absl::OkStatus();
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) {
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  }
+  std::error_code error;
+  const std::filesystem::path pa = std::filesystem::weakly_canonical(a, error);
+  if (error) return a == b;
+  const std::filesystem::path pb = std::filesystem::weakly_canonical(b, error);
+  if (error) return a == b;
+  return pa == pb;
 }
 
 std::string ResolveUserPath(const std::string& path) {

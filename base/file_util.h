@@ -33,6 +33,10 @@ std::string HumanBytes(int64_t bytes);
 // `path`, so a reader (or a crash) sees either the old file or the new one, never a mix.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
+// Whether `a` and `b` name the same file: the same inode when both exist (hard links and
+// symbolic links included), else the same path once made absolute and normalized.
+bool SameFile(const std::string& a, const std::string& b);
+
 // Resolves a path given on a `bazel run` command line against the caller's folder
 // (BUILD_WORKING_DIRECTORY); absolute paths and runs outside Bazel are unchanged.
 std::string ResolveUserPath(const std::string& path);

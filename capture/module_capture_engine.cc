@@ -101,12 +101,18 @@ std::string ModuleCaptureEngine::Name(int id) const {
 
 void ModuleCaptureEngine::OnCall(int id, const std::vector<c10::IValue>& args,
                                  const c10::IValue& output) {
+  const bool first_call = called_.insert(id).second;  // in this Forward
   if (options_.capture_inputs) {
     if (args_.count(id)) {
       // silverspoon asserts this too: inputs are captured once per step.
-      error_ = absl::StrCat(Name(id), " ran again before its captured inputs were popped or "
-                            "cleared: inputs are captured once per forward (call "
-                            "PopCapturedInputs or ClearCaptured between forwards)");
+      error_ = !first_call
+                   ? absl::StrCat(Name(id), " ran twice in one forward, and its inputs are "
+                                  "captured once per forward: capture its output only "
+                                  "(capture_inputs = false), or record every call with a "
+                                  "ForwardHookManager hook that accumulates")
+                   : absl::StrCat(Name(id), " ran again before its captured inputs were popped "
+                                  "or cleared: inputs are captured once per forward (call "
+                                  "PopCapturedInputs or ClearCaptured between forwards)");
       TORCH_CHECK(false, *error_);
     }
     std::vector<c10::IValue> stored;
@@ -128,6 +134,7 @@ absl::StatusOr<c10::IValue> ModuleCaptureEngine::Forward(std::vector<c10::IValue
         "ModuleCaptureEngine::Forward before Register(): nothing would be captured");
   }
   error_.reset();
+  called_.clear();
   absl::StatusOr<c10::IValue> result =
       options_.auto_truncate
           ? model_.ForwardTruncated(std::move(args), kwargs, paths_)

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -151,6 +152,7 @@ class ModuleCaptureEngine {
   std::map<int, Kwargs> kwargs_;
   std::map<int, c10::IValue> outputs_;
   std::optional<std::string> error_;  // a rule broken inside a forward
+  std::set<int> called_;              // the modules called in the current Forward
 };
 
 }  // namespace kd

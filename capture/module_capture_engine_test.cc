@@ -187,14 +187,16 @@ TEST_P(ModuleCaptureEngineTest, InputsCapturedTwiceIsAnErrorNamingTheModule) {
   // relu runs twice in one forward.
   EXPECT_THAT(engine.Forward({at::randn({1, 1, 28, 28})}),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("module 1 (\"layer1.0.relu\") ran again before its captured "
-                                 "inputs were popped or cleared")));
+                       HasSubstr("module 1 (\"layer1.0.relu\") ran twice in one forward, and "
+                                 "its inputs are captured once per forward")));
   engine.Deregister();
   ModuleCaptureEngine once(*model, {"fc"});
   ASSERT_THAT(once.Register(), IsOk());
   ASSERT_THAT(once.Forward({at::randn({1, 1, 28, 28})}), IsOk());
   EXPECT_THAT(once.Forward({at::randn({1, 1, 28, 28})}),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("module 0 (\"fc\")")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("module 0 (\"fc\") ran again before its captured inputs were "
+                                 "popped or cleared")));
   ASSERT_THAT(once.PopCapturedInputs(0), IsOk());
   EXPECT_THAT(once.Forward({at::randn({1, 1, 28, 28})}), IsOk());
   once.ClearCaptured();

@@ -2,7 +2,7 @@
 // of chosen modules with a ForwardHookManager.
 //
 //   bazel run //tools:capture -- --model=m.pt --input=in.pt --paths=layer1,layer2.0
-//       [--inputs] [--truncate] [--out=io.pt]       (one command line)
+//       [--inputs] [--truncate | --accumulate | --call=N] [--train] [--out=io.pt]
 //
 // Exit codes: 0 OK, 2 bad input (files, unknown module paths, a failing forward).
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
+#include "base/module_path.h"
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
@@ -43,6 +44,15 @@ ABSL_FLAG(bool, truncate, false,
           "listed module (nothing after it is computed), and the tool prints the forward's "
           "median time with and without truncation (5 interleaved runs each, after 3 warm-up rounds). Each module must "
           "run once per forward.");
+ABSL_FLAG(bool, accumulate, false,
+          "Record every call of each module in the forward, in call order (a list per path; "
+          "HookOptions::accumulates); without it the last call wins. Not with --truncate.");
+ABSL_FLAG(int, call, -1,
+          "For modules called several times in the forward: record only call N (0-based) of "
+          "each. Not with --truncate.");
+ABSL_FLAG(bool, train, false,
+          "Run the forward in train mode (dropout active, batch norm on batch statistics); "
+          "default eval mode.");
 ABSL_FLAG(std::string, out, "",
           "Write the I/O dict here (atomically, in torch.save's format); Python's torch.load "
           "returns {path: {\"input\": ..., \"output\": ...}}. Without it, prints each path's "
@@ -50,6 +60,8 @@ ABSL_FLAG(std::string, out, "",
 
 namespace kd {
 namespace {
+
+constexpr char kTool[] = "capture";
 
 struct ForwardInput {
   std::vector<c10::IValue> args;
@@ -110,15 +122,33 @@ absl::Status ForwardError(const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat("forward failed: ", LastLine(status.message())));
 }
 
-// The I/O dict from a ForwardHookManager over one full forward.
+// The I/O dict from a ForwardHookManager over one full forward: each module's last call, all
+// its calls (--accumulate) or its call number --call.
 absl::StatusOr<IoDict> CaptureWithHooks(Model& model, const std::vector<std::string>& paths,
                                         const ForwardInput& input) {
   ForwardHookManager manager;
-  const HookOptions options{.requires_input = absl::GetFlag(FLAGS_inputs)};
+  const int call = absl::GetFlag(FLAGS_call);
+  const HookOptions options{.requires_input = absl::GetFlag(FLAGS_inputs),
+                            .accumulates = absl::GetFlag(FLAGS_accumulate) || call >= 0};
   for (const std::string& path : paths) KD_RETURN_IF_ERROR(manager.AddHook(model, path, options));
   absl::Status ran = CallTorch([&] { model.Forward(input.args, input.kwargs); });
   if (!ran.ok()) return ForwardError(ran);
-  return manager.PopIoDict();
+  KD_ASSIGN_OR_RETURN(IoDict io, manager.PopIoDict());
+  if (call < 0) return io;
+  IoDict picked;
+  for (const auto& [path, values] : io) {
+    for (const auto& [io_type, value] : values) {
+      const size_t calls = value.isList() ? value.toListRef().size() : 1;
+      if (static_cast<size_t>(call) >= calls) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--call=", call, ": module \"", path, "\" ran ", calls,
+                         calls == 1 ? " time" : " times", " in this forward; give --call=0..",
+                         calls - 1));
+      }
+      picked[path][io_type] = value.isList() ? value.toListRef()[call] : value;
+    }
+  }
+  return picked;
 }
 
 double MedianMs(std::vector<double> times) {
@@ -130,8 +160,17 @@ double MedianMs(std::vector<double> times) {
 absl::StatusOr<IoDict> CaptureTruncated(Model& model, const std::vector<std::string>& paths,
                                         const ForwardInput& input) {
   const bool with_inputs = absl::GetFlag(FLAGS_inputs);
-  ModuleCaptureEngine engine(model, paths,
-                             {.capture_inputs = with_inputs, .auto_truncate = true});
+  // The modules in the order the forward calls them: the cut is after the last one called,
+  // whatever the order of --paths.
+  std::vector<int> called;
+  ModuleCaptureEngine engine(
+      model, paths,
+      {.output_callback =
+           [&](int id, const std::vector<c10::IValue>&, const c10::IValue&) {
+             if (std::find(called.begin(), called.end(), id) == called.end()) called.push_back(id);
+           },
+       .capture_inputs = with_inputs,
+       .auto_truncate = true});
   KD_RETURN_IF_ERROR(engine.Register());
   auto truncated = [&]() -> absl::Status {
     engine.ClearCaptured();
@@ -163,9 +202,11 @@ absl::StatusOr<IoDict> CaptureTruncated(Model& model, const std::vector<std::str
     }
   }
   const double full = MedianMs(full_ms), cut = MedianMs(cut_ms);
+  const std::string last = called.empty() ? paths.back() : paths[called.back()];
   std::cout << absl::StrFormat(
-      "forward (median of 5, after 3 warm-up rounds): full %.3f ms, truncated after %s %.3f ms (%.2fx faster)\n", full,
-      paths.back(), cut, full / cut);
+      "forward (median of 5, after 3 warm-up rounds): full %.3f ms, truncated after %s %.3f ms "
+      "(%.2fx faster)\n",
+      full, last, cut, full / cut);
   IoDict io;
   for (size_t id = 0; id < paths.size(); ++id) {
     KD_ASSIGN_OR_RETURN(Captured captured, engine.GetCaptured(static_cast<int>(id)));
@@ -183,34 +224,58 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Records the inputs/outputs of chosen modules of a TorchScript model.\n"
       "Usage: bazel run //tools:capture -- --model=m.pt --input=in.pt --paths=layer1,layer2.0 "
-      "[--inputs] [--truncate] [--out=io.pt]");
-  absl::ParseCommandLine(argc, argv);
+      "[--inputs] [--truncate | --accumulate | --call=N] [--train] [--out=io.pt]");
+  kd::ParseFlagsOrExit(argc, argv, kd::kTool);
   const std::string model_path = absl::GetFlag(FLAGS_model);
   const std::string input_path = absl::GetFlag(FLAGS_input);
   const std::string paths_flag = absl::GetFlag(FLAGS_paths);
-  if (model_path.empty()) return Fail("capture", "--model is required (a torch.jit.save file)");
-  if (input_path.empty()) return Fail("capture", "--input is required (a torch.save file)");
-  if (paths_flag.empty()) return Fail("capture", "--paths is required, e.g. --paths=layer1,fc");
+  if (model_path.empty()) return Fail(kTool, "--model is required (a torch.jit.save file)");
+  if (input_path.empty()) return Fail(kTool, "--input is required (a torch.save file)");
+  if (paths_flag.empty()) return Fail(kTool, "--paths is required, e.g. --paths=layer1,fc");
   const std::vector<std::string> paths = absl::StrSplit(paths_flag, ',');
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (paths[i].empty()) return Fail(kTool, "--paths has an empty path; list module paths");
+    if (const std::string problem = ModulePathProblem(paths[i]); !problem.empty()) {
+      return Fail(kTool, absl::StrCat("--paths: ", problem));
+    }
+    if (std::find(paths.begin(), paths.begin() + i, paths[i]) != paths.begin() + i) {
+      return Fail(kTool, absl::StrCat("--paths lists \"", paths[i], "\" twice; list each "
+                                      "module once"));
+    }
+  }
+  if (absl::GetFlag(FLAGS_truncate) &&
+      (absl::GetFlag(FLAGS_accumulate) || absl::GetFlag(FLAGS_call) >= 0)) {
+    return Fail(kTool, "--truncate records each module's one call: give --accumulate or --call "
+                       "without --truncate");
+  }
+  if (absl::GetFlag(FLAGS_call) < -1) {
+    return Fail(kTool, absl::StrCat("--call must be >= 0, got ", absl::GetFlag(FLAGS_call)));
+  }
+  const std::string out = absl::GetFlag(FLAGS_out);
+  // Nothing libkd reads is ever written over.
+  for (const auto& [flag, input_file] : {std::pair<const char*, std::string>{"--model", model_path},
+                                         {"--input", input_path}}) {
+    if (!out.empty() && SameFile(ResolveUserPath(out), ResolveUserPath(input_file))) {
+      return Fail(kTool, absl::StrCat("--out=", out, " is the ", flag,
+                                      " file; the tool never writes over its inputs: give "
+                                      "another --out"));
+    }
+  }
 
   auto model = LoadTorchScriptModel(ResolveUserPath(model_path));
-  if (!model.ok()) return Fail("capture", model.status().message());
+  if (!model.ok()) return Fail(kTool, model.status().message());
   auto input = ReadInput(ResolveUserPath(input_path));
-  if (!input.ok()) return Fail("capture", input.status().message());
+  if (!input.ok()) return Fail(kTool, input.status().message());
 
-  for (const std::string& path : paths) {
-    if (path.empty()) return Fail("capture", "--paths has an empty path; list module paths");
-  }
-  (*model)->SetTraining(false);
+  (*model)->SetTraining(absl::GetFlag(FLAGS_train));
   auto io = absl::GetFlag(FLAGS_truncate) ? CaptureTruncated(**model, paths, *input)
                                           : CaptureWithHooks(**model, paths, *input);
-  if (!io.ok()) return Fail("capture", io.status().message());
+  if (!io.ok()) return Fail(kTool, io.status().message());
 
-  const std::string out = absl::GetFlag(FLAGS_out);
   if (!out.empty()) {
     const std::string out_path = ResolveUserPath(out);
     if (absl::Status s = WriteTorchFile(out_path, IoDictToIValue(*io)); !s.ok()) {
-      return Fail("capture", s.message());
+      return Fail(kTool, s.message());
     }
     std::cout << "wrote " << paths.size() << " module(s) to " << out_path << "\n";
     return 0;

@@ -41,6 +41,23 @@ PY
     "$data/small_cnn.input.pt" "$TEST_TMPDIR/list.pt"
   out=$("$tool" --model="$data/small_cnn.pt" --input="$TEST_TMPDIR/list.pt" --paths=fc)
   check "a one-element list of arguments" grep -qE '^fc output float32\[2, 10\] sum=' <<<"$out"
+  # --accumulate keeps every call of a module called twice (relu), --call=N one of them: equal
+  # to what Python's hooks recorded call by call.
+  "$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+    --paths=layer1.0.relu --accumulate --out="$TEST_TMPDIR/all.pt" >/dev/null
+  "$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+    --paths=layer1.0.relu --call=0 --inputs --out="$TEST_TMPDIR/first.pt" >/dev/null
+  check "--accumulate and --call equal Python's calls" "$python" - "$TEST_TMPDIR" "$data" <<'PY'
+import sys, torch
+want = torch.load(sys.argv[2] + "/small_cnn.expected.pt")["hooks"]["layer1.0.relu"]
+every = torch.load(sys.argv[1] + "/all.pt")["layer1.0.relu"]["output"]
+assert len(every) == len(want["output"]) == 2, len(every)
+for got, expected in zip(every, want["output"]):
+    assert torch.allclose(got, expected, atol=1e-5)
+first = torch.load(sys.argv[1] + "/first.pt")["layer1.0.relu"]
+assert torch.allclose(first["output"], want["output"][0], atol=1e-5)
+assert torch.allclose(first["input"], want["input"][0], atol=1e-5)
+PY
 else
   echo "SKIP python comparison (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
 fi
@@ -53,6 +70,18 @@ cut=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
 check "truncate prints both times" \
   grep -qE '^forward \(median of 5, after 3 warm-up rounds\): full [0-9.]+ ms, truncated after layer1 [0-9.]+ ms \([0-9.]+x faster\)$' <<<"$cut"
 check "truncated values equal full values" test "$(tail -n +2 <<<"$cut")" = "$full"
+# The cut is after the module the forward calls last, whatever the order of --paths.
+cut=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" \
+  --paths=layer1,stem --truncate)
+check "truncate names the module called last" grep -qE '^forward .* truncated after layer1 ' <<<"$cut"
+# --train: batch norm on the batch's statistics, so another output than eval mode's.
+eval_fc=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc)
+train_fc=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc --train)
+check "--train changes batch norm's output" test "$eval_fc" != "$train_fc"
+check "--call=1 takes the second call" "$tool" --model="$data/small_cnn.pt" \
+  --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --call=1
+expect_exact_error "--call past the calls" 'capture: --call=2: module "layer1.0.relu" ran 2 times in this forward; give --call=0..1' \
+  --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --call=2
 
 expect_error "unknown path" 'capture: no module "layer3" in this torchscript model; did you mean "layer1" or "layer2"?' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=fc,layer3
@@ -68,7 +97,7 @@ expect_error "module forward never calls" 'module "unused" (Linear) exists but f
 # A cut after c skips bump's in-place write; the capture holds c's output as c returned it.
 check "cut after an in-place write: runs" "$tool" --model="$data/inplace.pt" \
   --input="$data/inplace.input.pt" --paths=c --truncate
-expect_error "inputs captured twice" 'module 0 ("layer1.0.relu") ran again before its captured inputs were popped or cleared' \
+expect_error "inputs captured twice" 'module 0 ("layer1.0.relu") ran twice in one forward, and its inputs are captured once per forward' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --inputs --truncate
 
 finish capture_test

@@ -31,6 +31,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/run_log.pb.h"
+#include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, config, "",
           "A kd.DistillConfig in protobuf text format (tools/configs/). "
@@ -310,11 +311,10 @@ int DistillMain(int argc, char** argv) {
       "Usage: bazel run //tools:distill -- [--config=FILE] [--run_dir=DIR] "
       "[--resume] "
       "[--seed=N] [--device=cpu|cuda:N]");
-  absl::ParseCommandLine(argc, argv);
+  ParseFlagsOrExit(argc, argv, kTool);
   if (absl::GetFlag(FLAGS_nproc_per_node) < 0) {
-    std::cerr << "--nproc_per_node must be >= 0, got " << absl::GetFlag(FLAGS_nproc_per_node)
-              << std::endl;
-    return 2;
+    return Fail(
+        absl::StrCat("--nproc_per_node must be >= 0, got ", absl::GetFlag(FLAGS_nproc_per_node)));
   }
   if (absl::GetFlag(FLAGS_nproc_per_node) > 1 && std::getenv("LIBKD_LAUNCHED") == nullptr) {
     return Launch(absl::GetFlag(FLAGS_nproc_per_node), argv);

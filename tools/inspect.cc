@@ -44,6 +44,8 @@ ABSL_FLAG(std::string, device, "cpu",
 namespace kd {
 namespace {
 
+constexpr char kTool[] = "inspect";
+
 struct Row {
   ModuleInfo module;
   int64_t params = 0;
@@ -148,21 +150,21 @@ int Main(int argc, char** argv) {
       "submodules), and with --input_shape each module's output shape.\n"
       "Usage: bazel run //tools:inspect -- --model=m.pt [--input_shape=1,3,32,32] "
       "[--format=text|json] [--device=cpu|cuda:N]");
-  absl::ParseCommandLine(argc, argv);
+  kd::ParseFlagsOrExit(argc, argv, kd::kTool);
   const std::string model_flag = absl::GetFlag(FLAGS_model);
   const std::string format = absl::GetFlag(FLAGS_format);
-  if (model_flag.empty()) return Fail("inspect", "--model is required (a torch.jit.save file)");
+  if (model_flag.empty()) return Fail(kTool, "--model is required (a torch.jit.save file)");
   if (format != "text" && format != "json") {
-    return Fail("inspect", absl::StrCat("--format=", format, ": use text or json"));
+    return Fail(kTool, absl::StrCat("--format=", format, ": use text or json"));
   }
   absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
-  if (!device.ok()) return Fail("inspect", absl::StrCat("--device: ", device.status().message()));
+  if (!device.ok()) return Fail(kTool, absl::StrCat("--device: ", device.status().message()));
   absl::StatusOr<std::unique_ptr<Model>> model =
       LoadTorchScriptModel(ResolveUserPath(model_flag));
-  if (!model.ok()) return Fail("inspect", model.status().message());
+  if (!model.ok()) return Fail(kTool, model.status().message());
   const std::string shape = absl::GetFlag(FLAGS_input_shape);
   absl::StatusOr<std::vector<Row>> rows = Inspect(**model, shape, *device);
-  if (!rows.ok()) return Fail("inspect", rows.status().message());
+  if (!rows.ok()) return Fail(kTool, rows.status().message());
   if (format == "json") {
     PrintJson(*rows, !shape.empty());
   } else {

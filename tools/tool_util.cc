@@ -1,15 +1,22 @@
 #include "tools/tool_util.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "base/ivalue_util.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
+#include "base/ivalue_util.h"
+#include "base/nearest.h"
 
 namespace kd {
 
@@ -20,6 +27,71 @@ int Fail(absl::string_view tool, absl::string_view message) {
   }
   std::cerr << tool << ": " << line << std::endl;
   return 2;
+}
+
+namespace {
+
+// absl's built-in flags, which its parser handles itself.
+bool IsBuiltinFlag(absl::string_view name) {
+  static constexpr absl::string_view kBuiltins[] = {
+      "help",    "helpfull",    "helpshort", "helppackage", "helpmatch", "version",
+      "only_check_args", "flagfile", "fromenv", "tryfromenv", "undefok"};
+  for (absl::string_view b : kBuiltins) {
+    if (name == b) return true;
+  }
+  return false;
+}
+
+// This program's own flags (not absl's or a library's internals), as --name.
+std::vector<std::string> ProgramFlags() {
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "tools/")) names.push_back(absl::StrCat("--", name));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::StartsWith(arg, "-") || arg == "-") {
+      std::exit(Fail(tool, absl::StrCat("unexpected argument \"", arg,
+                                        "\": give every input as a flag, --name=value (see "
+                                        "--help)")));
+    }
+    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+    const size_t eq = body.find('=');
+    const absl::string_view name = body.substr(0, eq);
+    if (IsBuiltinFlag(name)) continue;
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;  // --noflag
+    }
+    if (flag == nullptr || flag->IsRetired()) {
+      std::exit(Fail(tool, absl::StrCat("unknown flag --", name, "; ",
+                                        Suggest(absl::StrCat("--", name), ProgramFlags()))));
+    }
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(body.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];  // --flag value, as absl reads it
+    } else {
+      std::exit(Fail(tool, absl::StrCat("--", name, " needs a value: --", name, "=...")));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      std::exit(Fail(tool, absl::StrCat("--", name, ": ", error)));
+    }
+  }
+  absl::ParseCommandLine(argc, argv);
 }
 
 std::string LastLine(absl::string_view message) {

@@ -13,6 +13,12 @@ namespace kd {
 // Prints "<tool>: <message>" on one line to stderr and returns exit code 2.
 int Fail(absl::string_view tool, absl::string_view message);
 
+// absl::ParseCommandLine, after checking the command line the way the tools promise: any bad
+// input exits with 2 and one line naming the flag (absl's own parser exits 1, with several).
+// An unknown flag gets the nearest of this tool's flags; a bad value absl's reason; a
+// positional argument the flag syntax. --help and absl's other built-in flags pass through.
+void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool);
+
 // The last non-empty line of a message: the error itself, without a TorchScript traceback.
 std::string LastLine(absl::string_view message);
 

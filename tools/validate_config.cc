@@ -93,6 +93,6 @@ int main(int argc, char** argv) {
       "problem as file:line:column: message (exit code 2).\n"
       "Usage: bazel run //tools:validate_config -- --config=path.pbtxt "
       "[--check_files]");
-  absl::ParseCommandLine(argc, argv);
+  kd::ParseFlagsOrExit(argc, argv, kd::kTool);
   return kd::Run();
 }
