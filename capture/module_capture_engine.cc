@@ -7,16 +7,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/ivalue_util.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
-#include "base/ivalue_util.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 
 namespace kd {
 
-ModuleCaptureEngine::ModuleCaptureEngine(Model& model,
-                                         std::vector<std::string> modules_to_capture,
+ModuleCaptureEngine::ModuleCaptureEngine(Model& model, std::vector<std::string> modules_to_capture,
                                          CaptureOptions options)
     : model_(model), paths_(std::move(modules_to_capture)), options_(std::move(options)) {}
 
@@ -56,9 +55,9 @@ ModuleCaptureEngine::ModuleCaptureEngine(Model& model, const ScriptModuleHandles
 void ModuleCaptureEngine::AddHandlePath(size_t index, const std::optional<std::string>& path,
                                         const std::string& type) {
   if (!path && paths_status_.ok()) {
-    paths_status_ = absl::NotFoundError(absl::StrCat(
-        "module ", index, " (", type, ") is not a module of this ", model_.kind(),
-        " model; pass modules reached from the model's root, or module paths"));
+    paths_status_ = absl::NotFoundError(
+        absl::StrCat("module ", index, " (", type, ") is not a module of this ", model_.kind(),
+                     " model; pass modules reached from the model's root, or module paths"));
   }
   paths_.push_back(path.value_or(""));
 }
@@ -79,7 +78,8 @@ absl::Status ModuleCaptureEngine::Register() {
     }
     const int id = static_cast<int>(i);
     absl::StatusOr<HookHandle> tap = model_.AddHook(
-        paths_[i], [this, id](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+        paths_[i],
+        [this, id](const std::vector<c10::IValue>& args, const c10::IValue& output) {
           OnCall(id, args, output);
         },
         options_.values);
@@ -105,20 +105,20 @@ void ModuleCaptureEngine::OnCall(int id, const std::vector<c10::IValue>& args,
   if (options_.capture_inputs) {
     if (args_.count(id)) {
       // silverspoon asserts this too: inputs are captured once per step.
-      error_ = !first_call
-                   ? absl::StrCat(Name(id), " ran twice in one forward, and its inputs are "
-                                  "captured once per forward: capture its output only "
-                                  "(capture_inputs = false), or record every call with a "
-                                  "ForwardHookManager hook that accumulates")
-                   : absl::StrCat(Name(id), " ran again before its captured inputs were popped "
-                                  "or cleared: inputs are captured once per forward (call "
-                                  "PopCapturedInputs or ClearCaptured between forwards)");
+      error_ = !first_call ? absl::StrCat(Name(id),
+                                          " ran twice in one forward, and its inputs are "
+                                          "captured once per forward: capture its output only "
+                                          "(capture_inputs = false), or record every call with a "
+                                          "ForwardHookManager hook that accumulates")
+                           : absl::StrCat(Name(id),
+                                          " ran again before its captured inputs were popped "
+                                          "or cleared: inputs are captured once per forward (call "
+                                          "PopCapturedInputs or ClearCaptured between forwards)");
       TORCH_CHECK(false, *error_);
     }
     std::vector<c10::IValue> stored;
     for (const c10::IValue& a : args) {
-      stored.push_back(options_.deepcopy_captured_args_and_kwargs ? a.deepcopy()
-                                                                  : DetachValue(a));
+      stored.push_back(options_.deepcopy_captured_args_and_kwargs ? a.deepcopy() : DetachValue(a));
     }
     args_[id] = std::move(stored);
     kwargs_[id] = Kwargs();
@@ -136,9 +136,8 @@ absl::StatusOr<c10::IValue> ModuleCaptureEngine::Forward(std::vector<c10::IValue
   error_.reset();
   called_.clear();
   absl::StatusOr<c10::IValue> result =
-      options_.auto_truncate
-          ? model_.ForwardTruncated(std::move(args), kwargs, paths_)
-          : CallTorch([&] { return model_.Forward(std::move(args), kwargs); });
+      options_.auto_truncate ? model_.ForwardTruncated(std::move(args), kwargs, paths_)
+                             : CallTorch([&] { return model_.Forward(std::move(args), kwargs); });
   if (error_) return absl::FailedPreconditionError(*std::exchange(error_, std::nullopt));
   return result;
 }
@@ -163,13 +162,13 @@ std::string ModuleCaptureEngine::DescribeCaptured() const {
 
 absl::StatusOr<Captured> ModuleCaptureEngine::GetCaptured(int id) const {
   if (id < 0 || id >= static_cast<int>(paths_.size())) {
-    return absl::NotFoundError(absl::StrCat("no module id ", id, ": ids are 0..",
-                                            paths_.size() - 1, " (", DescribeCaptured(), ")"));
+    return absl::NotFoundError(absl::StrCat("no module id ", id, ": ids are 0..", paths_.size() - 1,
+                                            " (", DescribeCaptured(), ")"));
   }
   auto out = outputs_.find(id);
   if (out == outputs_.end() || (options_.capture_inputs && !args_.count(id))) {
-    return absl::NotFoundError(absl::StrCat("nothing captured for ", Name(id), "; ",
-                                            DescribeCaptured()));
+    return absl::NotFoundError(
+        absl::StrCat("nothing captured for ", Name(id), "; ", DescribeCaptured()));
   }
   Captured captured;
   if (auto a = args_.find(id); a != args_.end()) captured.args = a->second;
@@ -186,8 +185,7 @@ absl::StatusOr<std::pair<std::vector<c10::IValue>, Kwargs>> ModuleCaptureEngine:
         "no inputs captured for ", Name(id),
         options_.capture_inputs ? "" : " (capture_inputs is false)", "; ", DescribeCaptured()));
   }
-  std::pair<std::vector<c10::IValue>, Kwargs> inputs{std::move(a->second),
-                                                     std::move(kwargs_[id])};
+  std::pair<std::vector<c10::IValue>, Kwargs> inputs{std::move(a->second), std::move(kwargs_[id])};
   args_.erase(a);
   kwargs_.erase(id);
   return inputs;

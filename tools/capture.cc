@@ -42,7 +42,8 @@ ABSL_FLAG(bool, inputs, false, "Also record each module's input (default: output
 ABSL_FLAG(bool, truncate, false,
           "Capture with ModuleCaptureEngine's auto_truncate: the forward stops after the last "
           "listed module (nothing after it is computed), and the tool prints the forward's "
-          "median time with and without truncation (5 interleaved runs each, after 3 warm-up rounds). Each module must "
+          "median time with and without truncation (5 interleaved runs each, after 3 warm-up "
+          "rounds). Each module must "
           "run once per forward.");
 ABSL_FLAG(bool, accumulate, false,
           "Record every call of each module in the forward, in call order (a list per path; "
@@ -73,7 +74,7 @@ absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
     return absl::Status(value.status().code(),
-                        absl::StrCat(path, ": ", LastLine(value.status().message())));
+                        absl::StrCat(path, ": ", ErrorSummary(value.status().message())));
   }
   ForwardInput input;
   if (value->isTensor()) {
@@ -91,9 +92,9 @@ absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
       input.kwargs.emplace(entry.key().toStringRef(), entry.value());
     }
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": holds a ", value->tagKind(),
-        "; save a tensor, a tuple of tensors or a dict of keyword arguments"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds a ", value->tagKind(),
+                     "; save a tensor, a tuple of tensors or a dict of keyword arguments"));
   }
   return input;
 }
@@ -119,7 +120,8 @@ std::string Checksum(const c10::IValue& value) {
 }
 
 absl::Status ForwardError(const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("forward failed: ", LastLine(status.message())));
+  return absl::Status(status.code(),
+                      absl::StrCat("forward failed: ", ErrorSummary(status.message())));
 }
 
 // The I/O dict from a ForwardHookManager over one full forward: each module's last call, all
@@ -140,10 +142,9 @@ absl::StatusOr<IoDict> CaptureWithHooks(Model& model, const std::vector<std::str
     for (const auto& [io_type, value] : values) {
       const size_t calls = value.isList() ? value.toListRef().size() : 1;
       if (static_cast<size_t>(call) >= calls) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--call=", call, ": module \"", path, "\" ran ", calls,
-                         calls == 1 ? " time" : " times", " in this forward; give --call=0..",
-                         calls - 1));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--call=", call, ": module \"", path, "\" ran ", calls, calls == 1 ? " time" : " times",
+            " in this forward; give --call=0..", calls - 1));
       }
       picked[path][io_type] = value.isList() ? value.toListRef()[call] : value;
     }
@@ -163,14 +164,14 @@ absl::StatusOr<IoDict> CaptureTruncated(Model& model, const std::vector<std::str
   // The modules in the order the forward calls them: the cut is after the last one called,
   // whatever the order of --paths.
   std::vector<int> called;
-  ModuleCaptureEngine engine(
-      model, paths,
-      {.output_callback =
-           [&](int id, const std::vector<c10::IValue>&, const c10::IValue&) {
-             if (std::find(called.begin(), called.end(), id) == called.end()) called.push_back(id);
-           },
-       .capture_inputs = with_inputs,
-       .auto_truncate = true});
+  ModuleCaptureEngine engine(model, paths,
+                             {.output_callback =
+                                  [&](int id, const std::vector<c10::IValue>&, const c10::IValue&) {
+                                    if (std::find(called.begin(), called.end(), id) == called.end())
+                                      called.push_back(id);
+                                  },
+                              .capture_inputs = with_inputs,
+                              .auto_truncate = true});
   KD_RETURN_IF_ERROR(engine.Register());
   auto truncated = [&]() -> absl::Status {
     engine.ClearCaptured();
@@ -239,22 +240,24 @@ int Main(int argc, char** argv) {
       return Fail(kTool, absl::StrCat("--paths: ", problem));
     }
     if (std::find(paths.begin(), paths.begin() + i, paths[i]) != paths.begin() + i) {
-      return Fail(kTool, absl::StrCat("--paths lists \"", paths[i], "\" twice; list each "
+      return Fail(kTool, absl::StrCat("--paths lists \"", paths[i],
+                                      "\" twice; list each "
                                       "module once"));
     }
   }
   if (absl::GetFlag(FLAGS_truncate) &&
       (absl::GetFlag(FLAGS_accumulate) || absl::GetFlag(FLAGS_call) >= 0)) {
-    return Fail(kTool, "--truncate records each module's one call: give --accumulate or --call "
-                       "without --truncate");
+    return Fail(kTool,
+                "--truncate records each module's one call: give --accumulate or --call "
+                "without --truncate");
   }
   if (absl::GetFlag(FLAGS_call) < -1) {
     return Fail(kTool, absl::StrCat("--call must be >= 0, got ", absl::GetFlag(FLAGS_call)));
   }
   const std::string out = absl::GetFlag(FLAGS_out);
   // Nothing libkd reads is ever written over.
-  for (const auto& [flag, input_file] : {std::pair<const char*, std::string>{"--model", model_path},
-                                         {"--input", input_path}}) {
+  for (const auto& [flag, input_file] :
+       {std::pair<const char*, std::string>{"--model", model_path}, {"--input", input_path}}) {
     if (!out.empty() && SameFile(ResolveUserPath(out), ResolveUserPath(input_file))) {
       return Fail(kTool, absl::StrCat("--out=", out, " is the ", flag,
                                       " file; the tool never writes over its inputs: give "
@@ -282,8 +285,8 @@ int Main(int argc, char** argv) {
   }
   for (const std::string& path : paths) {
     for (const auto& [io_type, value] : (*io)[path]) {
-      std::cout << path << " " << io_type << " " << DescribeValue(value) << " "
-                << Checksum(value) << "\n";
+      std::cout << path << " " << io_type << " " << DescribeValue(value) << " " << Checksum(value)
+                << "\n";
     }
   }
   return 0;

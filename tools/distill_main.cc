@@ -210,8 +210,14 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   return summary;
 }
 
+// The config at `path`, validated. Errors: a file that cannot be read, "distill: "-prefixed
+// (FailedPrecondition); problems of the text, one per line as file:line:column: message.
 absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
-  KD_ASSIGN_OR_RETURN(LoadedConfig loaded, LoadConfig(path, path));
+  absl::StatusOr<std::string> bytes = ReadFile(path, kMaxTextBytes);
+  if (!bytes.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(kTool, ": ", bytes.status().message()));
+  }
+  KD_ASSIGN_OR_RETURN(LoadedConfig loaded, ParseConfig(*bytes, path));
   const std::vector<ConfigProblem> problems = ValidateConfig(loaded, {});
   std::vector<std::string> errors;
   for (const ConfigProblem& problem : problems) errors.push_back(problem.ToString());
@@ -251,7 +257,10 @@ int DefaultJob() {
     config->mutable_student()->set_dst_ckpt(ResolveUserPath(dir + "/model.pt"));
     if (config->has_teacher()) config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
     absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, dir, text);
-    if (!summary.ok()) return Fail(absl::StrCat(job.name, ": ", summary.status().message()), 1);
+    if (!summary.ok()) {
+      return Fail(absl::StrCat(job.name, ": ", summary.status().message()),
+                  ExitCodeOf(summary.status()));
+    }
     summaries.push_back(*summary);
   }
   std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
@@ -282,7 +291,7 @@ int Main() {
   }
   const std::string name = config->run().name().empty() ? "run" : config->run().name();
   absl::StatusOr<RunSummary> summary = RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
-  if (!summary.ok()) return Fail(summary.status().message(), 1);
+  if (!summary.ok()) return Fail(summary.status().message(), ExitCodeOf(summary.status()));
   const char* rank = std::getenv("RANK");
   if (rank == nullptr || std::string(rank) == "0") std::cout << Json(*summary) << std::endl;
   return 0;

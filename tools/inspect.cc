@@ -103,7 +103,7 @@ absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_
                                absl::StatusCode::kInvalidArgument);
   if (!ran.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("forward on zeros of shape [", input_shape,
-                                                   "] failed: ", LastLine(ran.message())));
+                                                   "] failed: ", ErrorSummary(ran.message())));
   }
   return rows;
 }

@@ -29,13 +29,27 @@ int Fail(absl::string_view tool, absl::string_view message) {
   return 2;
 }
 
+int ExitCodeOf(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kOutOfRange:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 namespace {
 
 // absl's built-in flags, which its parser handles itself.
 bool IsBuiltinFlag(absl::string_view name) {
   static constexpr absl::string_view kBuiltins[] = {
-      "help",    "helpfull",    "helpshort", "helppackage", "helpmatch", "version",
-      "only_check_args", "flagfile", "fromenv", "tryfromenv", "undefok"};
+      "help",      "helpfull",   "helpshort",       "helppackage",
+      "helpmatch", "version",    "only_check_args", "flagfile",
+      "fromenv",   "tryfromenv", "undefok"};
   for (absl::string_view b : kBuiltins) {
     if (name == b) return true;
   }
@@ -94,10 +108,21 @@ void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
   absl::ParseCommandLine(argc, argv);
 }
 
-std::string LastLine(absl::string_view message) {
-  std::vector<absl::string_view> lines =
-      absl::StrSplit(message, '\n', absl::SkipWhitespace());
-  return lines.empty() ? std::string() : std::string(absl::StripAsciiWhitespace(lines.back()));
+std::string ErrorSummary(absl::string_view message) {
+  std::vector<absl::string_view> lines = absl::StrSplit(message, '\n', absl::SkipWhitespace());
+  if (lines.empty()) return std::string();
+  // A TorchScript call refused by its schema: the reason is the first line ("forward() Expected
+  // a value of type 'Tensor' for argument 'x' but instead found type 'str'."), followed by
+  // Position:, Value:, Declaration: and Cast error details: lines. Keep the reason and the
+  // declaration.
+  for (absl::string_view line : lines) {
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::StartsWith(line, "Declaration:") && lines.size() > 1 &&
+        !absl::StartsWith(absl::StripAsciiWhitespace(lines.front()), "Declaration:")) {
+      return absl::StrCat(absl::StripAsciiWhitespace(lines.front()), " (", line, ")");
+    }
+  }
+  return std::string(absl::StripAsciiWhitespace(lines.back()));
 }
 
 std::string DescribeValue(const c10::IValue& value) {
@@ -106,9 +131,9 @@ std::string DescribeValue(const c10::IValue& value) {
     std::string dtype(c10::toString(t.scalar_type()));
     // "Float" -> "float32" as Python prints dtypes.
     static const std::vector<std::pair<std::string, std::string>> kNames = {
-        {"Float", "float32"}, {"Double", "float64"}, {"Half", "float16"},
-        {"BFloat16", "bfloat16"}, {"Long", "int64"}, {"Int", "int32"},
-        {"Short", "int16"}, {"Char", "int8"}, {"Byte", "uint8"}, {"Bool", "bool"}};
+        {"Float", "float32"}, {"Double", "float64"}, {"Half", "float16"}, {"BFloat16", "bfloat16"},
+        {"Long", "int64"},    {"Int", "int32"},      {"Short", "int16"},  {"Char", "int8"},
+        {"Byte", "uint8"},    {"Bool", "bool"}};
     for (const auto& [from, to] : kNames) {
       if (dtype == from) dtype = to;
     }
@@ -125,9 +150,9 @@ std::string DescribeValue(const c10::IValue& value) {
   if (value.isGenericDict()) {
     std::vector<std::string> parts;
     for (const auto& entry : value.toGenericDict()) {
-      parts.push_back(absl::StrCat(entry.key().isString() ? entry.key().toStringRef()
-                                                           : entry.key().tagKind(),
-                                   ": ", DescribeValue(entry.value())));
+      parts.push_back(
+          absl::StrCat(entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind(),
+                       ": ", DescribeValue(entry.value())));
     }
     return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
   }
@@ -138,10 +163,18 @@ std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", c);

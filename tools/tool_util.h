@@ -6,6 +6,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace kd {
@@ -13,14 +14,20 @@ namespace kd {
 // Prints "<tool>: <message>" on one line to stderr and returns exit code 2.
 int Fail(absl::string_view tool, absl::string_view message);
 
+// The exit code of a tool that stops on `status`: 2 for bad input (InvalidArgument, NotFound,
+// PermissionDenied, DataLoss, OutOfRange: something the user gave is wrong), 1 for a failure
+// of the run itself.
+int ExitCodeOf(const absl::Status& status);
+
 // absl::ParseCommandLine, after checking the command line the way the tools promise: any bad
 // input exits with 2 and one line naming the flag (absl's own parser exits 1, with several).
 // An unknown flag gets the nearest of this tool's flags; a bad value absl's reason; a
 // positional argument the flag syntax. --help and absl's other built-in flags pass through.
 void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool);
 
-// The last non-empty line of a message: the error itself, without a TorchScript traceback.
-std::string LastLine(absl::string_view message);
+// The error itself from a libtorch message: its last non-empty line (after a TorchScript
+// traceback), or for a call its schema refused, the reason and the declaration.
+std::string ErrorSummary(absl::string_view message);
 
 // "float32[1, 8, 28, 28]" for a tensor; "(float32[2, 4], float32[2, 4])" for a tuple; a list
 // as "[...]"; None as "None"; other values by their type.

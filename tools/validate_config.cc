@@ -50,11 +50,10 @@ constexpr char kTool[] = "validate_config";
 int Run() {
   const std::string path = absl::GetFlag(FLAGS_config);
   if (path.empty()) return Fail(kTool, "--config is required (see --help)");
-  absl::StatusOr<LoadedConfig> loaded = LoadConfig(ResolveUserPath(path), path);
+  absl::StatusOr<std::string> text = ReadFile(ResolveUserPath(path), kMaxTextBytes);
+  if (!text.ok()) return Fail(kTool, text.status().message());
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(*text, path);
   if (!loaded.ok()) {
-    if (loaded.status().code() != absl::StatusCode::kInvalidArgument) {
-      return Fail(kTool, loaded.status().message());
-    }
     // Syntax errors, already one per line as file:line:column: message.
     std::cout << loaded.status().message() << std::endl;
     return 2;

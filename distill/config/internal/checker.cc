@@ -47,7 +47,7 @@ void Checker::RequiredPositive(const ConfigLocator& loc, absl::string_view field
 }
 
 void Checker::CheckPlugin(absl::string_view kind, const std::string& key, const KwargList& kwargs,
-                 const ConfigLocator& loc) {
+                          const ConfigLocator& loc) {
   if (key.empty()) {
     Missing(loc, "key");
     CheckKwargList(kwargs, std::nullopt, absl::StrCat(kind, " (no key)"), loc, "kwargs");
@@ -69,8 +69,10 @@ void Checker::CheckPlugin(absl::string_view kind, const std::string& key, const 
   }
 }
 
-bool Checker::CheckKwargList(const KwargList& kwargs, const std::optional<std::vector<KwargSpec>>& specs,
-                    absl::string_view owner, const ConfigLocator& loc, absl::string_view field) {
+bool Checker::CheckKwargList(const KwargList& kwargs,
+                             const std::optional<std::vector<KwargSpec>>& specs,
+                             absl::string_view owner, const ConfigLocator& loc,
+                             absl::string_view field) {
   const std::vector<KwargProblem> problems = CheckKwargs(kwargs, specs, owner);
   for (const KwargProblem& problem : problems) {
     if (problem.index < 0) {
@@ -83,7 +85,8 @@ bool Checker::CheckKwargList(const KwargList& kwargs, const std::optional<std::v
   return problems.empty();
 }
 
-void Checker::CheckFile(const std::string& path, const ConfigLocator& loc, absl::string_view field) {
+void Checker::CheckFile(const std::string& path, const ConfigLocator& loc,
+                        absl::string_view field) {
   if (!check_files_ || path.empty()) return;
   const std::string resolved = ResolveUserPath(path);
   if (::access(resolved.c_str(), R_OK) != 0) {

@@ -1,0 +1,72 @@
+#!/bin/bash
+# The bad-input tables of the tools (tools/testdata/bad_inputs/<tool>.txt): each row a command
+# line, the exit code it must give and the exact first line it must print (stderr's, or
+# stdout's when stderr is empty: validate_config lists problems on stdout). The bad files the
+# rows name are made here, in $T; $D is the fixtures folder. Rows are added with each fix.
+#
+# Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T and $D substituted)
+set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
+root="$TEST_SRCDIR/$TEST_WORKSPACE"
+D="$root/tests/testdata"
+T="$TEST_TMPDIR"
+configs="$root/tools/configs"
+
+# --- the bad files ---------------------------------------------------------------------------
+mkfifo "$T/fifo"
+printf 'not a model' >"$T/garbage.pt"
+size=$(stat -c %s "$D/small_cnn.pt")
+head -c $((size / 2)) "$D/small_cnn.pt" >"$T/truncated.pt"
+# One byte of the tensor record small_cnn/data/7 changed (100 bytes after its name in the local
+# header: past the alignment padding, inside its 2304 bytes).
+cp "$D/small_cnn.pt" "$T/corrupted.pt"
+at=$(grep -boa 'small_cnn/data/7' "$D/small_cnn.pt" | head -1 | cut -d: -f1)
+printf '\x5a' | dd of="$T/corrupted.pt" bs=1 seek=$((at + 116)) conv=notrunc status=none
+kd="$configs/fashion_mnist_kd.pbtxt"
+{ printf '\xef\xbb\xbf'; cat "$kd"; } >"$T/bom.pbtxt"
+sed 's/name: "fashion_mnist_kd"/name: "fashion\xff"/' "$kd" >"$T/non_utf8.pbtxt"
+sed '0,/source: TEACHER/s//source: 99/' "$kd" >"$T/enum99.pbtxt"
+sed '0,/module_path: "layer2"/s//module_path: "layer2."/' "$kd" >"$T/empty_component.pbtxt"
+sed 's/^  name: "kd"$/  name: "hint"/' "$configs/fashion_mnist_two_stage.pbtxt" >"$T/same_stage_names.pbtxt"
+sed 's/number: 4.0 }/number: nan }/' "$kd" >"$T/nan_kwarg.pbtxt"
+sed 's|torchscript: "tests/testdata/small_cnn.pt"|torchscript: "tests/testdata/small_cnn.state.pt"|' \
+  "$kd" >"$T/state_as_model.pbtxt"
+head -c -2 "$kd" | sed '$d' >"$T/unclosed.pbtxt"  # the last line ("}" of checkpoint) removed
+{
+  printf 'student { native { key: "fashion_cnn" '
+  for _ in $(seq 3000); do printf 'kwargs { name: "a" dict { '; done
+  for _ in $(seq 3000); do printf '} } '; done
+  printf '} }\n'
+} >"$T/deep.pbtxt"
+printf 'train { num_epochs: 1 }\n' >"$T/minimal.pbtxt"
+
+# --- the tables ------------------------------------------------------------------------------
+for table in "$root"/tools/testdata/bad_inputs/*.txt; do
+  name=$(basename "$table" .txt)
+  tool="$root/tools/$name"
+  n=0
+  while IFS= read -r row; do
+    [[ -z "$row" || "$row" == \#* ]] && continue
+    n=$((n + 1))
+    want_rc=${row%% | *}
+    rest=${row#* | }
+    want_line=${rest%% | *}
+    args=${rest#* | }
+    want_line=${want_line//\$T/$T}
+    want_line=${want_line//\$D/$D}
+    args=${args//\$T/$T}
+    args=${args//\$D/$D}
+    # shellcheck disable=SC2086  # the args split on spaces by design
+    out=$(cd "$root" && timeout 60 "$tool" $args 2>"$T/stderr" </dev/null); rc=$?
+    if [[ -s "$T/stderr" ]]; then line=$(head -n 1 "$T/stderr"); else line=$(head -n 1 <<<"$out"); fi
+    check "$name row $n: exit $want_rc" test "$rc" -eq "$want_rc"
+    check "$name row $n: first line" test "$line" = "$want_line"
+    if [[ "$rc" -ne "$want_rc" || "$line" != "$want_line" ]]; then
+      echo "  args:     $args"
+      echo "  expected: $want_rc $want_line"
+      echo "  got:      $rc $line"
+    fi
+  done <"$table"
+  check "$name: has rows" test "$n" -gt 0
+done
+finish bad_inputs_test
