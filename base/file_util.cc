@@ -58,6 +58,19 @@ std::string HumanBytes(int64_t bytes) {
   return absl::StrCat(bytes, " bytes");
 }
 
+absl::Status NotRegular(const std::string& path, mode_t mode) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": is ", FileKind(mode),
+                                                 "; libkd reads only regular files: give the path "
+                                                 "of the file itself"));
+}
+
+absl::Status CheckRegularFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "open", path);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -70,10 +83,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is ", FileKind(st.st_mode),
-                     "; libkd reads only regular files: give the path of "
-                     "the file itself"));
+    return NotRegular(path, st.st_mode);
   }
   if (st.st_size > max_bytes) {
     ::close(fd);

@@ -26,6 +26,11 @@ inline constexpr int64_t kMaxTextBytes = int64_t{64} << 20;  // 64 MiB
 // file of more than `max_bytes`.
 absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = kMaxReadBytes);
 
+// OK if `path` is a regular file; NotFound / PermissionDenied naming it, or InvalidArgument
+// for a folder, a FIFO or a device (as ReadFile words them). For readers that open files
+// themselves (gzopen).
+absl::Status CheckRegularFile(const std::string& path);
+
 // "1.5 GiB", "64 MiB", "300 bytes".
 std::string HumanBytes(int64_t bytes);
 

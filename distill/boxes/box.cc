@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
+#include "distill/boxes/checkpoint.h"
 #include "distill/boxes/ddp.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
@@ -163,9 +164,14 @@ class BoxImpl final : public Box {
             ? Resolve(options_.base_dir, config_.checkpoint().resume_from())
             : (options_.resume ? LastPath() : "");
     if (!resume_path.empty() && fs::exists(resume_path)) {
-      KD_ASSIGN_OR_RETURN(c10::IValue saved, ReadTorchFile(resume_path));
-      resume = saved.toGenericDict();
+      KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
       first_stage = static_cast<size_t>(resume->at("stage").toInt());
+      if (first_stage >= stages_.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            resume_path, ": the checkpoint is at stage ", first_stage, ", but the config has ",
+            stages_.size(), stages_.size() == 1 ? " stage" : " stages",
+            " (a checkpoint of another config?)"));
+      }
       first_epoch = resume->at("epoch").toInt();  // epochs completed in that stage
       best_ = resume->at("best").toDouble();
       KD_RETURN_IF_ERROR(LoadStateDict(*student_, resume->at("student"), resume_path));
@@ -192,7 +198,9 @@ class BoxImpl final : public Box {
       int64_t epoch = 0;
       if (resume.has_value() && s == first_stage) {
         // A checkpoint written at a stage's end starts the next stage afresh.
-        if (!resume->contains("fresh_stage")) KD_RETURN_IF_ERROR(stage.LoadFrom(*resume));
+        if (!resume->contains("fresh_stage")) {
+          KD_RETURN_IF_ERROR(LoadStage(stage, *resume, resume_path));
+        }
         epoch = first_epoch;
         const at::Tensor rng = resume->at("rng").toTensor();
         at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -291,13 +299,27 @@ class BoxImpl final : public Box {
     }
     const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
     if (!std::isnan(best_) && fs::exists(best)) {
-      KD_ASSIGN_OR_RETURN(c10::IValue saved, ReadTorchFile(best));
-      KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.toGenericDict().at("student"), best));
+      KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(best));
+      KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), best));
       result.tested_checkpoint = best;
     }
     KD_ASSIGN_OR_RETURN(result.test_metrics,
                         last_stage->Test(config_.test_data_loader(), datasets_, seed_));
     return absl::OkStatus();
+  }
+
+  // kd::CheckCheckpoint checked the keys' types; what they hold can still disagree with the
+  // stage (another optimizer, other shapes), which libtorch throws for.
+  static absl::Status LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
+                                const std::string& path) {
+    absl::StatusOr<absl::Status> loaded =
+        CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
+    if (!loaded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": the checkpoint's state does not fit stage \"", stage.name(),
+                       "\": ", loaded.status().message()));
+    }
+    return *loaded;
   }
 
   static absl::Status CreateDirectories(const std::string& dir) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "base/file_util.h"
 
 namespace kd {
 namespace {
@@ -24,13 +25,20 @@ namespace {
 // IDX element types (the third byte of the magic number).
 absl::string_view IdxTypeName(int type) {
   switch (type) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "short";
-    case 0x0C: return "int";
-    case 0x0D: return "float";
-    case 0x0E: return "double";
-    default: return "unknown";
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
+    default:
+      return "unknown";
   }
 }
 
@@ -68,13 +76,20 @@ int64_t ReadFully(gzFile file, uint8_t* out, int64_t size, std::string* error) {
 }  // namespace
 
 absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
+  // gzopen would block on a FIFO and read /dev/zero forever.
+  if (absl::Status regular = CheckRegularFile(path); !regular.ok()) {
+    if (regular.code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    }
+    return regular;
+  }
   errno = 0;
   GzFilePtr file(gzopen(path.c_str(), "rb"));
   if (file == nullptr) {
     const int error = errno;
     if (error == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::UnavailableError(absl::StrCat(
-        path, ": cannot open: ", error != 0 ? std::strerror(error) : "out of memory"));
+    return absl::UnavailableError(
+        absl::StrCat(path, ": cannot open: ", error != 0 ? std::strerror(error) : "out of memory"));
   }
   gzbuffer(file.get(), 1 << 20);
   auto corrupt = [&path](absl::string_view what) {
@@ -89,8 +104,8 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
   const int64_t magic_read = ReadFully(file.get(), magic, 4, &gzip_error);
   if (magic_read < 0) return bad_gzip();
   if (magic_read < 4) {
-    return corrupt(absl::StrCat("truncated: an IDX header needs 4 bytes, the file has ",
-                                magic_read));
+    return corrupt(
+        absl::StrCat("truncated: an IDX header needs 4 bytes, the file has ", magic_read));
   }
   const uint32_t magic_number = (uint32_t{magic[0]} << 24) | (uint32_t{magic[1]} << 16) |
                                 (uint32_t{magic[2]} << 8) | uint32_t{magic[3]};
@@ -101,9 +116,9 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
         magic_number));
   }
   if (magic[2] != 0x08) {
-    return corrupt(absl::StrFormat(
-        "IDX element type 0x%02x (%s) is not supported; only unsigned byte (0x08)", magic[2],
-        IdxTypeName(magic[2])));
+    return corrupt(
+        absl::StrFormat("IDX element type 0x%02x (%s) is not supported; only unsigned byte (0x08)",
+                        magic[2], IdxTypeName(magic[2])));
   }
   const int ndim = magic[3];
   if (ndim == 0) return corrupt("the IDX header gives 0 dimensions");
@@ -128,14 +143,26 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
     }
   }
 
-  at::Tensor data = at::empty(dims, at::kByte);
-  const int64_t data_read = ReadFully(file.get(), data.data_ptr<uint8_t>(), numel, &gzip_error);
-  if (data_read < 0) return bad_gzip();
-  if (data_read < numel) {
-    return corrupt(absl::StrCat("truncated: the header gives dimensions ",
-                                absl::StrJoin(dims, "x"), " (", numel,
-                                " bytes of data), the file has ", data_read));
+  // The header's size is what the file claims: read in chunks, so that a small file claiming
+  // a terabyte fails on its length rather than on allocating it.
+  std::vector<uint8_t> bytes;
+  constexpr int64_t kChunk = int64_t{16} << 20;
+  while (static_cast<int64_t>(bytes.size()) < numel) {
+    const int64_t want = std::min(kChunk, numel - static_cast<int64_t>(bytes.size()));
+    const size_t at = bytes.size();
+    bytes.resize(at + want);
+    const int64_t got = ReadFully(file.get(), bytes.data() + at, want, &gzip_error);
+    if (got < 0) return bad_gzip();
+    bytes.resize(at + got);
+    if (got < want) break;
   }
+  const int64_t data_read = static_cast<int64_t>(bytes.size());
+  if (data_read < numel) {
+    return corrupt(absl::StrCat("truncated: the header gives dimensions ", absl::StrJoin(dims, "x"),
+                                " (", numel, " bytes of data), the file has ", data_read));
+  }
+  at::Tensor data = at::empty(dims, at::kByte);
+  std::memcpy(data.data_ptr<uint8_t>(), bytes.data(), bytes.size());
   uint8_t extra[1];
   const int64_t extra_read = ReadFully(file.get(), extra, 1, &gzip_error);
   if (extra_read < 0) return bad_gzip();

@@ -1,5 +1,7 @@
 #include "distill/data/idx_file.h"
 
+#include <sys/stat.h>
+
 #include <zlib.h>
 
 #include <cstdint>
@@ -111,6 +113,28 @@ TEST(ReadIdxFileTest, TruncatedHeader) {
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr(path), HasSubstr("truncated"), HasSubstr("needs 16 bytes"),
                              HasSubstr("has 8"))));
+}
+
+// A hostile input: a 16-byte file whose header claims 65535 x 65535 x 255 elements (2^40 is
+// the cap) made the reader allocate a terabyte before reading.
+TEST(ReadIdxFileTest, AHugeHeaderOnASmallFileIsTruncatedNotAnAllocation) {
+  const std::string path =
+      WritePlain("huge_header.idx", Idx(0x08, {65535, 65535, 255}, Iota(3)));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("truncated: the header gives dimensions 65535x65535x255"),
+                             HasSubstr("the file has 3"))));
+}
+
+TEST(ReadIdxFileTest, OnlyRegularFiles) {
+  EXPECT_THAT(ReadIdxFile("/dev/zero"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "/dev/zero: is a character device; libkd reads only regular files: give "
+                       "the path of the file itself"));
+  const std::string fifo = TempPath("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(ReadIdxFile(fifo), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("is a FIFO (named pipe)")));
 }
 
 TEST(ReadIdxFileTest, TruncatedData) {

@@ -1,0 +1,39 @@
+// The libkd checkpoint (runs/<name>/checkpoints/last.pt, best.pt, epoch_N.pt): a torch.save
+// dict that Python's torch.load reads, checked key by key before a box resumes from it.
+//
+//   KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, kd::ReadCheckpoint(path));
+//   saved.at("epoch").toInt();   // present and an int: ReadCheckpoint checked it
+//
+// What it holds (format "libkd-checkpoint-1"): stage, epoch (ints >= 0), stage_name, best
+// (a number, NaN before the first validation), student and teacher (parameter path -> tensor),
+// rng (the CPU generator's uint8 state), and the stage's optimizer (its serialized archive as
+// uint8), scheduler and grad_scaler (lists of numbers), grad_count, loss_state and
+// auxiliary_modules (name -> tensor), fresh_stage (a stage's end: the next stage starts
+// afresh, without these).
+#ifndef LIBKD_DISTILL_BOXES_CHECKPOINT_H_
+#define LIBKD_DISTILL_BOXES_CHECKPOINT_H_
+
+#include <string>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kd {
+
+inline constexpr char kCheckpointFormat[] = "libkd-checkpoint-1";
+
+// Whether `value` is a libkd checkpoint: every key above present (or absent where optional)
+// with its type. InvalidArgument naming the first key that is not, phrased to follow the
+// file's name.
+absl::Status CheckCheckpoint(const c10::IValue& value);
+
+// The checkpoint at `path`: read (regular file, CRC-32s verified), unpickled and checked.
+// Errors are "path: reason".
+absl::StatusOr<c10::impl::GenericDict> ReadCheckpoint(const std::string& path);
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_CHECKPOINT_H_
