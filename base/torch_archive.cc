@@ -122,6 +122,7 @@ absl::StatusOr<TorchArchive::Record> ReadEntry(const Reader& r, uint64_t* p, uin
     return Invalid(absl::StrCat("a damaged zip archive: no directory entry at offset ", *p));
   }
   TorchArchive::Record rec;
+  rec.directory_entry_offset = *p;
   rec.method = r.U16(*p + 10);
   rec.crc32 = r.U32(*p + 16);
   rec.size = r.U32(*p + 20);
@@ -147,6 +148,7 @@ absl::StatusOr<TorchArchive::Record> ReadEntry(const Reader& r, uint64_t* p, uin
     return Invalid(absl::StrCat("a damaged zip archive: record \"", rec.name,
                                 "\" has no header at offset ", local));
   }
+  rec.local_header_offset = local;
   rec.data_offset = local + kLocalSize + r.U16(local + 26) + r.U16(local + 28);
   if (!r.Has(rec.data_offset, rec.size)) {
     return CutShort(r.size(), absl::StrCat("record \"", rec.name, "\" needs ", rec.size,
@@ -210,7 +212,149 @@ absl::StatusOr<uint32_t> Crc32Of(const Reader& r, const TorchArchive::Record& re
   return static_cast<uint32_t>(crc);
 }
 
+// How an opcode's argument is laid out.
+enum class Arg { kNone, kFixed, kLine, kTwoLines, kLength, kInvalid };
+struct OpInfo {
+  Arg arg = Arg::kInvalid;
+  int width = 0;  // kFixed: the argument's bytes; kLength: the length field's bytes
+};
+
+OpInfo Opcode(unsigned char op) {
+  switch (op) {
+    // No argument.
+    case '(':
+    case '.':
+    case '0':
+    case '1':
+    case '2':
+    case 'N':
+    case 'Q':
+    case 'R':
+    case 'a':
+    case 'b':
+    case 'd':
+    case '}':
+    case 'e':
+    case 'l':
+    case ']':
+    case 'o':
+    case 's':
+    case 't':
+    case ')':
+    case 'u':
+    case 0x81:
+    case 0x85:
+    case 0x86:
+    case 0x87:
+    case 0x88:
+    case 0x89:
+    case 0x8f:
+    case 0x90:
+    case 0x91:
+    case 0x92:
+    case 0x93:
+    case 0x94:
+    case 0x97:
+    case 0x98:
+      return {Arg::kNone, 0};
+    // A newline-terminated argument (two for GLOBAL and INST).
+    case 'I':
+    case 'L':
+    case 'S':
+    case 'V':
+    case 'F':
+    case 'g':
+    case 'p':
+    case 'P':
+      return {Arg::kLine, 0};
+    case 'c':
+    case 'i':
+      return {Arg::kTwoLines, 0};
+    // Fixed-size arguments.
+    case 'K':
+    case 'h':
+    case 'q':
+    case 0x80:
+    case 0x82:
+      return {Arg::kFixed, 1};
+    case 'M':
+    case 0x83:
+      return {Arg::kFixed, 2};
+    case 'J':
+    case 'j':
+    case 'r':
+    case 0x84:
+      return {Arg::kFixed, 4};
+    case 'G':
+      return {Arg::kFixed, 8};
+    // A length, then that many bytes.
+    case 'U':
+    case 'C':
+    case 0x8c:
+    case 0x8a:
+      return {Arg::kLength, 1};
+    case 'T':
+    case 'X':
+    case 'B':
+    case 0x8b:
+      return {Arg::kLength, 4};
+    case 0x8d:
+    case 0x8e:
+    case 0x96:
+      return {Arg::kLength, 8};
+    case 0x95:  // FRAME: an 8-byte length of the frame that follows (checked like the rest)
+      return {Arg::kFixed, 8};
+    default:
+      return {};
+  }
+}
+
 }  // namespace
+
+absl::Status CheckPickleBounds(absl::string_view pickle) {
+  const Reader r(pickle);
+  uint64_t p = 0;
+  while (p < pickle.size()) {
+    const unsigned char op = static_cast<unsigned char>(pickle[p]);
+    const OpInfo info = Opcode(op);
+    const uint64_t at = p++;
+    auto bad = [&](absl::string_view what) {
+      return Invalid(
+          absl::StrFormat("a damaged pickle: opcode 0x%02x at offset %d %s", op, at, what));
+    };
+    switch (info.arg) {
+      case Arg::kInvalid:
+        return bad("is not a pickle opcode");
+      case Arg::kNone:
+        if (op == '.') return absl::OkStatus();  // STOP
+        break;
+      case Arg::kFixed:
+        if (!r.Has(p, info.width)) return bad("runs past the end");
+        p += info.width;
+        break;
+      case Arg::kLine:
+      case Arg::kTwoLines:
+        for (int line = 0; line < (info.arg == Arg::kLine ? 1 : 2); ++line) {
+          const size_t newline = pickle.find('\n', p);
+          if (newline == absl::string_view::npos) return bad("has no end of line");
+          p = newline + 1;
+        }
+        break;
+      case Arg::kLength: {
+        if (!r.Has(p, info.width)) return bad("runs past the end");
+        const uint64_t length = r.Le(p, info.width);
+        p += info.width;
+        if (!r.Has(p, length)) {
+          return bad(absl::StrCat("gives a length of ", length, " bytes where ", pickle.size() - p,
+                                  " are left"));
+        }
+        p += length;
+        break;
+      }
+    }
+  }
+  return Invalid("a damaged pickle: it ends without a STOP opcode");
+}
 
 std::string DescribeKind(TorchArchive::Kind kind) {
   switch (kind) {

@@ -31,8 +31,10 @@ struct TorchArchive {
     uint64_t data_offset = 0;  // of the record's bytes in the file
     uint64_t size = 0;         // stored (compressed) size
     uint64_t uncompressed_size = 0;
-    uint32_t crc32 = 0;   // as the central directory states it
-    uint16_t method = 0;  // 0 stored (what torch writes), 8 deflate
+    uint32_t crc32 = 0;                   // as the central directory states it
+    uint16_t method = 0;                  // 0 stored (what torch writes), 8 deflate
+    uint64_t directory_entry_offset = 0;  // of its central-directory entry
+    uint64_t local_header_offset = 0;
   };
   Kind kind = Kind::kOtherZip;
   std::string prefix;           // the folder every record is in ("model"), without the slash
@@ -52,6 +54,13 @@ absl::StatusOr<TorchArchive> InspectTorchArchive(absl::string_view bytes);
 // InspectTorchArchive, then every record's CRC-32 against the directory's (stored records
 // directly, deflated ones inflated with zlib): DataLoss naming the first bad record.
 absl::StatusOr<TorchArchive> VerifyTorchArchive(absl::string_view bytes);
+
+// Walks the opcodes of a pickle (protocols 0-5) and checks that every length an opcode gives
+// (strings, bytes, longs, frames) fits in what is left of it, before libtorch's unpickler
+// allocates that length (a 4-byte BINUNICODE length of 4 GB in a small file made it allocate
+// 4 GB; found by //fuzz:checkpoint_fuzzer). InvalidArgument naming the opcode and its offset;
+// an unknown opcode or a pickle without STOP too.
+absl::Status CheckPickleBounds(absl::string_view pickle);
 
 }  // namespace kd
 

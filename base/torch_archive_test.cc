@@ -108,5 +108,42 @@ TEST(TorchArchiveTest, DirectoryOutsideTheFileIsDamage) {
   }
 }
 
+TEST(PickleBoundsTest, LengthsMustFitWhatIsLeft) {
+  // PROTO 2, SHORT_BINUNICODE "ab", STOP.
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02\x8c\x02"
+                                            "ab.",
+                                            7)),
+              IsOk());
+  // PROTO 2, BINUNICODE claiming 0xfffffff0 bytes, then 3: what made libtorch's unpickler
+  // allocate 4 GB (found by //fuzz:checkpoint_fuzzer).
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02X\xf0\xff\xff\xff"
+                                            "abc.",
+                                            11)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "a damaged pickle: opcode 0x58 at offset 2 gives a length of 4294967280 "
+                       "bytes where 4 are left"));
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02\xff.", 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "a damaged pickle: opcode 0xff at offset 2 is not a pickle opcode"));
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02N", 3)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("without a STOP")));
+  EXPECT_THAT(CheckPickleBounds("ccollections\nOrderedDict"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no end of line")));
+}
+
+TEST(PickleBoundsTest, EveryFixtureSavedByTorchPasses) {
+  for (const char* name : {"small_cnn.state.pt", "small_cnn.expected.pt", "tricky.kwargs.pt",
+                           "tricky.ordered_state.pt", "losses.expected.pt"}) {
+    const std::string bytes = Fixture(name);
+    absl::StatusOr<TorchArchive> archive = InspectTorchArchive(bytes);
+    ASSERT_THAT(archive, IsOk()) << name;
+    const TorchArchive::Record* pkl = Find(*archive, "/data.pkl");
+    ASSERT_NE(pkl, nullptr) << name;
+    EXPECT_THAT(CheckPickleBounds(absl::string_view(bytes).substr(pkl->data_offset, pkl->size)),
+                IsOk())
+        << name;
+  }
+}
+
 }  // namespace
 }  // namespace kd

@@ -70,6 +70,7 @@ absl::Status CheckTorchSaveArchive(absl::string_view bytes) {
     // assertion. (Every tensor's pickle names OrderedDict too, for its backward hooks: only the
     // first object is the value itself.)
     const absl::string_view pickle = bytes.substr(record.data_offset, record.size);
+    KD_RETURN_IF_ERROR(CheckPickleBounds(pickle));
     if (pickle.size() > 2 && pickle[0] == '\x80' &&
         absl::StartsWith(pickle.substr(2), "ccollections\nOrderedDict\n")) {
       return absl::InvalidArgumentError(

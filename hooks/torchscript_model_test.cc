@@ -10,11 +10,11 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "base/file_util.h"
-#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/status_matchers.h"
 #include "testing/tensor_matchers.h"
 
 namespace kd {
@@ -37,7 +37,8 @@ TEST(TorchScriptModelTest, ModulesAndParameterCountEqualPython) {
     std::unique_ptr<Model> model = TorchScriptFixture(name);
     const c10::IValue expected = LoadExpected(name);
     std::vector<std::string> actual_modules;
-    for (const ModuleInfo& m : model->NamedModules()) actual_modules.push_back(m.path + "|" + m.type);
+    for (const ModuleInfo& m : model->NamedModules())
+      actual_modules.push_back(m.path + "|" + m.type);
     std::vector<std::string> expected_modules;
     for (const c10::IValue& m : At(expected, "modules").toTupleRef().elements()) {
       expected_modules.push_back(m.toStringRef());
@@ -71,7 +72,8 @@ TEST(TorchScriptModelTest, FileSavedByTorch113LoadsAndMatches) {
     absl::StatusOr<HookHandle> tap = old_model->AddHook(path, recorder.Fn());
     ASSERT_THAT(tap, IsOk());
     old_model->Forward(inputs);
-    EXPECT_THAT(recorder.outputs.back(), IValueNear(test::LastPythonHook(old_expected, path, "output"), 1e-5));
+    EXPECT_THAT(recorder.outputs.back(),
+                IValueNear(test::LastPythonHook(old_expected, path, "output"), 1e-5));
   }
   std::unique_ptr<Model> new_model = TorchScriptFixture("small_cnn");
   EXPECT_THAT(new_model->Forward(inputs), IValueNear(old_output, 1e-5));
@@ -84,7 +86,8 @@ TEST(TorchScriptModelTest, KwargsAndDefaults) {
   EXPECT_THAT(model->Forward({x}, {{"scale", 2.0}}), IValueNear(At(expected, "output"), 1e-5));
   // scale defaults to 1.0: the first output is then lin(s) * 1.0, half of the recorded one.
   c10::IValue half = model->Forward({x});
-  EXPECT_THAT(half.toTupleRef().elements()[0], IValueNear(At(expected, "output").toTupleRef().elements()[0].toTensor() / 2, 1e-5));
+  EXPECT_THAT(half.toTupleRef().elements()[0],
+              IValueNear(At(expected, "output").toTupleRef().elements()[0].toTensor() / 2, 1e-5));
 }
 
 TEST(TorchScriptModelTest, TrainingFlagReachesSubmodules) {
@@ -118,10 +121,11 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
                        HasSubstr("/nonexistent/model.pt: cannot open: No such file")));
   const std::string garbage = test::TempPath("garbage.pt");
   ASSERT_THAT(WriteFileAtomically(garbage, "this is not a model"), IsOk());
-  EXPECT_THAT(LoadTorchScriptModel(garbage),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr(garbage + ": not a zip archive (19 bytes beginning 0x74), so neither "
-                                           "torch.jit.save nor torch.save wrote it")));
+  EXPECT_THAT(
+      LoadTorchScriptModel(garbage),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(garbage + ": not a zip archive (19 bytes beginning 0x74), so neither "
+                                   "torch.jit.save nor torch.save wrote it")));
   // A truncated archive.
   auto bytes = ReadFile(FixturePath("small_cnn.pt"));
   ASSERT_THAT(bytes, IsOk());
@@ -145,6 +149,12 @@ TEST(TorchScriptModelTest, MissingCorruptAndWrongFilesNameTheFile) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("small_cnn.state.pt: is a torch.save archive, not a TorchScript "
                                  "module: export the model with torch.jit.script(model).save")));
+  // A newer PyTorch's file is named so, not called "not TorchScript".
+  EXPECT_THAT(
+      LoadTorchScriptModel(FixturePath("small_cnn.future_version.pt")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("small_cnn.future_version.pt: was written by a newer PyTorch (file "
+                         "format version 99; this libtorch reads up to 10)")));
   // The legacy torch.save format is named as such.
   EXPECT_THAT(LoadTorchScriptModel(FixturePath("small_cnn.legacy_state.pt")),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -172,8 +182,7 @@ TEST(TorchScriptModelTest, RandomlyCorruptedCopiesNeverLoadChanged) {
       continue;
     }
     at::NoGradGuard no_grad;
-    EXPECT_THAT((*model)->Forward(FixtureInputs(expected)),
-                IValueNear(At(expected, "output"), 0.0))
+    EXPECT_THAT((*model)->Forward(FixtureInputs(expected)), IValueNear(At(expected, "output"), 0.0))
         << "byte " << at << " changed and the model loaded";
   }
   EXPECT_GT(refused, 100);  // most bytes are covered by a CRC or the zip structure
@@ -207,16 +216,16 @@ TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
   const std::string path = test::TempPath("tricky_state.pt");
   ASSERT_THAT(tricky->SaveState(path), IsOk());
   std::unique_ptr<Model> cnn = TorchScriptFixture("small_cnn");
-  EXPECT_THAT(cnn->LoadState(path),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr(path + ": does not fit this model"),
-                             HasSubstr("missing keys: stem.0.weight"),
-                             HasSubstr("unexpected keys: lin.bias"))));
-  EXPECT_THAT(tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("tricky.ordered_state.pt: holds a collections.OrderedDict (what "
-                                 "Python's model.state_dict() returns), which libtorch cannot "
-                                 "read: save a plain dict instead, torch.save(dict(value), path)")));
+  EXPECT_THAT(cnn->LoadState(path), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             AllOf(HasSubstr(path + ": does not fit this model"),
+                                                   HasSubstr("missing keys: stem.0.weight"),
+                                                   HasSubstr("unexpected keys: lin.bias"))));
+  EXPECT_THAT(
+      tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("tricky.ordered_state.pt: holds a collections.OrderedDict (what "
+                         "Python's model.state_dict() returns), which libtorch cannot "
+                         "read: save a plain dict instead, torch.save(dict(value), path)")));
   EXPECT_THAT(cnn->LoadState("/nonexistent/state.pt"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));
 }
@@ -240,8 +249,10 @@ TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {
     for (const auto& entry : hooks) {
       SCOPED_TRACE(entry.key().toStringRef());
       const TapRecorder& r = *recorders[i++];
-      EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
-      EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
+      EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs),
+                  IValueNear(At(entry.value(), "input"), 1e-5));
+      EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs),
+                  IValueNear(At(entry.value(), "output"), 1e-5));
     }
   }
 }
@@ -253,7 +264,8 @@ TEST(TorchScriptModelTest, TracedModuleTapsSeeWhatPythonHooksSaw) {
   std::map<std::string, TapRecorder> recorders;
   std::vector<HookHandle> handles;
   for (const auto& entry : At(expected, "hooks").toGenericDict()) {
-    auto handle = model->AddHook(entry.key().toStringRef(), recorders[entry.key().toStringRef()].Fn());
+    auto handle =
+        model->AddHook(entry.key().toStringRef(), recorders[entry.key().toStringRef()].Fn());
     ASSERT_THAT(handle, IsOk());
     handles.push_back(*std::move(handle));
   }
@@ -262,7 +274,8 @@ TEST(TorchScriptModelTest, TracedModuleTapsSeeWhatPythonHooksSaw) {
     SCOPED_TRACE(entry.key().toStringRef());
     const TapRecorder& r = recorders[entry.key().toStringRef()];
     EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
-    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs),
+                IValueNear(At(entry.value(), "output"), 1e-5));
   }
 }
 

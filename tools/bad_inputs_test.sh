@@ -4,13 +4,15 @@
 # stdout's when stderr is empty: validate_config lists problems on stdout). The bad files the
 # rows name are made here, in $T; $D is the fixtures folder. Rows are added with each fix.
 #
-# Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T and $D substituted)
+# Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T, $D and $B, the tables' folder
+# with the files made once by hand, substituted)
 set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 D="$root/tests/testdata"
 T="$TEST_TMPDIR"
 configs="$root/tools/configs"
+B="$root/tools/testdata/bad_inputs"
 
 # --- the bad files ---------------------------------------------------------------------------
 mkfifo "$T/fifo"
@@ -56,6 +58,7 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
     want_line=${want_line//\$D/$D}
     args=${args//\$T/$T}
     args=${args//\$D/$D}
+    args=${args//\$B/$B}
     # shellcheck disable=SC2086  # the args split on spaces by design
     out=$(cd "$root" && timeout 60 "$tool" $args 2>"$T/stderr" </dev/null); rc=$?
     if [[ -s "$T/stderr" ]]; then line=$(head -n 1 "$T/stderr"); else line=$(head -n 1 <<<"$out"); fi

@@ -273,7 +273,16 @@ int Main(int argc, char** argv) {
   (*model)->SetTraining(absl::GetFlag(FLAGS_train));
   auto io = absl::GetFlag(FLAGS_truncate) ? CaptureTruncated(**model, paths, *input)
                                           : CaptureWithHooks(**model, paths, *input);
-  if (!io.ok()) return Fail(kTool, io.status().message());
+  if (!io.ok()) {
+    // The engine words it for C++ callers; the fix here is a flag.
+    if (absl::StrContains(io.status().message(), "ran twice in one forward")) {
+      return Fail(kTool,
+                  absl::StrCat(io.status().message().substr(0, io.status().message().find(':')),
+                               ": drop --inputs, or record every call with --accumulate "
+                               "(without --truncate)"));
+    }
+    return Fail(kTool, io.status().message());
+  }
 
   if (!out.empty()) {
     const std::string out_path = ResolveUserPath(out);

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "base/file_util.h"
+#include "base/torch_status.h"
 
 namespace kd {
 namespace {
@@ -136,11 +137,14 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
   for (int i = 0; i < ndim; ++i) {
     const uint8_t* d = &header[4 * i];
     dims[i] = (int64_t{d[0]} << 24) | (int64_t{d[1]} << 16) | (int64_t{d[2]} << 8) | d[3];
-    numel *= dims[i];
-    if (numel > kMaxElements) {
-      return corrupt(absl::StrCat("the IDX header gives dimensions ", absl::StrJoin(dims, "x"),
+    // Checked before multiplying: two 32-bit dimensions overflow int64 (found by
+    // //fuzz:idx_fuzzer).
+    if (dims[i] != 0 && numel > kMaxElements / dims[i]) {
+      return corrupt(absl::StrCat("the IDX header gives dimensions ",
+                                  absl::StrJoin(dims.begin(), dims.begin() + i + 1, "x"),
                                   "..., more than 2^40 elements"));
     }
+    numel *= dims[i];
   }
 
   // The header's size is what the file claims: read in chunks, so that a small file claiming
@@ -161,7 +165,13 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
     return corrupt(absl::StrCat("truncated: the header gives dimensions ", absl::StrJoin(dims, "x"),
                                 " (", numel, " bytes of data), the file has ", data_read));
   }
-  at::Tensor data = at::empty(dims, at::kByte);
+  // libtorch has limits of its own (at most 64 dimensions): found by //fuzz:idx_fuzzer.
+  absl::StatusOr<at::Tensor> made = CallTorch([&] { return at::empty(dims, at::kByte); });
+  if (!made.ok()) {
+    return corrupt(absl::StrCat("the header's dimensions ", absl::StrJoin(dims, "x"),
+                                " make no tensor: ", made.status().message()));
+  }
+  at::Tensor data = *std::move(made);
   std::memcpy(data.data_ptr<uint8_t>(), bytes.data(), bytes.size());
   uint8_t extra[1];
   const int64_t extra_read = ReadFully(file.get(), extra, 1, &gzip_error);

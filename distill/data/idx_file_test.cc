@@ -1,7 +1,6 @@
 #include "distill/data/idx_file.h"
 
 #include <sys/stat.h>
-
 #include <zlib.h>
 
 #include <cstdint>
@@ -88,10 +87,9 @@ TEST(ReadIdxFileTest, MissingFileIsNotFound) {
 
 TEST(ReadIdxFileTest, BadMagicNamesFileAndMagic) {
   const std::string path = WriteGzip("bad_magic.gz", {0x1f, 0x8b, 0x08, 0x01, 0, 0, 0, 1, 7});
-  EXPECT_THAT(ReadIdxFile(path),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr(path), HasSubstr("not an IDX file"),
-                             HasSubstr("magic number 0x1f8b0801"))));
+  EXPECT_THAT(ReadIdxFile(path), StatusIs(absl::StatusCode::kDataLoss,
+                                          AllOf(HasSubstr(path), HasSubstr("not an IDX file"),
+                                                HasSubstr("magic number 0x1f8b0801"))));
 }
 
 TEST(ReadIdxFileTest, UnsupportedTypeIsNamed) {
@@ -109,21 +107,40 @@ TEST(ReadIdxFileTest, ZeroDimensionsIsCorrupt) {
 
 TEST(ReadIdxFileTest, TruncatedHeader) {
   const std::string path = WriteGzip("short_header.gz", {0, 0, 8, 3, 0, 0, 0, 2});
-  EXPECT_THAT(ReadIdxFile(path),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr(path), HasSubstr("truncated"), HasSubstr("needs 16 bytes"),
-                             HasSubstr("has 8"))));
+  EXPECT_THAT(ReadIdxFile(path), StatusIs(absl::StatusCode::kDataLoss,
+                                          AllOf(HasSubstr(path), HasSubstr("truncated"),
+                                                HasSubstr("needs 16 bytes"), HasSubstr("has 8"))));
 }
 
 // A hostile input: a 16-byte file whose header claims 65535 x 65535 x 255 elements (2^40 is
 // the cap) made the reader allocate a terabyte before reading.
 TEST(ReadIdxFileTest, AHugeHeaderOnASmallFileIsTruncatedNotAnAllocation) {
-  const std::string path =
-      WritePlain("huge_header.idx", Idx(0x08, {65535, 65535, 255}, Iota(3)));
+  const std::string path = WritePlain("huge_header.idx", Idx(0x08, {65535, 65535, 255}, Iota(3)));
   EXPECT_THAT(ReadIdxFile(path),
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr("truncated: the header gives dimensions 65535x65535x255"),
                              HasSubstr("the file has 3"))));
+}
+
+// Found by //fuzz:idx_fuzzer (its corpus keeps the input): dimensions whose product overflows
+// int64 passed the 2^40 check and reached at::empty, which threw through the reader.
+TEST(ReadIdxFileTest, DimensionsWhoseProductOverflowsAreRefused) {
+  const std::string path =
+      WritePlain("overflow.idx", Idx(0x08, {0xc700ffffu, 0xffffffffu, 0xffffffffu}, Iota(3)));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("the IDX header gives dimensions 3338731519x4294967295..., "
+                                 "more than 2^40 elements")));
+}
+
+// Found by //fuzz:idx_fuzzer: no elements (a dimension of 0), but the other dimensions'
+// strides overflow, which at::empty threw through the reader.
+TEST(ReadIdxFileTest, DimensionsLibtorchCannotStride) {
+  const std::string path = WritePlain("strides.idx", Idx(0x08, {0, 0xffffffffu, 0xffdb003bu}, {}));
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("the header's dimensions 0x4294967295x4292542523 make no "
+                                 "tensor: Stride calculation overflowed")));
 }
 
 TEST(ReadIdxFileTest, OnlyRegularFiles) {
@@ -133,8 +150,8 @@ TEST(ReadIdxFileTest, OnlyRegularFiles) {
                        "the path of the file itself"));
   const std::string fifo = TempPath("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_THAT(ReadIdxFile(fifo), StatusIs(absl::StatusCode::kInvalidArgument,
-                                          HasSubstr("is a FIFO (named pipe)")));
+  EXPECT_THAT(ReadIdxFile(fifo),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a FIFO (named pipe)")));
 }
 
 TEST(ReadIdxFileTest, TruncatedData) {

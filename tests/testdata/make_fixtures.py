@@ -26,7 +26,9 @@ For each fixture NAME it writes, next to this script:
   small_cnn.state.pt        torch.save(dict(model.state_dict())), to test loading state.
   tricky.ordered_state.pt   torch.save(model.state_dict()) (an OrderedDict), to test the error.
   small_cnn.legacy_state.pt small_cnn.state.pt in torch.save's pre-1.6 (non-zip) format, to
-                            test that error (--legacy writes only this file).
+                            test that error (--legacy writes only this file and the next).
+  small_cnn.future_version.pt small_cnn.pt with its `version` record set to 99, as a newer
+                            PyTorch's file would say (--legacy writes it too).
 """
 import argparse
 import os
@@ -327,6 +329,14 @@ def make_legacy():
     state = torch.load(os.path.join(HERE, "small_cnn.state.pt"))
     torch.save(state, os.path.join(HERE, "small_cnn.legacy_state.pt"),
                _use_new_zipfile_serialization=False)
+    import zipfile
+    with zipfile.ZipFile(os.path.join(HERE, "small_cnn.pt")) as src, \
+            zipfile.ZipFile(os.path.join(HERE, "small_cnn.future_version.pt"), "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("/version"):
+                data = b"99\n"
+            dst.writestr(info, data)
 
 
 def main():
