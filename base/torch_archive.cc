@@ -314,6 +314,10 @@ OpInfo Opcode(unsigned char op) {
 absl::Status CheckPickleBounds(absl::string_view pickle) {
   const Reader r(pickle);
   uint64_t p = 0;
+  // Memo ids: picklers number them 0, 1, 2, ...; libtorch's unpickler grows its memo table to
+  // the id it is given (LONG_BINPUT 1,400,000,000 asked for 22 GB; found by
+  // //fuzz:checkpoint_fuzzer), so an id past the next one is damage.
+  uint64_t memo_size = 0;
   while (p < pickle.size()) {
     const unsigned char op = static_cast<unsigned char>(pickle[p]);
     const OpInfo info = Opcode(op);
@@ -327,19 +331,36 @@ absl::Status CheckPickleBounds(absl::string_view pickle) {
         return bad("is not a pickle opcode");
       case Arg::kNone:
         if (op == '.') return absl::OkStatus();  // STOP
+        if (op == 0x94) ++memo_size;             // MEMOIZE
         break;
       case Arg::kFixed:
         if (!r.Has(p, info.width)) return bad("runs past the end");
+        if (op == 'q' || op == 'r') {  // BINPUT, LONG_BINPUT
+          const uint64_t id = r.Le(p, info.width);
+          if (id > memo_size) {
+            return bad(absl::StrCat("stores memo id ", id, " where the next is ", memo_size));
+          }
+          memo_size = std::max(memo_size, id + 1);
+        }
         p += info.width;
         break;
       case Arg::kLine:
-      case Arg::kTwoLines:
+      case Arg::kTwoLines: {
+        const uint64_t start = p;
         for (int line = 0; line < (info.arg == Arg::kLine ? 1 : 2); ++line) {
           const size_t newline = pickle.find('\n', p);
           if (newline == absl::string_view::npos) return bad("has no end of line");
           p = newline + 1;
         }
+        if (op == 'p') {  // PUT: a decimal memo id
+          uint64_t id = 0;
+          if (!absl::SimpleAtoi(pickle.substr(start, p - 1 - start), &id) || id > memo_size) {
+            return bad(absl::StrCat("stores a memo id past the next, ", memo_size));
+          }
+          memo_size = std::max(memo_size, id + 1);
+        }
         break;
+      }
       case Arg::kLength: {
         if (!r.Has(p, info.width)) return bad("runs past the end");
         const uint64_t length = r.Le(p, info.width);

@@ -122,6 +122,13 @@ TEST(PickleBoundsTest, LengthsMustFitWhatIsLeft) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "a damaged pickle: opcode 0x58 at offset 2 gives a length of 4294967280 "
                        "bytes where 4 are left"));
+  // LONG_BINPUT of memo id 0x53000000 after no other: libtorch's unpickler grew its memo table
+  // to that id (22 GB; found by //fuzz:checkpoint_fuzzer).
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02Nr\x00\x00\x00\x53.", 9)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "a damaged pickle: opcode 0x72 at offset 3 stores memo id 1392508928 where "
+                       "the next is 0"));
+  EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02Nq\x00Nq\x01Nq\x00.", 12)), IsOk());
   EXPECT_THAT(CheckPickleBounds(std::string("\x80\x02\xff.", 4)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "a damaged pickle: opcode 0xff at offset 2 is not a pickle opcode"));

@@ -3,13 +3,39 @@
 // included, is a regression test in `bazel test //...` with gcc and no libFuzzer.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <string>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+
+// libFuzzer's -malloc_limit_mb, for the replay: one allocation of more than 2 GiB is what a
+// small input must never cause (libtorch's unpickler once grew a table to 22 GB); without this a
+// gcc build would see it only as a bad_alloc that the readers turn into an error, or not at all.
+namespace {
+constexpr size_t kMaxAllocation = size_t{2} << 30;
+void* Allocate(size_t size) {
+  if (size > kMaxAllocation) {
+    std::fprintf(stderr, "replay: an allocation of %zu bytes (more than 2 GiB) from one input\n",
+                 size);
+    std::abort();
+  }
+  void* p = std::malloc(size == 0 ? 1 : size);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t size) { return Allocate(size); }
+void* operator new[](size_t size) { return Allocate(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   std::vector<std::filesystem::path> files;
