@@ -80,7 +80,7 @@ TEST(CudaMemoryTest, CachingAllocatorOnAGpu) {
   auto it = inventory.find(held.storage().data());
   ASSERT_NE(it, inventory.end());
   EXPECT_EQ(it->second.nbytes, 4 * 1024 * 1024);
-  EXPECT_EQ(it->second.device, "cuda:0");
+  EXPECT_EQ(it->second.device_name(), "cuda:0");
   EXPECT_THAT(DescribeOwners(roots, held.storage().data()),
               ::testing::ElementsAre(MatchesRegex("unowned: 4194304 bytes on cuda:0.*")));
   roots.AddTensor("held", &held);

@@ -16,27 +16,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr double kMiB = 1024.0 * 1024.0;
 
-// "torch.float32": computed once per dtype.
-const std::string& DtypeName(const at::Tensor& t) {
-  static const auto* names = [] {
-    auto* table = new std::vector<std::string>();
-    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-      const auto type = static_cast<c10::ScalarType>(i);
-      std::string name;
-      try {
-        name = absl::StrCat("torch.", std::string(c10::getDtypeNames(type).first));
-      } catch (...) {
-        name = absl::StrCat("torch.", c10::toString(type));
-      }
-      table->push_back(std::move(name));
-    }
-    return table;
-  }();
-  return (*names)[static_cast<int>(t.scalar_type())];
-}
-
-std::string DeviceName(const at::Tensor& t) {
-  return t.device().is_cpu() ? std::string("cpu") : t.device().str();
+std::string DeviceName(c10::Device device) {
+  return device.is_cpu() ? std::string("cpu") : device.str();
 }
 
 bool Included(const at::Tensor& t, const InventoryOptions& options) {
@@ -46,31 +27,53 @@ bool Included(const at::Tensor& t, const InventoryOptions& options) {
 
 Shape ShapeOf(const at::Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
-std::string Unowned(const StorageInfo& info) {
-  if (info.seq == 0) {  // not the tracking allocator's: a CUDA caching-allocator block
-    return absl::StrCat("unowned: ", info.nbytes, " bytes on ", info.device,
-                        " that no root reaches");
+std::string DtypeName(c10::ScalarType type) {
+  static const auto* names = [] {
+    auto* table = new std::vector<std::string>();
+    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
+      const auto t = static_cast<c10::ScalarType>(i);
+      std::string name;
+      try {
+        name = absl::StrCat("torch.", std::string(c10::getDtypeNames(t).first));
+      } catch (...) {
+        name = absl::StrCat("torch.", c10::toString(t));
+      }
+      table->push_back(std::move(name));
+    }
+    return table;
+  }();
+  return (*names)[static_cast<int>(type)];
+}
+
+std::string Unowned(int64_t nbytes, const std::string& device, uint64_t seq,
+                    const std::string& scope, int64_t step) {
+  if (seq == 0) {  // not the tracking allocator's: a CUDA caching-allocator block
+    return absl::StrCat("unowned: ", nbytes, " bytes on ", device, " that no root reaches");
   }
-  std::string where = info.scope.empty() ? "outside any annotated scope"
-                                         : absl::StrCat("in scope \"", info.scope, "\"");
-  if (info.step >= 0) absl::StrAppend(&where, " step ", info.step);
-  return absl::StrCat("unowned: ", info.nbytes, " bytes allocated ", where, " (#", info.seq, ")");
+  std::string where =
+      scope.empty() ? "outside any annotated scope" : absl::StrCat("in scope \"", scope, "\"");
+  if (step >= 0) absl::StrAppend(&where, " step ", step);
+  return absl::StrCat("unowned: ", nbytes, " bytes allocated ", where, " (#", seq, ")");
+}
+
+std::string Unowned(const StorageInfo& info) {
+  return Unowned(info.nbytes, info.device_name(), info.seq, info.scope(), info.step);
 }
 
 // A caching-allocator block no root reaches, as an inventory lists it.
 StorageInfo UnownedCudaBlock(const memdiag_internal::CudaBlock& block) {
-  return StorageInfo{.nbytes = block.size,
-                     .device = absl::StrCat("cuda:", block.device),
-                     .representative_dtype = "unknown"};
+  return StorageInfo{
+      .nbytes = block.size,
+      .device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(block.device))};
 }
 
 // Groups what `after` has and `before` does not by key(info); fill(bucket, info) sets a
 // bucket's example from the info that `better` prefers (so the result does not depend on the
 // hash order).
-template <typename Bucket, typename Key, typename Info, typename Fill, typename Better>
-InventoryDiff<Bucket> Group(const absl::flat_hash_map<const void*, Info>& before,
-                            const absl::flat_hash_map<const void*, Info>& after, Key key, Fill fill,
+template <typename Bucket, typename Inventory, typename Key, typename Fill, typename Better>
+InventoryDiff<Bucket> Group(const Inventory& before, const Inventory& after, Key key, Fill fill,
                             Better better) {
+  using Info = typename Inventory::value_type::second_type;
   std::map<decltype(key(std::declval<const Info&>())), std::pair<Bucket, const Info*>> buckets;
   for (const auto& [id, info] : after) {
     if (before.contains(id)) continue;
@@ -142,88 +145,130 @@ TensorInventory CollectTensorInventory(const MemoryRoots& roots, const Inventory
     auto [it, inserted] = inventory.try_emplace(t.unsafeGetTensorImpl());
     if (!inserted) return;
     it->second = TensorInfo{.shape = ShapeOf(t),
-                            .dtype = DtypeName(t),
-                            .device = DeviceName(t),
+                            .dtype = DtypeName(t.scalar_type()),
+                            .device = DeviceName(t.device()),
                             .nbytes = static_cast<int64_t>(t.numel() * t.element_size()),
                             .path = path};
   });
   return inventory;
 }
 
+std::string StorageInfo::device_name() const { return DeviceName(device); }
+
+std::string StorageInfo::dtype_name() const {
+  return representative_dtype ? DtypeName(*representative_dtype) : std::string("unknown");
+}
+
+Shape StorageInfo::representative_shape() const {
+  return representative < view_shapes.size() ? view_shapes[representative] : Shape();
+}
+
+std::string StorageInfo::scope() const {
+  return scope_id == 0 ? std::string() : TrackingAllocator::ScopeName(scope_id);
+}
+
+StorageInventory::const_iterator StorageInventory::find(const void* data) const {
+  auto it = index_.find(data);
+  return it == index_.end() ? entries_.end() : entries_.begin() + it->second;
+}
+
+std::pair<StorageInfo*, bool> StorageInventory::Emplace(const void* data) {
+  auto [it, inserted] = index_.try_emplace(data, static_cast<uint32_t>(entries_.size()));
+  if (inserted) entries_.emplace_back(data, StorageInfo());
+  return {&entries_[it->second].second, inserted};
+}
+
+void StorageInventory::Reserve(size_t n) {
+  index_.reserve(n);
+  entries_.reserve(n);
+}
+
 StorageInventory CollectStorageInventory(const MemoryRoots& roots,
                                          const InventoryOptions& options) {
   StorageInventory inventory;
+  const bool tracking = TrackingAllocator::installed();
+  // Most storages are tracked allocations: size the tables once.
+  if (tracking) inventory.Reserve(static_cast<size_t>(TrackingAllocator::Install().num_live()));
+  // Each tracked storage met through a root is marked in its allocation header, so that the
+  // walk of live allocations below finds the unowned ones without a lookup each.
+  const uint32_t epoch = memdiag_internal::NewMarkEpoch();
+  // A tensor counts as one view of its storage once: the first TensorImpl met per storage is
+  // kept here, the others (storages with several views, rare) in `seen`.
+  std::vector<const void*> first_view;
   absl::flat_hash_set<const void*> seen;
-  if (TrackingAllocator::installed()) {
-    // Most storages are tracked allocations: size the tables once.
-    const size_t live = static_cast<size_t>(TrackingAllocator::Install().num_live());
-    inventory.reserve(live);
-    seen.reserve(live);
-  }  // TensorImpls met: a tensor counts as one view once
+  std::vector<uint32_t> shared;  // entries with several views, whose shapes get sorted
+  int64_t marked = 0;            // tracked storages met
   roots.Visit([&](const std::string& path, const at::Tensor& t) {
     if (!Included(t, options) || !t.has_storage()) return;
-    const void* ptr = t.storage().data();
+    const c10::Storage& storage = t.storage();
+    const void* ptr = storage.data();
     if (ptr == nullptr) return;  // empty
-    auto [it, inserted] = inventory.try_emplace(ptr);
-    StorageInfo& info = it->second;
+    auto [info, inserted] = inventory.Emplace(ptr);
+    const void* impl = t.unsafeGetTensorImpl();
     if (inserted) {
-      info.nbytes = static_cast<int64_t>(t.storage().nbytes());
-      info.device = DeviceName(t);
-      info.representative_shape = ShapeOf(t);
-      info.representative_dtype = DtypeName(t);
-    }
-    if (seen.insert(t.unsafeGetTensorImpl()).second) {
-      ++info.num_views;
-      if (info.num_views == 1) {
-        info.view_shapes.push_back(info.representative_shape);
-      } else if (std::none_of(info.view_shapes.begin(), info.view_shapes.end(),
-                              [&](const Shape& s) {
-                                return t.sizes().equals(c10::IntArrayRef(s.data(), s.size()));
-                              })) {
-        info.view_shapes.push_back(ShapeOf(t));
+      info->nbytes = static_cast<int64_t>(storage.nbytes());
+      info->device = t.device();
+      info->representative_dtype = t.scalar_type();
+      info->num_views = 1;
+      info->view_shapes.emplace_back(t.sizes().begin(), t.sizes().end());
+      first_view.push_back(impl);
+      memdiag_internal::LiveRecord record;
+      if (tracking && memdiag_internal::ReadAndMark(storage.data_ptr(), epoch, &record)) {
+        ++marked;
+        info->seq = record.seq;
+        info->scope_id = record.scope;
+        info->step = record.step;
+      }
+    } else {
+      const size_t index = static_cast<size_t>(info - &inventory.entries_.front().second);
+      if (impl != first_view[index]) {
+        if (info->num_views == 1) {
+          seen.insert(first_view[index]);
+          shared.push_back(static_cast<uint32_t>(index));
+        }
+        if (seen.insert(impl).second) {
+          ++info->num_views;
+          if (std::none_of(info->view_shapes.begin(), info->view_shapes.end(), [&](const Shape& s) {
+                return t.sizes().equals(c10::IntArrayRef(s.data(), s.size()));
+              })) {
+            info->view_shapes.emplace_back(t.sizes().begin(), t.sizes().end());
+          }
+        }
       }
     }
-    info.owners.push_back(path);
+    info->owners.push_back(path);
   });
-  for (auto& [ptr, info] : inventory) {
+  for (uint32_t index : shared) {
+    StorageInfo& info = inventory.entries_[index].second;
     if (info.view_shapes.size() < 2) continue;
+    const Shape first = info.view_shapes.front();
     std::sort(info.view_shapes.begin(), info.view_shapes.end(), [](const auto& a, const auto& b) {
       return std::make_tuple(-static_cast<int64_t>(a.size()), a) <
              std::make_tuple(-static_cast<int64_t>(b.size()), b);
     });
+    info.representative =
+        static_cast<uint32_t>(std::find(info.view_shapes.begin(), info.view_shapes.end(), first) -
+                              info.view_shapes.begin());
   }
-  if (TrackingAllocator::installed()) {
-    TrackingAllocator::Install().ForEachLiveAllocation(
-        [&](const void* data, size_t nbytes, uint64_t seq, uint32_t scope, int64_t step) {
-          auto it = inventory.find(data);
-          if (it != inventory.end()) {
-            it->second.seq = seq;
-            it->second.scope_id = scope;
-            it->second.step = step;
-          } else if (options.include_unowned && options.include_cpu) {
-            StorageInfo& info = inventory[data];
-            info.nbytes = static_cast<int64_t>(nbytes);
-            info.device = "cpu";
-            info.representative_dtype = "unknown";
-            info.seq = seq;
-            info.scope_id = scope;
-            info.step = step;
-          }
-        });
-    // Scope names outside the allocator's locks, once per distinct scope.
-    absl::flat_hash_map<uint32_t, std::string> names;
-    for (auto& [ptr, info] : inventory) {
-      if (info.scope_id == 0) continue;
-      auto [it, inserted] = names.try_emplace(info.scope_id);
-      if (inserted) it->second = TrackingAllocator::ScopeName(info.scope_id);
-      info.scope = it->second;
-    }
+  if (tracking && options.include_unowned && options.include_cpu) {
+    memdiag_internal::ForEachLiveUnmarked(
+        epoch, marked,
+        [](void* context, const memdiag_internal::LiveRecord& r) {
+          auto [info, inserted] = static_cast<StorageInventory*>(context)->Emplace(r.data);
+          if (!inserted) return;  // a storage an excluded tensor holds
+          info->nbytes = static_cast<int64_t>(r.nbytes);
+          info->seq = r.seq;
+          info->scope_id = r.scope;
+          info->step = r.step;
+        },
+        &inventory);
   }
   // CUDA memory no root reaches: the caching allocator's active blocks (its snapshot).
   memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
   if (options.include_unowned && options.include_cuda && cuda != nullptr && cuda->Available()) {
     for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
-      inventory.try_emplace(block.address, UnownedCudaBlock(block));
+      auto [info, inserted] = inventory.Emplace(block.address);
+      if (inserted) *info = UnownedCudaBlock(block);
     }
   }
   return inventory;
@@ -248,13 +293,13 @@ StorageDiff DiffStorageInventories(const StorageInventory& before, const Storage
   return Group<StorageDiffBucket>(
       before, after,
       [](const StorageInfo& i) {
-        return std::make_tuple(i.nbytes, i.device, i.representative_dtype);
+        return std::make_tuple(i.nbytes, i.device_name(), i.dtype_name());
       },
       [](StorageDiffBucket& b, const StorageInfo& i) {
         b.nbytes = i.nbytes;
-        b.device = i.device;
-        b.representative_shape = i.representative_shape;
-        b.representative_dtype = i.representative_dtype;
+        b.device = i.device_name();
+        b.representative_shape = i.representative_shape();
+        b.representative_dtype = i.dtype_name();
         b.example_view_shapes = i.view_shapes;
         b.example_owner = i.owners.empty() ? Unowned(i) : i.owners.front();
       },
@@ -321,14 +366,13 @@ std::vector<std::pair<std::string, at::Tensor>> FindTensorsForDataPtrs(
 std::vector<std::string> DescribeOwners(const MemoryRoots& roots, const void* data_ptr) {
   std::vector<std::string> owners;
   for (const auto& [path, tensor] : FindTensorsForDataPtrs(roots, {data_ptr})) {
-    owners.push_back(absl::StrCat(path, " ", ShapeTuple(ShapeOf(tensor)), " ", DtypeName(tensor)));
+    owners.push_back(
+        absl::StrCat(path, " ", ShapeTuple(ShapeOf(tensor)), " ", DtypeName(tensor.scalar_type())));
   }
   if (!owners.empty()) return owners;
   Allocation a;
   if (TrackingAllocator::installed() && TrackingAllocator::Install().FindAllocation(data_ptr, &a)) {
-    StorageInfo info{
-        .nbytes = static_cast<int64_t>(a.nbytes), .seq = a.seq, .scope = a.scope, .step = a.step};
-    return {Unowned(info)};
+    return {Unowned(static_cast<int64_t>(a.nbytes), "cpu", a.seq, a.scope, a.step)};
   }
   memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
   if (cuda != nullptr && cuda->Available()) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <set>
 #include <string>
@@ -88,24 +89,60 @@ struct TensorInfo {
 // By tensor identity (its TensorImpl), as Python keys by id(tensor).
 using TensorInventory = absl::flat_hash_map<const void*, TensorInfo>;
 
-// One storage (silverspoon-kd's StorageInfo), with its owners and allocation.
+// One storage (silverspoon-kd's StorageInfo), with its owners and allocation. Compact (an
+// inventory of 100,000 storages is built in //memdiag:memdiag_benchmark's time): the device,
+// dtype and scope are kept as c10's values and interned ids, named by the accessors.
 struct StorageInfo {
   int64_t nbytes = 0;  // the storage's true size
-  std::string device;
-  Shape representative_shape;                  // of the first view met ({} if unowned)
-  std::string representative_dtype;            // "unknown" if unowned
-  int64_t num_views = 0;                       // tensors met that share it
-  absl::InlinedVector<Shape, 1> view_shapes;   // distinct, most dims first
-  absl::InlinedVector<std::string, 1> owners;  // root paths of its views (empty: unowned)
-  // From the tracking allocator (0 / "" / -1 when it did not allocate this
-  // storage).
+  c10::Device device = c10::Device(c10::kCPU);
+  // Of the first view met; nullopt for an unowned storage ("unknown").
+  std::optional<c10::ScalarType> representative_dtype;
+  uint32_t representative = 0;  // the index of the first view's shape in view_shapes
+  int32_t num_views = 0;        // tensors met that share it
+  // From the tracking allocator (0 / 0 / -1 when it did not allocate this storage).
   uint64_t seq = 0;
-  std::string scope;
+  uint32_t scope_id = 0;  // the allocator's id of the innermost ScopedMemoryAnnotation (0: none)
   int64_t step = -1;
-  uint32_t scope_id = 0;  // the allocator's id of `scope` (0: none)
+  absl::InlinedVector<Shape, 1> view_shapes;   // distinct, most dims first ({} if unowned)
+  absl::InlinedVector<std::string, 1> owners;  // root paths of its views (empty: unowned)
+
+  // "cpu", "cuda:0".
+  std::string device_name() const;
+  // "torch.float32"; "unknown" for an unowned storage.
+  std::string dtype_name() const;
+  // The first view's shape ({} if unowned).
+  Shape representative_shape() const;
+  // The annotated scope it was allocated in ("" if none).
+  std::string scope() const;
 };
-// By the storage's data pointer.
-using StorageInventory = absl::flat_hash_map<const void*, StorageInfo>;
+
+// Storages by data pointer: a flat index into entries kept in the order they were met (an
+// index of 16-byte slots stays in cache where a table of whole entries would not).
+class StorageInventory {
+ public:
+  using value_type = std::pair<const void*, StorageInfo>;
+  using const_iterator = std::vector<value_type>::const_iterator;
+
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
+  bool contains(const void* data) const { return index_.contains(data); }
+  size_t count(const void* data) const { return index_.count(data); }
+  // end() when there is none.
+  const_iterator find(const void* data) const;
+  const StorageInfo& at(const void* data) const { return find(data)->second; }
+
+ private:
+  friend StorageInventory CollectStorageInventory(const MemoryRoots& roots,
+                                                  const InventoryOptions& options);
+  // The entry of `data` (valid until the next Emplace), and whether it is new.
+  std::pair<StorageInfo*, bool> Emplace(const void* data);
+  void Reserve(size_t n);
+
+  absl::flat_hash_map<const void*, uint32_t> index_;
+  std::vector<value_type> entries_;
+};
 
 TensorInventory CollectTensorInventory(const MemoryRoots& roots,
                                        const InventoryOptions& options = {});

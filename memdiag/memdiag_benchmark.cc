@@ -110,8 +110,9 @@ void InventoryCost() {
                         (after.ru_stime.tv_usec - before.ru_stime.tv_usec) / 1e3);
   }
   const double ours = Median(times);
-  std::printf("storage inventory of %d tensors: libkd %.1f ms (%zu storages; goal: at most 20 ms)\n",
-              n, ours * 1e3, found);
+  std::printf(
+      "storage inventory of %d tensors: libkd %.1f ms (%zu storages; goal: at most 20 ms)\n", n,
+      ours * 1e3, found);
   // Where the time goes: the roots' walk alone, and the inventory without the allocator's.
   std::vector<double> walk, rooted;
   for (int run = 0; run < 5; ++run) {
@@ -124,8 +125,8 @@ void InventoryCost() {
     rooted.push_back(Seconds(start));
   }
   std::printf(
-      "  of which: walking the roots %.1f ms; page faults %.0f (%.1f ms in the kernel, the "
-      "inventory's table being new memory each time); without the allocator's unowned %.1f ms\n",
+      "  of which: walking the roots %.1f ms; page faults %.0f (%.1f ms in the kernel); "
+      "without the allocator's unowned %.1f ms\n",
       Median(walk) * 1e3, Median(faults), Median(kernel_ms), Median(rooted) * 1e3);
   if (absl::GetFlag(FLAGS_peers)) {
     const double theirs = PeerInventorySeconds(n);

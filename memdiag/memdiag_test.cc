@@ -220,6 +220,30 @@ TEST_F(MemdiagTest, SmallViewShowsItsStoragesTrueSize) {
   EXPECT_EQ(ShapeTuple({}), "()");
 }
 
+// Several views of one storage: each tensor counted once however many roots hold it, distinct
+// shapes most dims first, the representative the first view met.
+TEST_F(MemdiagTest, ViewsOfOneStorage) {
+  at::Tensor flat = at::zeros({12});
+  at::Tensor grid = flat.view({3, 4});
+  at::Tensor same = flat.view({12});
+  MemoryRoots roots;
+  roots.AddTensor("a_flat", &flat);
+  roots.AddTensor("b_grid", &grid);
+  roots.AddTensor("c_flat_again", &flat);
+  roots.AddTensor("d_same_shape", &same);
+  const StorageInventory storages = CollectStorageInventory(roots, {.include_unowned = false});
+  ASSERT_EQ(storages.size(), 1u);
+  const StorageInfo& info = storages.at(flat.data_ptr());
+  EXPECT_EQ(info.num_views, 3);  // flat, grid, same: flat twice is one view
+  EXPECT_THAT(info.view_shapes, ElementsAre(ElementsAre(3, 4), ElementsAre(12)));
+  EXPECT_THAT(info.representative_shape(), ElementsAre(12));
+  EXPECT_EQ(info.dtype_name(), "torch.float32");
+  EXPECT_EQ(info.device_name(), "cpu");
+  EXPECT_THAT(info.owners, ElementsAre("a_flat", "b_grid", "c_flat_again", "d_same_shape"));
+  EXPECT_FALSE(storages.contains(grid.data_ptr<float>() + 1));
+  EXPECT_EQ(storages.find(nullptr), storages.end());
+}
+
 // A root that walks a model-like holder names grads by path.
 TEST_F(MemdiagTest, RootsNameWhatTheyHold) {
   at::Tensor weight = at::ones({3}).requires_grad_(true);

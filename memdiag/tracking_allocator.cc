@@ -28,6 +28,7 @@ struct Header {
   Header* next;
   uint32_t scope;
   uint32_t shard;
+  uint32_t mark;  // the last inventory that met it through a root (memdiag_internal::Mark)
 };
 constexpr size_t kHeader = c10::gAlignment;
 static_assert(sizeof(Header) <= kHeader, "the header must fit one alignment unit");
@@ -37,7 +38,7 @@ constexpr uint32_t kShards = 16;
 // A circular list of live allocations with a sentinel, behind its own lock.
 struct Shard {
   std::mutex mu;
-  Header head{0, 0, 0, &head, &head, 0, 0};
+  Header head{0, 0, 0, &head, &head, 0, 0, 0};
 };
 Shard shards[kShards];
 
@@ -97,6 +98,40 @@ void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* cont
     }
   }
 }
+
+uint32_t NewMarkEpoch() {
+  static std::atomic<uint32_t> epoch{0};
+  uint32_t e = epoch.fetch_add(1) + 1;
+  if (e == 0) e = epoch.fetch_add(1) + 1;  // 0 is "never marked"
+  return e;
+}
+
+bool ReadAndMark(const c10::DataPtr& data, uint32_t epoch, LiveRecord* out) {
+  if (tracker == nullptr || data.get_deleter() != tracker->raw_deleter() || data.get() == nullptr) {
+    return false;
+  }
+  Header* h = reinterpret_cast<Header*>(static_cast<char*>(data.get()) - kHeader);
+  h->mark = epoch;
+  *out = {data.get(), h->nbytes, h->seq, h->scope, h->step};
+  return true;
+}
+
+void ForEachLiveUnmarked(uint32_t epoch, int64_t marked,
+                         void (*fn)(void* context, const LiveRecord& record), void* context) {
+  // What is not marked: the live count less the marked ones. The lists hold the newest first,
+  // and leaks are new: the walk usually ends early, and at once when every allocation is owned.
+  int64_t left = tracker == nullptr ? 0 : tracker->num_live() - marked;
+  for (Shard& shard : shards) {
+    if (left <= 0) return;
+    std::lock_guard<std::mutex> lock(shard.mu);
+    for (const Header* h = shard.head.next; h != &shard.head && left > 0; h = h->next) {
+      if (h->mark == epoch) continue;
+      fn(context,
+         {reinterpret_cast<const char*>(h) + kHeader, h->nbytes, h->seq, h->scope, h->step});
+      --left;
+    }
+  }
+}
 }  // namespace memdiag_internal
 
 std::string TrackingAllocator::ScopeName(uint32_t scope_id) { return NameOfScope(scope_id); }
@@ -131,6 +166,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   h->scope = current_scope;
   h->step = current_step;
   h->shard = my_shard;
+  h->mark = 0;
   Shard& shard = shards[my_shard];
   {
     std::lock_guard<std::mutex> lock(shard.mu);

@@ -64,6 +64,15 @@ struct LiveRecord {
   int64_t step;
 };
 void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context);
+// Inventories (memdiag/inventory.cc): a fresh epoch; for a storage's DataPtr the tracker
+// allocated, its record (true) and the header marked with `epoch`; then the live allocations
+// not marked with `epoch` (the ones no root reaches), given that `marked` distinct ones were:
+// the walk stops when num_live() - marked are found. Not thread-safe against another
+// inventory; allocations made by other threads meanwhile may be missed or cut the walk short.
+uint32_t NewMarkEpoch();
+bool ReadAndMark(const c10::DataPtr& data, uint32_t epoch, LiveRecord* out);
+void ForEachLiveUnmarked(uint32_t epoch, int64_t marked,
+                         void (*fn)(void* context, const LiveRecord& record), void* context);
 }  // namespace memdiag_internal
 
 class TrackingAllocator final : public c10::Allocator {
