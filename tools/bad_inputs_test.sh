@@ -4,8 +4,8 @@
 # stdout's when stderr is empty: validate_config lists problems on stdout). The bad files the
 # rows name are made here, in $T; $D is the fixtures folder. Rows are added with each fix.
 #
-# Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T, $D and $B, the tables' folder
-# with the files made once by hand, substituted)
+# Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T, $D, $R (the runfiles root) and
+# $B (the tables' folder, with the files made once by hand) substituted)
 set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
@@ -41,6 +41,7 @@ head -c -2 "$kd" | sed '$d' >"$T/unclosed.pbtxt"  # the last line ("}" of checkp
   printf '} }\n'
 } >"$T/deep.pbtxt"
 printf 'train { num_epochs: 1 }\n' >"$T/minimal.pbtxt"
+printf 'not a folder' >"$T/a_file"
 
 # --- the tables ------------------------------------------------------------------------------
 for table in "$root"/tools/testdata/bad_inputs/*.txt; do
@@ -59,6 +60,7 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
     args=${args//\$T/$T}
     args=${args//\$D/$D}
     args=${args//\$B/$B}
+    args=${args//\$R/$root}
     # shellcheck disable=SC2086  # the args split on spaces by design
     out=$(cd "$root" && timeout 60 "$tool" $args 2>"$T/stderr" </dev/null); rc=$?
     if [[ -s "$T/stderr" ]]; then line=$(head -n 1 "$T/stderr"); else line=$(head -n 1 <<<"$out"); fi

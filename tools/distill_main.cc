@@ -100,7 +100,6 @@ class Reporter {
  public:
   Reporter(const std::string& run_dir, std::string job)
       : job_(std::move(job)), tty_(isatty(STDERR_FILENO) != 0) {
-    std::filesystem::create_directories(run_dir);
     jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(), std::ios::app);
   }
 
@@ -167,6 +166,15 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   if (run_dir.empty()) run_dir = config.run().run_dir();
   if (run_dir.empty()) run_dir = "runs/" + job;
   run_dir = ResolveUserPath(run_dir);
+  // The run folder: created if missing; anything else in the way is bad input, not a crash.
+  std::error_code error;
+  std::filesystem::create_directories(run_dir, error);
+  if (error || !std::filesystem::is_directory(run_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run folder ", run_dir,
+        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
+        "; give --run_dir (or run.run_dir) a folder"));
+  }
   BoxOptions options;
   options.run_dir = run_dir;
   options.base_dir = ResolveUserPath(".");
