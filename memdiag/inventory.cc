@@ -174,7 +174,10 @@ StorageInventory::const_iterator StorageInventory::find(const void* data) const 
 
 std::pair<StorageInfo*, bool> StorageInventory::Emplace(const void* data) {
   auto [it, inserted] = index_.try_emplace(data, static_cast<uint32_t>(entries_.size()));
-  if (inserted) entries_.emplace_back(data, StorageInfo());
+  if (inserted) {
+    entries_.emplace_back(std::piecewise_construct, std::forward_as_tuple(data),
+                          std::forward_as_tuple());
+  }
   return {&entries_[it->second].second, inserted};
 }
 
@@ -195,6 +198,7 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
   // A tensor counts as one view of its storage once: the first TensorImpl met per storage is
   // kept here, the others (storages with several views, rare) in `seen`.
   std::vector<const void*> first_view;
+  first_view.reserve(inventory.entries_.capacity());
   absl::flat_hash_set<const void*> seen;
   std::vector<uint32_t> shared;  // entries with several views, whose shapes get sorted
   int64_t marked = 0;            // tracked storages met

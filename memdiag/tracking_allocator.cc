@@ -89,6 +89,10 @@ int history_frames = 0;
 }  // namespace
 
 namespace memdiag_internal {
+namespace {
+c10::DeleterFnPtr tracked_deleter = nullptr;  // set by NewMarkEpoch, read by ReadAndMark
+}  // namespace
+
 void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context) {
   for (Shard& shard : shards) {
     std::lock_guard<std::mutex> lock(shard.mu);
@@ -100,6 +104,7 @@ void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* cont
 }
 
 uint32_t NewMarkEpoch() {
+  if (tracker != nullptr) tracked_deleter = tracker->raw_deleter();
   static std::atomic<uint32_t> epoch{0};
   uint32_t e = epoch.fetch_add(1) + 1;
   if (e == 0) e = epoch.fetch_add(1) + 1;  // 0 is "never marked"
@@ -107,7 +112,8 @@ uint32_t NewMarkEpoch() {
 }
 
 bool ReadAndMark(const c10::DataPtr& data, uint32_t epoch, LiveRecord* out) {
-  if (tracker == nullptr || data.get_deleter() != tracker->raw_deleter() || data.get() == nullptr) {
+  // &TrackingAllocator::Delete, without a virtual call per storage.
+  if (tracker == nullptr || data.get_deleter() != tracked_deleter || data.get() == nullptr) {
     return false;
   }
   Header* h = reinterpret_cast<Header*>(static_cast<char*>(data.get()) - kHeader);
