@@ -13,7 +13,7 @@ seconds=${1:-300}
 shift || true
 targets=("$@")
 [[ ${#targets[@]} -eq 0 ]] && targets=(config torch_archive checkpoint idx)
-command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt install clang)" >&2; exit 2; }
+command -v clang >/dev/null || { echo "fuzz.sh: clang is needed: bash tools/install_deps.sh --fuzz" >&2; exit 2; }
 
 base="${XDG_CACHE_HOME:-$HOME/.cache}/libkd-fuzz-output"
 labels=()

@@ -6,6 +6,7 @@
 #   tools/install_deps.sh            # Debian packages + the virtual environment with libtorch
 #   tools/install_deps.sh --peers    # also torchdistill and silverspoon-kd (reference values,
 #                                    # side-by-side benchmarks; tests and CI never need them)
+#   tools/install_deps.sh --fuzz     # also clang (its libFuzzer), for tools/fuzz.sh
 #   tools/install_deps.sh --check    # exit 1 listing what is missing, install nothing
 #
 # libtorch is the PyPI torch wheel (its site-packages/torch holds include/ and lib/), pinned
@@ -42,8 +43,9 @@ for arg in "$@"; do
   case "$arg" in
     --check) mode=check ;;
     --peers) peers=1 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown flag $arg (flags: --check, --peers, --help)" ;;
+    --fuzz) PACKAGES+=(clang) ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown flag $arg (flags: --check, --peers, --fuzz, --help)" ;;
   esac
 done
 
