@@ -44,7 +44,7 @@ for arg in "$@"; do
     --check) mode=check ;;
     --peers) peers=1 ;;
     --fuzz) PACKAGES+=(clang) ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown flag $arg (flags: --check, --peers, --fuzz, --help)" ;;
   esac
 done
