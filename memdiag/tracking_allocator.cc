@@ -93,16 +93,6 @@ namespace {
 c10::DeleterFnPtr tracked_deleter = nullptr;  // set by NewMarkEpoch, read by ReadAndMark
 }  // namespace
 
-void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context) {
-  for (Shard& shard : shards) {
-    std::lock_guard<std::mutex> lock(shard.mu);
-    for (const Header* h = shard.head.next; h != &shard.head; h = h->next) {
-      fn(context,
-         {reinterpret_cast<const char*>(h) + kHeader, h->nbytes, h->seq, h->scope, h->step});
-    }
-  }
-}
-
 uint32_t NewMarkEpoch() {
   if (tracker != nullptr) tracked_deleter = tracker->raw_deleter();
   static std::atomic<uint32_t> epoch{0};

@@ -55,7 +55,7 @@ struct AllocationEvent {
 };
 
 namespace memdiag_internal {
-// The shards of live allocations (tracking_allocator.cc).
+// A live allocation's record, as inventories read it from its header (tracking_allocator.cc).
 struct LiveRecord {
   const void* data;
   size_t nbytes;
@@ -63,7 +63,6 @@ struct LiveRecord {
   uint32_t scope;
   int64_t step;
 };
-void ForEachLive(void (*fn)(void* context, const LiveRecord& record), void* context);
 // Inventories (memdiag/inventory.cc): a fresh epoch; for a storage's DataPtr the tracker
 // allocated, its record (true) and the header marked with `epoch`; then the live allocations
 // not marked with `epoch` (the ones no root reaches), given that `marked` distinct ones were:
@@ -105,11 +104,7 @@ class TrackingAllocator final : public c10::Allocator {
 
   // Every live allocation, oldest first.
   std::vector<Allocation> LiveAllocations() const;
-  // Calls `fn(data, nbytes, seq, scope_id, step)` for every live allocation, in no order, under
-  // the lock of its shard (`fn` must not allocate tensors); ScopeName(scope_id) names the scope.
-  // The fast path of inventories.
-  template <typename Fn>
-  void ForEachLiveAllocation(Fn fn) const;
+  // The name of the annotated scope the tracker interned as `scope_id` ("" for 0).
   static std::string ScopeName(uint32_t scope_id);
   // The live allocation whose data starts at `data`; false if there is none.
   bool FindAllocation(const void* data, Allocation* out) const;
@@ -135,15 +130,6 @@ class TrackingAllocator final : public c10::Allocator {
   std::atomic<int64_t> live_count_{0};
   std::atomic<bool> history_on_{false};
 };
-
-template <typename Fn>
-void TrackingAllocator::ForEachLiveAllocation(Fn fn) const {
-  memdiag_internal::ForEachLive(
-      [](void* context, const memdiag_internal::LiveRecord& r) {
-        (*static_cast<Fn*>(context))(r.data, r.nbytes, r.seq, r.scope, r.step);
-      },
-      &fn);
-}
 
 // While alive, allocations on this thread carry `name` and `step` (nested: the
 // innermost wins).
