@@ -45,24 +45,39 @@ absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value) {
   return WriteFileAtomically(path, bytes);
 }
 
-absl::Status CheckTorchSaveArchive(absl::string_view bytes) {
+absl::StatusOr<TorchArchive> CheckTorchArchive(absl::string_view bytes,
+                                               TorchArchive::Kind expected) {
   KD_ASSIGN_OR_RETURN(TorchArchive archive, VerifyTorchArchive(bytes));
-  if (archive.kind == TorchArchive::Kind::kTorchScript) {
+  const bool script = expected == TorchArchive::Kind::kTorchScript;
+  if (archive.kind == TorchArchive::Kind::kTorchScript && !script) {
     return absl::InvalidArgumentError(
         "is a TorchScript archive (torch.jit.save), not a torch.save file: give it where a "
         "model is expected, or save the value with torch.save");
   }
-  if (archive.kind == TorchArchive::Kind::kOtherZip) {
+  if (archive.kind == TorchArchive::Kind::kTorchSave && script) {
     return absl::InvalidArgumentError(
-        "is a zip archive without data.pkl, so torch.save did not write it");
+        "is a torch.save archive, not a TorchScript module: export the model with "
+        "torch.jit.script(model).save(path) (or torch.jit.trace), or give a state file as "
+        "src_ckpt of a native model");
+  }
+  if (archive.kind == TorchArchive::Kind::kOtherZip) {
+    return absl::InvalidArgumentError(absl::StrCat("is a zip archive without data.pkl, so ",
+                                                   script ? "torch.jit.save" : "torch.save",
+                                                   " did not write it"));
   }
   if (archive.format_version >
       static_cast<int64_t>(caffe2::serialize::kMaxSupportedFileFormatVersion)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "was written by a newer PyTorch (file format version ", archive.format_version,
         "; this libtorch reads up to ", caffe2::serialize::kMaxSupportedFileFormatVersion,
-        "): save it with the torch of libkd's environment"));
+        "): ", script ? "export" : "save", " it with the torch of libkd's environment"));
   }
+  return archive;
+}
+
+absl::Status CheckTorchSaveArchive(absl::string_view bytes) {
+  KD_ASSIGN_OR_RETURN(TorchArchive archive,
+                      CheckTorchArchive(bytes, TorchArchive::Kind::kTorchSave));
   for (const TorchArchive::Record& record : archive.records) {
     if (record.name != archive.prefix + "/data.pkl") continue;
     // The pickle's first object a collections.OrderedDict (after the PROTO opcode, a GLOBAL

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/torch_archive.h"
 
 namespace kd {
 
@@ -33,6 +34,13 @@ absl::StatusOr<std::string> EncodeTorchSave(const c10::IValue& value);
 
 // Writes EncodeTorchSave(value) to `path` atomically.
 absl::Status WriteTorchFile(const std::string& path, const c10::IValue& value);
+
+// The archive checks of a file that should be of kind `expected` (kTorchScript or kTorchSave):
+// VerifyTorchArchive (structure, every CRC-32), then the kind (a torch.save file given as a
+// model and the reverse, a zip torch did not write) and a file format version this libtorch
+// reads. Messages are phrased to follow the file's name.
+absl::StatusOr<TorchArchive> CheckTorchArchive(absl::string_view bytes,
+                                               TorchArchive::Kind expected);
 
 // What every torch.save reader checks before unpickling (base/torch_archive.h): a zip archive
 // torch.save wrote (not TorchScript, not the legacy format, not cut short), every record's

@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -23,7 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
-#include "base/torch_archive.h"
+#include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "hooks/internal/graph_transforms.h"
 #include "hooks/internal/pooled_args.h"
@@ -256,30 +255,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& p
   // Read the bytes ourselves, so that a missing or unreadable file gets errno's reason.
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
-  absl::StatusOr<TorchArchive> archive = VerifyTorchArchive(*bytes);
+  absl::StatusOr<TorchArchive> archive =
+      CheckTorchArchive(*bytes, TorchArchive::Kind::kTorchScript);
   if (!archive.ok()) {
     return absl::Status(archive.status().code(),
                         absl::StrCat(path, ": ", archive.status().message()));
-  }
-  if (archive->kind == TorchArchive::Kind::kTorchSave) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": is a torch.save archive, not a TorchScript module: export the model with "
-        "torch.jit.script(model).save(path) (or torch.jit.trace), or give a state file "
-        "as src_ckpt of a native model"));
-  }
-  if (archive->kind == TorchArchive::Kind::kOtherZip) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path,
-                     ": is a zip archive without data.pkl, so torch.jit.save did not "
-                     "write it"));
-  }
-  if (archive->format_version >
-      static_cast<int64_t>(caffe2::serialize::kMaxSupportedFileFormatVersion)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": was written by a newer PyTorch (file format version ", archive->format_version,
-        "; this libtorch reads up to ", caffe2::serialize::kMaxSupportedFileFormatVersion,
-        "): export it with the torch of libkd's environment"));
   }
   absl::StatusOr<torch::jit::Module> module = CallTorch(
       [&] {
