@@ -177,15 +177,7 @@ int64_t FormatVersion(const Reader& r, const TorchArchive& archive) {
 
 absl::StatusOr<uint32_t> Crc32Of(const Reader& r, const TorchArchive::Record& rec) {
   const absl::string_view data = r.Slice(rec.data_offset, rec.size);
-  if (rec.method == 0) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t done = 0; done < data.size();) {  // zlib takes uInt lengths
-      const size_t n = std::min<size_t>(data.size() - done, 1u << 30);
-      crc = crc32(crc, reinterpret_cast<const Bytef*>(data.data() + done), static_cast<uInt>(n));
-      done += n;
-    }
-    return static_cast<uint32_t>(crc);
-  }
+  if (rec.method == 0) return Crc32(data);
   if (rec.method != 8) {
     return Invalid(absl::StrCat("record \"", rec.name, "\" uses zip compression method ",
                                 rec.method, ", which libkd does not read (torch writes 0)"));
@@ -375,6 +367,16 @@ absl::Status CheckPickleBounds(absl::string_view pickle) {
     }
   }
   return Invalid("a damaged pickle: it ends without a STOP opcode");
+}
+
+uint32_t Crc32(absl::string_view data) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t done = 0; done < data.size();) {  // zlib takes uInt lengths
+    const size_t n = std::min<size_t>(data.size() - done, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data.data() + done), static_cast<uInt>(n));
+    done += n;
+  }
+  return static_cast<uint32_t>(crc);
 }
 
 std::string DescribeKind(TorchArchive::Kind kind) {

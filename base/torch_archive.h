@@ -42,6 +42,9 @@ struct TorchArchive {
   std::vector<Record> records;  // in central-directory order
 };
 
+// The CRC-32 of `data` (zlib's, as zip records carry it).
+uint32_t Crc32(absl::string_view data);
+
 // "a TorchScript archive (torch.jit.save)", "a torch.save archive", "a zip archive".
 std::string DescribeKind(TorchArchive::Kind kind);
 

@@ -2,8 +2,6 @@
 #ifndef LIBKD_FUZZ_FUZZ_UTIL_H_
 #define LIBKD_FUZZ_FUZZ_UTIL_H_
 
-#include <zlib.h>
-
 #include <string>
 
 #include "base/torch_archive.h"
@@ -21,9 +19,7 @@ inline std::string WithFixedCrcs(std::string bytes) {
   };
   for (const TorchArchive::Record& r : archive->records) {
     if (r.method != 0) continue;
-    const uint32_t crc = static_cast<uint32_t>(
-        crc32(0L, reinterpret_cast<const Bytef*>(bytes.data() + r.data_offset),
-              static_cast<uInt>(r.size)));
+    const uint32_t crc = Crc32(absl::string_view(bytes).substr(r.data_offset, r.size));
     put32(r.directory_entry_offset + 16, crc);
     put32(r.local_header_offset + 14, crc);
   }
