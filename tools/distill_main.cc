@@ -218,13 +218,11 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   return summary;
 }
 
-// The config at `path`, validated. Errors: a file that cannot be read, "distill: "-prefixed
-// (FailedPrecondition); problems of the text, one per line as file:line:column: message.
+// The config at `path`, validated. Errors: a file that cannot be read (FailedPrecondition, one
+// line); problems of the text, one per line as file:line:column: message.
 absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
   absl::StatusOr<std::string> bytes = ReadFile(path, kMaxTextBytes);
-  if (!bytes.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(kTool, ": ", bytes.status().message()));
-  }
+  if (!bytes.ok()) return absl::FailedPreconditionError(bytes.status().message());
   KD_ASSIGN_OR_RETURN(LoadedConfig loaded, ParseConfig(*bytes, path));
   const std::vector<ConfigProblem> problems = ValidateConfig(loaded, {});
   std::vector<std::string> errors;
@@ -294,6 +292,10 @@ int Main() {
   std::string text;
   absl::StatusOr<DistillConfig> config = Load(ResolveUserPath(path), &text);
   if (!config.ok()) {
+    // An unreadable file is one line for Fail; the text's problems are printed as they are.
+    if (config.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return Fail(config.status().message());
+    }
     std::cerr << config.status().message() << std::endl;
     return 2;
   }
