@@ -10,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 #include "testing/fixture_models.h"
@@ -236,6 +237,65 @@ TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturnedWithoutGr
   EXPECT_THAT(io->at("lin").at(kOutput), IValueNear(lin_out, 1e-6));
   EXPECT_THAT(io->at("lin").at(kInput), IValueNear(x, 0));
   EXPECT_FALSE(io->at("lin").at(kOutput).toTensor().requires_grad());
+}
+
+// Two hooked modules in a row: the first's output is the second's input, which the forward
+// then writes in place. Both records hold it as it was returned, through one shared copy.
+struct TwoLinearsImpl : torch::nn::Module {
+  TwoLinearsImpl()
+      : a(register_module("a", torch::nn::Linear(3, 3))),
+        b(register_module("b", torch::nn::Linear(3, 3))) {}
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor h = Call(a, x);
+    at::Tensor y = Call(b, h);
+    h.relu_();
+    return y + h;
+  }
+  torch::nn::Linear a, b;
+};
+TORCH_MODULE(TwoLinears);
+
+TEST(ForwardHookManagerValuesTest, NativeChainSharesOneCopyOfWhatPassesBetweenModules) {
+  at::manual_seed(0);
+  TwoLinears net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "a"), IsOk());
+  ASSERT_THAT(manager.AddHook(*model, "b"), IsOk());
+  const at::Tensor x = at::randn({4, 3});
+  for (bool grad : {true, false}) {
+    SCOPED_TRACE(grad ? "with autograd" : "under no_grad");
+    at::AutoGradMode mode(grad);
+    model->Forward({x});
+    const at::Tensor h = net->a->forward(x);
+    ASSERT_TRUE((h < 0).any().item<bool>());  // the relu_ changes it
+    auto io = manager.PopIoDict();
+    ASSERT_THAT(io, IsOk());
+    EXPECT_THAT(io->at("a").at(kOutput), IValueNear(h, 1e-6));
+    EXPECT_THAT(io->at("b").at(kInput), IValueNear(h, 1e-6));
+    EXPECT_TRUE(io->at("a").at(kOutput).toTensor().is_same(io->at("b").at(kInput).toTensor()));
+    EXPECT_EQ(io->at("a").at(kOutput).toTensor().requires_grad(), grad);
+  }
+}
+
+// A hook that writes its copy in place gets it for itself: the next module's hook receives the
+// value as returned.
+TEST(ForwardHookManagerValuesTest, ACopyWrittenByItsHookIsNotShared) {
+  at::manual_seed(0);
+  TwoLinears net;
+  at::Tensor b_input;
+  HookHandle zero_a =
+      AddNativeHook(*net->a, [](const std::vector<c10::IValue>&, const c10::IValue& output) {
+        output.toTensor().zero_();
+      });
+  HookHandle keep_b =
+      AddNativeHook(*net->b, [&](const std::vector<c10::IValue>& args, const c10::IValue&) {
+        b_input = args[0].toTensor();
+      });
+  const at::Tensor x = at::randn({4, 3});
+  at::NoGradGuard no_grad;
+  net->forward(x);
+  EXPECT_THAT(b_input, IValueNear(net->a->forward(x), 1e-6));
 }
 
 TEST_P(ForwardHookManagerTest, StacksAccumulatedIntoNByOutputShape) {

@@ -32,7 +32,8 @@ enum class HookValues {
   // (default): a value the forward later writes in place (an in-place ReLU after a BatchNorm,
   // `out += identity`) reaches the hook as a copy, everything else as the model's own tensor.
   // TorchScript copies exactly where its graph writes later; native models hand over lazy
-  // copies (copy-on-write: memory is copied only if the forward writes the tensor).
+  // copies (copy-on-write: memory is copied only if the forward writes the tensor), one shared
+  // by a module's output and the next hooked module's input while it is unchanged.
   kAsReturned,
   // The model's own tensors, as torchdistill records them: a later in-place op changes them.
   kReferences,

@@ -6,9 +6,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <unordered_map>
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include "base/ivalue_util.h"
 #include "hooks/internal/pooled_args.h"
@@ -86,6 +90,42 @@ void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
   for (const std::shared_ptr<const HookFn>& fn : hooks.fns) (*fn)(args, output);
 }
 
+// The lazy copy a thread made last, handed out again while its tensor is alive and unchanged:
+// in a chain of hooked modules one module's output is the next one's input, and both records
+// then share one copy (as they share the tensor with HookValues::kReferences).
+struct LastCopy {
+  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl>> original;
+  uint32_t version = 0;
+  std::optional<c10::weak_intrusive_ptr<c10::TensorImpl>> copy;
+  uint32_t copy_version = 0;  // a hook that wrote its copy in place gets no share of it
+  bool grad_mode = false;     // a copy made without autograd serves no call under it
+};
+
+c10::IValue LazyCopy(const c10::IValue& value) {
+  if (!value.isTensor()) return LazyCloneValue(value);
+  const at::Tensor& t = value.toTensor();
+  if (!t.defined() || t.is_inference()) return LazyCloneValue(value);
+  thread_local LastCopy last;
+  const uint32_t version = t.unsafeGetTensorImpl()->version_counter().current_version();
+  const bool grad_mode = at::GradMode::is_enabled();
+  if (last.original && last.version == version && last.grad_mode == grad_mode) {
+    c10::intrusive_ptr<c10::TensorImpl> original = last.original->lock();
+    if (original.get() == t.unsafeGetTensorImpl()) {
+      c10::intrusive_ptr<c10::TensorImpl> copy = last.copy->lock();
+      if (copy && copy->version_counter().current_version() == last.copy_version) {
+        return at::Tensor(std::move(copy));
+      }
+    }
+  }
+  c10::IValue copy = LazyCloneValue(value);
+  last.original.emplace(t.getIntrusivePtr());
+  last.version = version;
+  last.grad_mode = grad_mode;
+  last.copy.emplace(copy.toTensor().getIntrusivePtr());
+  last.copy_version = copy.toTensor().unsafeGetTensorImpl()->version_counter().current_version();
+  return copy;
+}
+
 }  // namespace hook_point_internal
 
 HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues values) {
@@ -94,8 +134,8 @@ HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues 
     // A native forward's later ops are unknown: copies that cost memory only if written.
     fn = [fn = std::move(fn)](const std::vector<c10::IValue>& args, const c10::IValue& output) {
       internal::PooledArgs copied;
-      for (const c10::IValue& arg : args) copied->push_back(LazyCloneValue(arg));
-      fn(*copied, LazyCloneValue(output));
+      for (const c10::IValue& arg : args) copied->push_back(hook_point_internal::LazyCopy(arg));
+      fn(*copied, hook_point_internal::LazyCopy(output));
     };
   }
   auto shared = std::make_shared<const HookFn>(std::move(fn));
