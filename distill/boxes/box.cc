@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,7 @@
 #include "distill/boxes/ddp.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
+#include "distill/boxes/rank_monitor.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
@@ -103,7 +105,10 @@ class BoxImpl final : public Box {
       options_.on_epoch = nullptr;
     }
     if (env.world_size > 1) {
-      KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(60)));
+      const int timeout_s =
+          config_.run().distributed_timeout_s() > 0 ? config_.run().distributed_timeout_s() : 300;
+      KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));
+      KD_ASSIGN_OR_RETURN(monitor_, RankMonitor::Start(group_));
     }
     run_dir_ = options_.run_dir;
     if (run_dir_.empty()) run_dir_ = config_.run().run_dir();
@@ -151,7 +156,34 @@ class BoxImpl final : public Box {
     return absl::StrCat(multi ? "MultiStages" : "", teacher_ ? "DistillationBox" : "TrainingBox");
   }
 
+  // In a multi-process run, an error caused by a lost or failed rank becomes the monitor's
+  // account naming it; a rank's own error is reported to the others before it returns.
   absl::StatusOr<RunResult> Run() override {
+    absl::StatusOr<RunResult> result;
+    std::string thrown;
+    try {
+      result = RunStages();
+    } catch (const c10::Error& error) {
+      thrown = error.what_without_backtrace();
+    } catch (const std::exception& error) {
+      thrown = error.what();
+    }
+    if (!thrown.empty()) {
+      result = absl::InternalError(absl::StrCat("the run stopped on libtorch's error: ", thrown));
+    }
+    if (!result.ok() && monitor_ != nullptr) {
+      // A lost or failed rank explains this one's error (a process function wraps a failed
+      // collective in its own status); otherwise the error is this rank's, and the others are
+      // told.
+      absl::Status peers = monitor_->Explain(result.status().message());
+      if (peers.code() == absl::StatusCode::kUnavailable) return peers;
+      monitor_->ReportFailure(result.status().message());
+    }
+    return result;
+  }
+
+ private:
+  absl::StatusOr<RunResult> RunStages() {
     const Clock::time_point start = Clock::now();
     RunResult result;
     KD_RETURN_IF_ERROR(CreateDirectories(ckpt_dir_));
@@ -258,7 +290,6 @@ class BoxImpl final : public Box {
     return result;
   }
 
- private:
   std::string LastPath() const { return (fs::path(ckpt_dir_) / "last.pt").string(); }
 
   // Stage `s` built on the box's models and datasets; errors name the stage.
@@ -298,11 +329,13 @@ class BoxImpl final : public Box {
       KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
     }
     const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
-    if (!std::isnan(best_) && fs::exists(best)) {
+    if (!std::isnan(best_) && rank_ == 0 && fs::exists(best)) {
       KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(best));
       KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), best));
       result.tested_checkpoint = best;
     }
+    // Every rank tests its shard of rank 0's student (only rank 0 has the checkpoints).
+    if (group_) KD_RETURN_IF_ERROR(BroadcastFromRankZero(*student_, *group_));
     KD_ASSIGN_OR_RETURN(result.test_metrics,
                         last_stage->Test(config_.test_data_loader(), datasets_, seed_));
     return absl::OkStatus();
@@ -392,6 +425,7 @@ class BoxImpl final : public Box {
   double best_ = NAN;
   int rank_ = 0;                                  // this process's; only rank 0 writes
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
+  std::unique_ptr<RankMonitor> monitor_;          // with group_
 };
 
 }  // namespace

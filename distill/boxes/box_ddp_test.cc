@@ -2,11 +2,17 @@
 // with torchrun's environment): the student wrapped in DISTRIBUTED_DATA_PARALLEL ends with the
 // same parameters on both ranks, equal (atol 1e-5) to one process training on the same global
 // batches; only rank 0 writes checkpoints.
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +24,7 @@
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/ddp.h"
+#include "distill/procs/proc_func.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -27,6 +34,8 @@ namespace kd {
 namespace {
 
 namespace fs = std::filesystem;
+
+using ::testing::StartsWith;
 
 // 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
 std::string Config(int batch, const std::string& dst, int epochs = 2) {
@@ -53,22 +62,75 @@ std::string Config(int batch, const std::string& dst, int epochs = 2) {
                       dst, R"pb(" }
                                 train { num_epochs: 2
                                         train_data_loader { dataset_id: "train" batch_size:)pb",
-                      batch, R"pb(                                                                                                       shuffle: true }
-                                                                                                                                         student { wrapper: DISTRIBUTED_DATA_PARALLEL }
+                      batch, R"pb(                                                                                                                                         shuffle: true }
+                                                                                                                                                                           student { wrapper: DISTRIBUTED_DATA_PARALLEL }
       optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
       criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
                           inputs { arg: "target" source: TARGETS } } }
     })pb");
 }
 
-absl::Status RunBox(const std::string& text, const std::string& run_dir, bool resume = false) {
+// Config() with validation and test loaders over 101 other samples (shards of 51 and 50) and
+// accuracy as the metric.
+std::string WithEvaluation(std::string text) {
+  const std::string train = "train { num_epochs: 2";
+  const size_t at = text.find(train);
+  EXPECT_NE(at, std::string::npos);
+  text.insert(at + train.size(), R"pb(val_data_loader { dataset_id: "val" batch_size: 16 })pb");
+  return text + R"pb(
+    datasets {
+      id: "val"
+      key: "synthetic"
+      kwargs { name: "num_samples" integer: 101 }
+      kwargs { name: "num_classes" integer: 4 }
+      kwargs { name: "height" integer: 6 }
+      kwargs { name: "width" integer: 6 }
+      kwargs { name: "seed" integer: 9 }
+    }
+    evaluation { metrics { key: "accuracy" } }
+    test_data_loader { dataset_id: "val" batch_size: 16 }
+  )pb";
+}
+
+// Config() with a pre-forward process function by which rank 1 dies at its third step.
+std::string WithRankOneDying(std::string text) {
+  const std::string train = "train { num_epochs: 2";
+  const size_t at = text.find(train);
+  EXPECT_NE(at, std::string::npos);
+  text.insert(at + train.size(), R"pb(pre_forward_proc { key: "die_on_rank_1_at_step_3" })pb");
+  return text;
+}
+
+absl::Status DieOnRankOneAtStepThree(TrainingContext&, Batch&, const Kwargs&) {
+  static int calls = 0;
+  if (++calls == 3 && std::string(std::getenv("RANK")) == "1") _exit(3);
+  return absl::OkStatus();
+}
+KD_REGISTER_PROC_FUNC(PreForwardProc, "die_on_rank_1_at_step_3", DieOnRankOneAtStepThree, {});
+
+absl::StatusOr<RunResult> RunBoxForResult(const std::string& text, const std::string& run_dir,
+                                          bool resume = false) {
   DistillConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
     return absl::InvalidArgumentError("bad config");
   }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
                       MakeBox(config, {.run_dir = run_dir, .resume = resume}));
-  return box->Run().status();
+  return box->Run();
+}
+
+absl::Status RunBox(const std::string& text, const std::string& run_dir, bool resume = false) {
+  return RunBoxForResult(text, run_dir, resume).status();
+}
+
+// "loss accuracy" of the validation and then of the test metrics, one line each.
+std::string MetricsText(const RunResult& result) {
+  std::ostringstream out;
+  out.precision(17);
+  for (const auto* metrics : {&result.final_metrics, &result.test_metrics}) {
+    out << metrics->at("loss") << " " << metrics->at("accuracy") << "\n";
+  }
+  return out.str();
 }
 
 int Worker() {
@@ -76,7 +138,16 @@ int Worker() {
   const std::string dir = std::getenv("LIBKD_BOX_DIR");
   const std::string rank = std::getenv("RANK");
   absl::Status done;
-  if (const char* shared = std::getenv("LIBKD_BOX_SHARED_RUN"); shared != nullptr) {
+  if (const char* variant = std::getenv("LIBKD_BOX_VARIANT"); variant != nullptr) {
+    const std::string config = std::string(variant) == "evaluation"
+                                   ? WithEvaluation(Config(16, dir + "/eval_rank" + rank + ".pt"))
+                                   : WithRankOneDying(Config(16, dir + "/die_rank" + rank + ".pt"));
+    absl::StatusOr<RunResult> result =
+        RunBoxForResult(config, absl::StrCat(dir, "/", variant, rank));
+    std::ofstream(absl::StrCat(dir, "/", variant, "_rank", rank, ".txt"))
+        << (result.ok() ? MetricsText(*result) : std::string(result.status().message()));
+    done = result.status();
+  } else if (const char* shared = std::getenv("LIBKD_BOX_SHARED_RUN"); shared != nullptr) {
     // One run folder for both ranks, as the tool has it: rank 0's checkpoints, read by both
     // on --resume. LIBKD_BOX_EPOCHS epochs.
     const int epochs = std::atoi(std::getenv("LIBKD_BOX_EPOCHS"));
@@ -150,6 +221,65 @@ TEST(BoxDdpTest, AResumedRunEqualsAnUninterruptedOne) {
     EXPECT_TRUE(resumed.at(entry.key()).toTensor().equal(entry.value().toTensor()))
         << entry.key().toStringRef();
   }
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Validation and test run on each rank's exact shard (51 + 50 of 101 samples) and are added
+// across the ranks: both ranks report the metrics that one process, evaluating all 101 samples
+// with the same model, reports.
+TEST(BoxDdpTest, ShardedEvaluationGivesTheWholeSetsMetrics) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp_eval";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, FreeLoopbackPort(), argv,
+      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_VARIANT=evaluation"});
+  ASSERT_THAT(ranks, IsOk());
+  ASSERT_THAT(WaitForRanks(*ranks), IsOk());
+  absl::StatusOr<RunResult> single =
+      RunBoxForResult(WithEvaluation(Config(32, dir + "/eval_single.pt")), dir + "/single");
+  ASSERT_THAT(single, IsOk());
+  for (const char* rank : {"0", "1"}) {
+    std::istringstream words(ReadText(absl::StrCat(dir, "/evaluation_rank", rank, ".txt")));
+    for (const auto* metrics : {&single->final_metrics, &single->test_metrics}) {
+      double loss = -1, accuracy = -1;
+      words >> loss >> accuracy;
+      EXPECT_NEAR(loss, metrics->at("loss"), 1e-5) << "rank " << rank;
+      EXPECT_DOUBLE_EQ(accuracy, metrics->at("accuracy")) << "rank " << rank;
+      // A whole number of hits out of 101 (not of 51 or 50).
+      EXPECT_NEAR(accuracy * 101, std::round(accuracy * 101), 1e-9) << "rank " << rank;
+    }
+  }
+}
+
+// A rank that dies inside the box's training loop: the other's run fails, within the
+// monitor's second of the connection closing, with an error that names rank 1.
+TEST(BoxDdpTest, ALostRankIsNamedByTheOther) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp_die";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<int>> ranks =
+      StartLocalRanks(2, FreeLoopbackPort(), argv,
+                      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_VARIANT=die"});
+  ASSERT_THAT(ranks, IsOk());
+  int status = 0;
+  ASSERT_EQ(waitpid((*ranks)[1], &status, 0), (*ranks)[1]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+  ASSERT_EQ(waitpid((*ranks)[0], &status, 0), (*ranks)[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_THAT(ReadText(dir + "/die_rank0.txt"),
+              StartsWith("rank 1 of 2 was lost: its heartbeat stopped (the process died or "
+                         "hangs); rank 0 stopped on: "));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <tuple>
 #include <utility>
 
@@ -184,26 +185,34 @@ absl::Status WaitForRanks(const std::vector<int>& pids) {
       absl::StrCat("rank ", failed, " ", how, "; the other ranks were stopped"));
 }
 
+absl::Status BroadcastFromRankZero(Model& model, c10d::ProcessGroup& group) {
+  try {
+    at::NoGradGuard no_grad;
+    for (const std::vector<NamedTensor>& tensors :
+         {model.NamedParameters(), model.NamedBuffers()}) {
+      for (const auto& [name, tensor] : tensors) {
+        std::vector<at::Tensor> one = {tensor};
+        group.broadcast(one)->wait();
+      }
+    }
+  } catch (const c10::Error& error) {
+    return absl::UnavailableError(
+        absl::StrCat("broadcasting rank 0's parameters failed: ", ErrorText(error)));
+  } catch (const std::exception& error) {  // Gloo's own, e.g. gloo::IoException
+    return absl::UnavailableError(
+        absl::StrCat("broadcasting rank 0's parameters failed: ", error.what()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
     Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
     const DataParallelOptions& options) {
   std::unique_ptr<DataParallel> ddp(new DataParallel());
   ddp->group_ = std::move(group);
   std::vector<at::Tensor> params;
-  try {
-    // Everyone starts from rank 0's weights and buffers.
-    at::NoGradGuard no_grad;
-    for (const std::vector<NamedTensor>& tensors :
-         {model.NamedParameters(), model.NamedBuffers()}) {
-      for (const auto& [name, tensor] : tensors) {
-        std::vector<at::Tensor> one = {tensor};
-        ddp->group_->broadcast(one)->wait();
-      }
-    }
-  } catch (const c10::Error& error) {
-    return absl::UnavailableError(
-        absl::StrCat("broadcasting rank 0's parameters failed: ", ErrorText(error)));
-  }
+  // Everyone starts from rank 0's weights and buffers.
+  KD_RETURN_IF_ERROR(BroadcastFromRankZero(model, *ddp->group_));
   for (const auto& [name, p] : model.NamedParameters()) {
     if (p.requires_grad()) params.push_back(p);
   }

@@ -74,6 +74,10 @@ absl::StatusOr<std::vector<int>> StartLocalRanks(int nproc, int port, char* cons
 // rank that failed and how.
 absl::Status WaitForRanks(const std::vector<int>& pids);
 
+// Copies rank 0's parameters and buffers of `model` into every rank's (one broadcast each).
+// Unavailable when a collective fails.
+absl::Status BroadcastFromRankZero(Model& model, c10d::ProcessGroup& group);
+
 struct DataParallelOptions {
   // Bucket size for the allreduce (DDP's bucket_cap_mb), in MiB.
   double bucket_cap_mb = 25;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "absl/strings/str_cat.h"
+#include "distill/boxes/rank_monitor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"
@@ -33,7 +35,9 @@
 namespace kd {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr int kSteps = 4;
 constexpr int kGlobalBatch = 8;
@@ -64,8 +68,28 @@ at::Tensor Flat(const torch::nn::Sequential& net) {
   return at::cat(parts);
 }
 
+// Where a worker dies, from LIBKD_DDP_DIE="<rank>:<step>[:failed]": that rank leaves before the
+// backward of that step, killed (_exit(3), nothing said) or, with ":failed", after reporting an
+// error of its own. Step -1: right after joining the group.
+struct Death {
+  int rank = -1;
+  int step = 0;
+  bool reported = false;
+};
+
+Death DeathFromEnvironment() {
+  Death death;
+  if (const char* text = std::getenv("LIBKD_DDP_DIE"); text != nullptr) {
+    char how[16] = "";
+    std::sscanf(text, "%d:%d:%15s", &death.rank, &death.step, how);
+    death.reported = std::string(how) == "failed";
+  }
+  return death;
+}
+
 // One rank: its shard of each global batch (rows rank*4 .. rank*4+3), gradients averaged by the
-// Reducer, plain SGD. Writes its final parameters to LIBKD_DDP_OUT.
+// Reducer, plain SGD. Writes its final parameters to LIBKD_DDP_OUT<rank>.txt and, when a
+// collective fails, the monitor's explanation to LIBKD_DDP_OUT<rank>.err.
 int Worker() {
   at::set_num_threads(1);
   absl::StatusOr<DistributedEnv> env = DistributedEnvFromEnvironment();
@@ -78,31 +102,52 @@ int Worker() {
     std::cerr << group.status().message() << "\n";
     return 1;
   }
-  if (std::getenv("LIBKD_DDP_DIE") != nullptr && env->rank == 1) _exit(3);  // a rank that dies
+  absl::StatusOr<std::unique_ptr<RankMonitor>> monitor = RankMonitor::Start(*group);
+  if (!monitor.ok()) {
+    std::cerr << monitor.status().message() << "\n";
+    return 1;
+  }
+  const std::string out = absl::StrCat(std::getenv("LIBKD_DDP_OUT"), env->rank);
+  const auto fail = [&](absl::string_view error) {
+    std::ofstream(out + ".err") << (*monitor)->Explain(error).message();
+    return 4;
+  };
+  const Death death = DeathFromEnvironment();
+  const auto die_here = [&](int step) {
+    if (death.rank != env->rank || death.step != step) return;
+    if (death.reported) {
+      (*monitor)->ReportFailure("the batch of step 3 was bad");
+      std::exit(5);
+    }
+    _exit(3);  // a rank that dies
+  };
+  die_here(-1);
   torch::nn::Sequential net = Net(/*seed=*/100 + env->rank);  // rank 0's weights must win
   std::unique_ptr<Model> model =
       MakeNativeModel(net.ptr(), [net](std::vector<c10::IValue>& args, const Kwargs&) mutable {
         return c10::IValue(net->forward(args.at(0).toTensor()));
       });
   absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(*model, *group);
-  if (!ddp.ok()) {
-    std::cerr << "rank " << env->rank << ": " << ddp.status().message() << "\n";
-    return 1;
-  }
+  if (!ddp.ok()) return fail(ddp.status().message());
   const auto [x, y] = Data();
   const int shard = kGlobalBatch / env->world_size;
-  for (int step = 0; step < kSteps; ++step) {
-    (*ddp)->PrepareForward();
-    at::Tensor logits = net->forward(x[step].narrow(0, env->rank * shard, shard));
-    at::Tensor loss = at::cross_entropy_loss(logits, y[step].narrow(0, env->rank * shard, shard));
-    (*ddp)->PrepareBackward({loss});
-    loss.backward();
-    SgdStep(net);
+  try {
+    for (int step = 0; step < kSteps; ++step) {
+      (*ddp)->PrepareForward();
+      at::Tensor logits = net->forward(x[step].narrow(0, env->rank * shard, shard));
+      at::Tensor loss = at::cross_entropy_loss(logits, y[step].narrow(0, env->rank * shard, shard));
+      (*ddp)->PrepareBackward({loss});
+      die_here(step);
+      loss.backward();
+      SgdStep(net);
+    }
+  } catch (const std::exception& error) {
+    return fail(error.what());
   }
-  std::ofstream out(absl::StrCat(std::getenv("LIBKD_DDP_OUT"), env->rank, ".txt"));
+  std::ofstream file(out + ".txt");
   const at::Tensor flat = Flat(net);
-  for (int64_t i = 0; i < flat.numel(); ++i) out << flat[i].item<double>() << "\n";
-  return out ? 0 : 1;
+  for (int64_t i = 0; i < flat.numel(); ++i) file << flat[i].item<double>() << "\n";
+  return file ? 0 : 1;
 }
 
 char kSelf[] = "/proc/self/exe";
@@ -150,17 +195,57 @@ TEST(DataParallelTest, TwoRanksTrainAsOneProcessOnTheGlobalBatch) {
   EXPECT_GT((Flat(Net(100)) - expected).abs().max().item<double>(), 1e-3);
 }
 
-// A rank that dies after joining: the other fails within the timeout instead of hanging.
-TEST(DataParallelTest, ALostRankMakesTheOtherExitNonZero) {
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs 2 ranks with LIBKD_DDP_DIE=`die`; returns the survivor's explanation. `dying` must exit
+// with `dying_code`, the survivor non-zero (4: it caught the collective's failure), both within
+// the 5 s timeout and the monitor's second.
+std::string SurvivorsWords(const std::string& die, int dying, int dying_code) {
   const std::string dir = ::testing::TempDir();
+  const std::string out = absl::StrCat(dir, "/die_", dying, "_", dying_code, "_");
   const int port = FreeLoopbackPort();
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
-      2, port, kArgv, {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_DIE=1", "LIBKD_DDP_OUT=" + dir + "/dead"});
-  ASSERT_THAT(ranks, IsOk());
-  EXPECT_EQ(Wait((*ranks)[1]), 3);  // each waited for on its own: nobody stops rank 0
-  EXPECT_NE(Wait((*ranks)[0]), 0);
+      2, port, kArgv, {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_DIE=" + die, "LIBKD_DDP_OUT=" + out});
+  EXPECT_THAT(ranks, IsOk());
+  if (!ranks.ok()) return "";
+  EXPECT_EQ(Wait((*ranks)[dying]), dying_code);  // each waited for on its own: nobody stops them
+  EXPECT_EQ(Wait((*ranks)[1 - dying]), 4);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  return ReadText(absl::StrCat(out, 1 - dying, ".err"));
+}
+
+// A rank that dies after joining: the other fails within the timeout instead of hanging, and
+// names the rank it lost.
+TEST(DataParallelTest, ALostRankMakesTheOtherExitNonZero) {
+  EXPECT_THAT(SurvivorsWords("1:-1", 1, 3),
+              AllOf(HasSubstr("rank 1 of 2 was lost: its heartbeat stopped (the process died or "
+                              "hangs); rank 0 stopped on: "),
+                    HasSubstr("broadcasting rank 0's parameters failed")));
+}
+
+// The same in the middle of training: rank 1 dies before its backward, while rank 0's
+// Reducer waits for its gradients.
+TEST(DataParallelTest, ARankLostDuringBackwardIsNamed) {
+  EXPECT_THAT(SurvivorsWords("1:2", 1, 3),
+              StartsWith("rank 1 of 2 was lost: its heartbeat stopped (the process died or "
+                         "hangs); rank 0 stopped on: "));
+}
+
+// Rank 0 serves the rendezvous store: when it dies, rank 1 names it from the store's silence.
+TEST(DataParallelTest, LosingRankZeroIsNamed) {
+  EXPECT_THAT(SurvivorsWords("0:2", 0, 3),
+              StartsWith("rank 0 of 2 was lost: the rendezvous store it serves stopped "
+                         "answering (the process died or hangs); rank 1 stopped on: "));
+}
+
+// A rank that stops on an error of its own says so: the other gives its reason.
+TEST(DataParallelTest, ARankThatFailedIsNamedWithItsReason) {
+  EXPECT_THAT(SurvivorsWords("1:2:failed", 1, 5),
+              StartsWith("rank 1 of 2 failed: the batch of step 3 was bad; rank 0 stopped on: "));
 }
 
 TEST(DataParallelTest, BadEnvironmentNamesTheVariable) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -28,6 +29,14 @@ class Accuracy final : public Metric {
   double Value() const override {
     return total_ == 0 ? 0.0 : static_cast<double>(correct_) / static_cast<double>(total_);
   }
+  std::vector<double> Sums() const override {
+    return {static_cast<double>(correct_), static_cast<double>(total_)};
+  }
+  void SetSums(const std::vector<double>& sums) override {
+    TORCH_CHECK(sums.size() == 2, "accuracy: 2 sums expected, got ", sums.size());
+    correct_ = static_cast<int64_t>(sums[0]);
+    total_ = static_cast<int64_t>(sums[1]);
+  }
 
  private:
   int64_t k_;
@@ -40,8 +49,10 @@ KD_REGISTER(MetricRegistry(), "accuracy",
               return std::unique_ptr<Metric>(
                   std::make_unique<Accuracy>(it == kwargs.end() ? 1 : it->second.toInt()));
             }),
-            {{.name = "top_k", .type = KwargType::kInteger,
-              .doc = "a hit if the target is among the k largest outputs; 1", .min = 1}});
+            {{.name = "top_k",
+              .type = KwargType::kInteger,
+              .doc = "a hit if the target is among the k largest outputs; 1",
+              .min = 1}});
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -27,6 +28,11 @@ class Metric {
   // One batch: the model's output (logits, (N, C)) and the targets (N).
   virtual void Update(const at::Tensor& output, const at::Tensor& targets) = 0;
   virtual double Value() const = 0;
+  // What the metric has accumulated, as sums that add across disjoint parts of the data (for
+  // accuracy: hits and samples). A multi-process evaluation adds every rank's Sums() and puts
+  // the totals back with SetSums, after which Value() is the whole set's.
+  virtual std::vector<double> Sums() const = 0;
+  virtual void SetSums(const std::vector<double>& sums) = 0;
 };
 
 using MetricFactory = std::function<absl::StatusOr<std::unique_ptr<Metric>>(const Kwargs&)>;

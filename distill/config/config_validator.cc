@@ -70,6 +70,7 @@ class Validator : private internal::Checker {
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
     CheckDevice(run.device(), loc, "device");
     AtLeast(loc, "log_every_n_steps", run.log_every_n_steps(), 0);
+    AtLeast(loc, "distributed_timeout_s", run.distributed_timeout_s(), 0);
   }
 
   void CheckDatasets(const DistillConfig& config, const ConfigLocator& root) {

@@ -154,9 +154,11 @@ TEST(ConfigValidatorTest, NonUtf8TextIsAnError) {
   // Well-formed UTF-8 is fine, in kwargs too; a bad kwarg string is found there as well.
   EXPECT_THAT(Validate(Replace(kBase, 1, {"run { name: \"t\xc3\xa9\" device: \"cpu\" }"})),
               IsEmpty());
-  const Lines kwarg = Replace(
-      kBase, 2, {R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: ")"
-                 "\xc0\xaf" R"(" } })"});
+  const Lines kwarg =
+      Replace(kBase, 2,
+              {R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: ")"
+               "\xc0\xaf"
+               R"(" } })"});
   EXPECT_THAT(Validate(kwarg),
               ElementsAre(At(kwarg, 2, "str") +
                           "str is not valid UTF-8 text; write the config in UTF-8 (non-ASCII "
@@ -172,8 +174,9 @@ TEST(ConfigValidatorTest, EnumNumbersOutsideTheEnum) {
 }
 
 TEST(ConfigValidatorTest, ModulePathWithAnEmptyComponent) {
-  const Lines lines = Replace(
-      kBase, 10, {R"(  teacher { forward_hooks { module_path: "layer2." requires_output: true } })"});
+  const Lines lines =
+      Replace(kBase, 10,
+              {R"(  teacher { forward_hooks { module_path: "layer2." requires_output: true } })"});
   EXPECT_THAT(Validate(lines),
               ::testing::Contains(At(lines, 10, "module_path") +
                                   "module path \"layer2.\" has an empty component (a leading, "
@@ -316,6 +319,12 @@ TEST(ConfigValidatorTest, ParameterReferences) {
       Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS io: PARAMETER })"});
   EXPECT_THAT(Validate(targets),
               ElementsAre(At(targets, 21, "io") + "a TARGETS input has no path or io"));
+}
+
+TEST(ConfigValidatorTest, ANegativeDistributedTimeoutIsNamed) {
+  const Lines lines = Replace(kBase, 1, {R"(run { name: "t" distributed_timeout_s: -1 })"});
+  EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 1, "distributed_timeout_s") +
+                                           "distributed_timeout_s must be >= 0, got -1"));
 }
 
 TEST(ConfigValidatorTest, OutOfRangeValues) {

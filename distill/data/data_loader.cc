@@ -45,7 +45,9 @@ void DataLoader::SetEpoch(int64_t epoch) {
     order = at::randperm(n, generator, at::kLong);
   }
   const int64_t replicas = options_.num_replicas;
-  if (replicas > 1 && n > 0) {
+  if (replicas > 1 && options_.exact_shards) {
+    order = order.slice(/*dim=*/0, options_.rank, n, replicas).contiguous();
+  } else if (replicas > 1 && n > 0) {
     // DistributedSampler's shard: pad (repeating the order) or cut to a multiple of the
     // replicas, then every replicas-th position from the rank.
     const int64_t per_rank = options_.drop_uneven && n % replicas != 0

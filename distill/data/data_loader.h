@@ -79,6 +79,10 @@ struct DataLoaderOptions {
   // DistributedSampler's drop_last: drop the tail that does not divide evenly among the
   // replicas instead of padding. Default: pad.
   bool drop_uneven = false;
+  // Evaluation's sharding: every sample in exactly one shard, nothing repeated or dropped, so
+  // the shards' metric sums add up to the whole set's (shard sizes differ by at most one;
+  // drop_uneven is ignored). Default: DistributedSampler's (above).
+  bool exact_shards = false;
 };
 
 // Batches of a dataset for one epoch at a time; see the top of this file. Copyable (copies

@@ -44,7 +44,9 @@ BENCHMARK(BM_FashionMnistBatch)->Arg(128)->Unit(benchmark::kMicrosecond);
 
 void BM_FashionMnistAugmentedBatch(benchmark::State& state) {
   RunBatches(state, "fashion_mnist",
-             {{"mean", 0.2860}, {"std", 0.3530}, {"random_crop_padding", int64_t{4}},
+             {{"mean", 0.2860},
+              {"std", 0.3530},
+              {"random_crop_padding", int64_t{4}},
               {"horizontal_flip", true}});
 }
 BENCHMARK(BM_FashionMnistAugmentedBatch)->Arg(128)->Unit(benchmark::kMicrosecond);

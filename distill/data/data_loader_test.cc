@@ -174,6 +174,26 @@ TEST(DataLoaderTest, ShardsArePythonDistributedSamplers) {
                        "DataLoader: rank 2 is not in [0, num_replicas=2)"));
 }
 
+// Evaluation's shards: 10 samples over 3 ranks are 4 + 3 + 3, nothing repeated (where
+// DistributedSampler repeats 7 and 4 to give 4 each) and nothing dropped.
+TEST(DataLoaderTest, ExactShardsPartitionTheSet) {
+  const std::vector<std::vector<int64_t>> expected = {{7, 1, 9, 0}, {4, 3, 8}, {6, 5, 2}};
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    DataLoader loader = MakeLoader(10, {.batch_size = 2,
+                                        .shuffle = true,
+                                        .seed = 7,
+                                        .num_replicas = 3,
+                                        .rank = rank,
+                                        .exact_shards = true});
+    loader.SetEpoch(3);
+    EXPECT_EQ(EpochOrder(loader), expected[rank]) << rank;
+  }
+  // More ranks than samples: the last shards are empty.
+  DataLoader empty =
+      MakeLoader(2, {.batch_size = 2, .num_replicas = 3, .rank = 2, .exact_shards = true});
+  EXPECT_EQ(empty.num_batches(), 0);
+}
+
 TEST(DataLoaderTest, DropLastDropsTheRemainder) {
   DataLoader loader = MakeLoader(10, {.batch_size = 3, .shuffle = true, .drop_last = true});
   EXPECT_EQ(loader.num_batches(), 3);

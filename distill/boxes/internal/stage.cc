@@ -109,13 +109,13 @@ class Stage final : public StageRun, public TrainingContext {
     const LoaderConfig& val = config.has_val_data_loader() || previous == nullptr
                                   ? config.val_data_loader()
                                   : previous->val_data_loader();
-    // The training loader gives each rank its shard; validation runs on all of it everywhere, so
-    // every rank computes the same metrics.
+    // Each rank gets its shard: DistributedSampler's for training, an exact partition for
+    // validation (EvaluateOn adds the shards' sums: every rank gets the whole set's metrics).
     KD_ASSIGN_OR_RETURN(train_loader_, MakeLoader(train, datasets, seed, "train_data_loader",
-                                                  distributed() ? group_->getSize() : 1,
-                                                  distributed() ? group_->getRank() : 0));
+                                                  world_size(), rank()));
     if (!val.dataset_id().empty()) {
-      KD_ASSIGN_OR_RETURN(val_loader_, MakeLoader(val, datasets, seed, "val_data_loader"));
+      KD_ASSIGN_OR_RETURN(val_loader_, MakeLoader(val, datasets, seed, "val_data_loader",
+                                                  world_size(), rank(), /*exact_shards=*/true));
     }
     // Optimizer over what trains, and the loss's own parameters.
     const OptimizerConfig& optimizer =
@@ -286,7 +286,8 @@ class Stage final : public StageRun, public TrainingContext {
       const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
       int64_t seed) override {
     KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> test,
-                        MakeLoader(loader, datasets, seed, "test_data_loader"));
+                        MakeLoader(loader, datasets, seed, "test_data_loader", world_size(), rank(),
+                                   /*exact_shards=*/true));
     return EvaluateOn(*test);
   }
 
@@ -319,11 +320,15 @@ class Stage final : public StageRun, public TrainingContext {
       for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
     }
     if (leaks_.callback != nullptr) leaks_.callback->OnEvaluate();
+    if (distributed()) AddAcrossRanks(*group_, device_, loss_sum, count, metrics_);
     out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
     for (auto& [name, metric] : metrics_) out[name] = metric->Value();
     student_->SetTraining(was_training);
     return out;
   }
+
+  int64_t world_size() const { return distributed() ? group_->getSize() : 1; }
+  int64_t rank() const { return distributed() ? group_->getRank() : 0; }
 
   absl::Status PostEpoch(std::optional<double> metric) override {
     return (*post_epoch_)(*this, metric);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "base/torch_status.h"
@@ -39,7 +40,7 @@ absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool 
 
 absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
     const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-    int64_t seed, const char* field, int64_t num_replicas, int64_t rank) {
+    int64_t seed, const char* field, int64_t num_replicas, int64_t rank, bool exact_shards) {
   auto it = datasets.find(loader.dataset_id());
   if (it == datasets.end()) {
     return absl::InvalidArgumentError(
@@ -52,6 +53,7 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
   options.seed = static_cast<uint64_t>(seed);
   options.num_replicas = num_replicas;
   options.rank = rank;
+  options.exact_shards = exact_shards;
   absl::StatusOr<DataLoader> created = DataLoader::Create(it->second, options);
   if (!created.ok()) return InField(field, created.status());
   return std::make_unique<DataLoader>(*std::move(created));
@@ -230,6 +232,28 @@ at::Tensor BytesTensor(const std::string& bytes) {
 std::string TensorBytes(const at::Tensor& t) {
   const at::Tensor c = t.contiguous();
   return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_sum, int64_t& count,
+                    const NamedMetrics& metrics) {
+  std::vector<double> sums = {loss_sum, static_cast<double>(count)};
+  for (const auto& [name, metric] : metrics) {
+    for (double v : metric->Sums()) sums.push_back(v);
+  }
+  // Gloo reduces CPU tensors, NCCL device ones.
+  std::vector<at::Tensor> tensors = {
+      at::tensor(sums, at::kDouble).to(device.is_cuda() ? device : c10::Device(c10::kCPU))};
+  group.allreduce(tensors)->wait();
+  const at::Tensor total = tensors[0].cpu();
+  const double* t = total.const_data_ptr<double>();
+  loss_sum = t[0];
+  count = static_cast<int64_t>(t[1]);
+  size_t at = 2;
+  for (const auto& [name, metric] : metrics) {
+    const size_t n = metric->Sums().size();
+    metric->SetSums(std::vector<double>(t + at, t + at + n));
+    at += n;
+  }
 }
 
 }  // namespace box_internal

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "distill/boxes/metrics.h"
 #include "distill/boxes/optim.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/data_loader.h"
@@ -27,6 +28,10 @@
 #include "hooks/model.h"
 #include "memdiag/inventory.h"
 #include "memdiag/leak_detection.h"
+
+namespace c10d {
+class ProcessGroup;
+}  // namespace c10d
 
 namespace torch::optim {
 class Optimizer;
@@ -41,10 +46,12 @@ absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool 
                              const char* role);
 
 // The loader of `loader` over its dataset in `datasets` (the shard of `rank` of `num_replicas`
-// processes); errors name `field`.
+// processes: DistributedSampler's for training, an exact partition with `exact_shards` for
+// evaluation); errors name `field`.
 absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
     const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-    int64_t seed, const char* field, int64_t num_replicas = 1, int64_t rank = 0);
+    int64_t seed, const char* field, int64_t num_replicas = 1, int64_t rank = 0,
+    bool exact_shards = false);
 
 // The optimizer's parameter groups: without `param_groups`, one group of everything that
 // trains (the student, the teacher when `teacher_trains`); with them, as torchdistill's
@@ -106,6 +113,14 @@ absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* r
 // Bytes (a serialized archive) as a uint8 tensor a checkpoint dict can hold, and back.
 at::Tensor BytesTensor(const std::string& bytes);
 std::string TensorBytes(const at::Tensor& t);
+
+using NamedMetrics = std::vector<std::pair<std::string, std::unique_ptr<Metric>>>;
+
+// Replaces this rank's evaluation sums (the loss's, the samples', every metric's Sums()) with
+// their totals over `group`'s ranks: one allreduce of float64 sums on `device` (exact for
+// counts below 2^53). Throws c10::Error when the collective fails.
+void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_sum, int64_t& count,
+                    const NamedMetrics& metrics);
 
 }  // namespace box_internal
 }  // namespace kd
