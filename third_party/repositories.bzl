@@ -101,6 +101,31 @@ def _cuda_backend(ctx, lib):
         return False, "libtorch_cuda.so needs libraries that are not installed: " + ", ".join(missing)
     return True, "libtorch_cuda.so and every library it needs are installed"
 
+def _cuda_headers(ctx, torch_dir, has_cuda):
+    """Links the CUDA toolkit's headers (CUDA_HOME, else /usr/local/cuda) and NCCL's (the
+    wheel's nvidia-nccl package, else the toolkit's) under cuda_include/, for the translation
+    units that include libtorch's CUDA headers (ProcessGroupNCCL.hpp). Returns (include folders
+    in search order, reason)."""
+    if not has_cuda:
+        return [], "no libtorch_cuda to link"
+    cuda_home = ctx.os.environ.get("CUDA_HOME", "") or "/usr/local/cuda"
+    toolkit = ctx.path(cuda_home + "/include")
+    if not toolkit.get_child("cuda_runtime_api.h").exists or not toolkit.get_child("crt").exists:
+        return [], "no CUDA toolkit headers at %s (set CUDA_HOME)" % toolkit
+    includes = []
+    wheel_nccl = torch_dir.dirname.get_child("nvidia").get_child("nccl").get_child("include")
+    if wheel_nccl.get_child("nccl.h").exists:
+        ctx.symlink(wheel_nccl, "cuda_include/nccl")
+        includes.append("cuda_include/nccl")
+    elif not toolkit.get_child("nccl.h").exists:
+        return [], "no nccl.h in the wheel's nvidia-nccl package or in %s" % toolkit
+    ctx.symlink(toolkit, "cuda_include/toolkit")
+    includes.append("cuda_include/toolkit")
+    return includes, "CUDA headers from %s, NCCL's from %s" % (
+        toolkit,
+        wheel_nccl if includes[0] == "cuda_include/nccl" else toolkit,
+    )
+
 def _libtorch_impl(ctx):
     torch_dir, python, found_by = _find_torch(ctx)
     include = torch_dir.get_child("include")
@@ -120,6 +145,7 @@ def _libtorch_impl(ctx):
     lib_dir = str(lib.realpath)
     ctx.symlink(lib, "lib")
     has_cuda, cuda_note = _cuda_backend(ctx, lib)
+    cuda_includes, cuda_headers_note = _cuda_headers(ctx, torch_dir, has_cuda)
 
     version = _torch_version(ctx, torch_dir)
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
@@ -132,6 +158,9 @@ def _libtorch_impl(ctx):
         "%{FOUND_BY}": found_by,
         "%{CUDA_NOTE}": cuda_note,
         "%{CUDA_DEFINES}": '"LIBKD_CUDA_BACKEND=1"' if has_cuda else "",
+        "%{CUDA_INCLUDES}": ", ".join(['"%s"' % i for i in cuda_includes]),
+        "%{CUDA_HEADERS_DEFINES}": '"LIBKD_CUDA_HEADERS=1"' if cuda_includes else "",
+        "%{CUDA_HEADERS_NOTE}": cuda_headers_note,
     })
     ctx.file("version.bzl", "\n".join([
         "\"\"\"The libtorch this workspace builds against.\"\"\"",
@@ -149,7 +178,7 @@ def _libtorch_impl(ctx):
 libtorch_repository = repository_rule(
     implementation = _libtorch_impl,
     attrs = {"build_file_template": attr.label(mandatory = True, allow_single_file = True)},
-    environ = ["LIBKD_TORCH_DIR", "LIBKD_PYTHON", "LIBKD_VENV", "XDG_CACHE_HOME", "HOME"],
+    environ = ["LIBKD_TORCH_DIR", "LIBKD_PYTHON", "LIBKD_VENV", "XDG_CACHE_HOME", "HOME", "CUDA_HOME"],
     local = True,
     doc = """libtorch from the PyPI torch wheel in libkd's virtual environment (made by
 tools/install_deps.sh), or from LIBKD_TORCH_DIR / LIBKD_PYTHON / LIBKD_VENV (also settable

@@ -105,6 +105,10 @@ class BoxImpl final : public Box {
       options_.on_epoch = nullptr;
     }
     if (env.world_size > 1) {
+      // torchrun's convention: each rank on the GPU of its LOCAL_RANK unless one is named.
+      if (device_.is_cuda() && !device_.has_index()) {
+        device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+      }
       const int timeout_s =
           config_.run().distributed_timeout_s() > 0 ? config_.run().distributed_timeout_s() : 300;
       KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));

@@ -38,68 +38,79 @@ namespace fs = std::filesystem;
 using ::testing::StartsWith;
 
 // 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
+// clang-format off (clang-format reflows text-proto raw strings)
 std::string Config(int batch, const std::string& dst, int epochs = 2) {
-  return absl::StrCat(R"pb(
-                        run { name: "ddp" seed: 3 }
-                        datasets {
-                          id: "train"
-                          key: "synthetic"
-                          kwargs { name: "num_samples" integer: 256 }
-                          kwargs { name: "num_classes" integer: 4 }
-                          kwargs { name: "height" integer: 6 }
-                          kwargs { name: "width" integer: 6 }
-                        }
-                        student { native {
-                          key: "mlp"
-                          kwargs { name: "in_features" integer: 36 }
-                          kwargs {
-                            name: "hidden"
-                            integers { values: [ 32 ] }
-                          }
-                          kwargs { name: "num_classes" integer: 4 }
-                        }
-                                  dst_ckpt: ")pb",
-                      dst, R"pb(" }
-                                train { num_epochs: 2
-                                        train_data_loader { dataset_id: "train" batch_size:)pb",
-                      batch, R"pb(                                                                                                                                         shuffle: true }
-                                                                                                                                                                           student { wrapper: DISTRIBUTED_DATA_PARALLEL }
-      optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
-      criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
-                          inputs { arg: "target" source: TARGETS } } }
-    })pb");
+  return absl::StrCat(R"(
+run { name: "ddp" seed: 3 }
+datasets {
+  id: "train"
+  key: "synthetic"
+  kwargs { name: "num_samples" integer: 256 }
+  kwargs { name: "num_classes" integer: 4 }
+  kwargs { name: "height" integer: 6 }
+  kwargs { name: "width" integer: 6 }
 }
+student {
+  native {
+    key: "mlp"
+    kwargs { name: "in_features" integer: 36 }
+    kwargs { name: "hidden" integers { values: [ 32 ] } }
+    kwargs { name: "num_classes" integer: 4 }
+  }
+  dst_ckpt: ")",
+                      dst, R"("
+}
+train {
+  num_epochs: )",
+                      epochs, R"(
+  train_data_loader { dataset_id: "train" batch_size: )",
+                      batch, R"( shuffle: true }
+  student { wrapper: DISTRIBUTED_DATA_PARALLEL }
+  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
+  criterion {
+    terms {
+      key: "CrossEntropyLoss"
+      inputs { arg: "input" source: STUDENT }
+      inputs { arg: "target" source: TARGETS }
+    }
+  }
+})");
+}
+
+// The text after which a stage's fields can be added.
+constexpr char kTrain[] = "train {";
 
 // Config() with validation and test loaders over 101 other samples (shards of 51 and 50) and
 // accuracy as the metric.
 std::string WithEvaluation(std::string text) {
-  const std::string train = "train { num_epochs: 2";
-  const size_t at = text.find(train);
+  const size_t at = text.find(kTrain);
   EXPECT_NE(at, std::string::npos);
-  text.insert(at + train.size(), R"pb(val_data_loader { dataset_id: "val" batch_size: 16 })pb");
-  return text + R"pb(
-    datasets {
-      id: "val"
-      key: "synthetic"
-      kwargs { name: "num_samples" integer: 101 }
-      kwargs { name: "num_classes" integer: 4 }
-      kwargs { name: "height" integer: 6 }
-      kwargs { name: "width" integer: 6 }
-      kwargs { name: "seed" integer: 9 }
-    }
-    evaluation { metrics { key: "accuracy" } }
-    test_data_loader { dataset_id: "val" batch_size: 16 }
-  )pb";
+  text.insert(at + sizeof(kTrain) - 1, R"(
+  val_data_loader { dataset_id: "val" batch_size: 16 })");
+  return text + R"(
+datasets {
+  id: "val"
+  key: "synthetic"
+  kwargs { name: "num_samples" integer: 101 }
+  kwargs { name: "num_classes" integer: 4 }
+  kwargs { name: "height" integer: 6 }
+  kwargs { name: "width" integer: 6 }
+  kwargs { name: "seed" integer: 9 }
+}
+evaluation { metrics { key: "accuracy" } }
+test_data_loader { dataset_id: "val" batch_size: 16 }
+)";
 }
 
 // Config() with a pre-forward process function by which rank 1 dies at its third step.
 std::string WithRankOneDying(std::string text) {
-  const std::string train = "train { num_epochs: 2";
-  const size_t at = text.find(train);
+  const size_t at = text.find(kTrain);
   EXPECT_NE(at, std::string::npos);
-  text.insert(at + train.size(), R"pb(pre_forward_proc { key: "die_on_rank_1_at_step_3" })pb");
+  text.insert(at + sizeof(kTrain) - 1, R"(
+  pre_forward_proc { key: "die_on_rank_1_at_step_3" })");
   return text;
 }
+// clang-format on
 
 absl::Status DieOnRankOneAtStepThree(TrainingContext&, Batch&, const Kwargs&) {
   static int calls = 0;
@@ -123,13 +134,15 @@ absl::Status RunBox(const std::string& text, const std::string& run_dir, bool re
   return RunBoxForResult(text, run_dir, resume).status();
 }
 
-// "loss accuracy" of the validation and then of the test metrics, one line each.
+// "loss accuracy" of the validation and then of the test metrics, one line each, then the last
+// epoch's training loss.
 std::string MetricsText(const RunResult& result) {
   std::ostringstream out;
   out.precision(17);
   for (const auto* metrics : {&result.final_metrics, &result.test_metrics}) {
     out << metrics->at("loss") << " " << metrics->at("accuracy") << "\n";
   }
+  out << result.epochs.back().train_loss << "\n";
   return out.str();
 }
 
@@ -255,6 +268,11 @@ TEST(BoxDdpTest, ShardedEvaluationGivesTheWholeSetsMetrics) {
       // A whole number of hits out of 101 (not of 51 or 50).
       EXPECT_NEAR(accuracy * 101, std::round(accuracy * 101), 1e-9) << "rank " << rank;
     }
+    // The epoch's training loss is the mean over both ranks' steps: one process's on the
+    // global batches (each the union of the ranks' batches of 16).
+    double train_loss = -1;
+    words >> train_loss;
+    EXPECT_NEAR(train_loss, single->epochs.back().train_loss, 1e-5) << "rank " << rank;
   }
 }
 

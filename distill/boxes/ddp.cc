@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -25,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "distill/boxes/internal/nccl_backend.h"
 
 extern char** environ;
 
@@ -48,6 +50,13 @@ absl::StatusOr<int> EnvInt(const char* name, int fallback) {
 std::string ErrorText(const c10::Error& error) { return error.what_without_backtrace(); }
 
 }  // namespace
+
+namespace ddp_internal {
+NcclBackendFactory& RegisteredNcclBackend() {
+  static NcclBackendFactory factory = nullptr;
+  return factory;
+}
+}  // namespace ddp_internal
 
 absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
   DistributedEnv env;
@@ -76,9 +85,11 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout) {
-  if (device.is_cuda()) {
+  const ddp_internal::NcclBackendFactory nccl = ddp_internal::RegisteredNcclBackend();
+  if (device.is_cuda() && nccl == nullptr) {
     return absl::UnimplementedError(
-        "multi-process training on CUDA (NCCL) is not wired yet; train on cpu (Gloo)");
+        "multi-process training on CUDA needs NCCL, which this binary does not link: add "
+        "//distill/boxes:nccl to its deps (//tools:distill has it), or train on cpu (Gloo)");
   }
   const std::string where = absl::StrCat(env.master_addr, ":", env.master_port);
   c10::intrusive_ptr<c10d::Store> store;
@@ -99,14 +110,23 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
         "rank ", env.rank, " cannot reach the master at ", where, " within ", timeout.count(),
         " ms (is rank 0 running? MASTER_ADDR, MASTER_PORT): ", ErrorText(error)));
   }
+  // As Python's init_process_group("cpu:gloo,cuda:nccl"): Gloo for CPU tensors, NCCL for
+  // CUDA ones on a CUDA device, each backend under its device's prefix in the store.
   try {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
-    auto gloo =
-        c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, options);
+    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("cpu/", store), env.rank, env.world_size, options);
     auto group = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
     group->setBackend(c10::kCPU, c10d::ProcessGroup::GLOO, gloo);
     group->setDefaultBackend(c10d::ProcessGroup::GLOO);
+    if (device.is_cuda()) {
+      c10::intrusive_ptr<c10d::Backend> backend =
+          nccl(c10::make_intrusive<c10d::PrefixStore>("cuda/", store), env.rank, env.world_size,
+               timeout);
+      group->setBackend(c10::kCUDA, c10d::ProcessGroup::NCCL, backend);
+      group->setDefaultBackend(c10d::ProcessGroup::NCCL);
+    }
     return group;
   } catch (const c10::Error& error) {
     return absl::UnavailableError(absl::StrCat("rank ", env.rank, " of ", env.world_size,

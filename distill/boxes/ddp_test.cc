@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,13 +69,15 @@ at::Tensor Flat(const torch::nn::Sequential& net) {
   return at::cat(parts);
 }
 
-// Where a worker dies, from LIBKD_DDP_DIE="<rank>:<step>[:failed]": that rank leaves before the
-// backward of that step, killed (_exit(3), nothing said) or, with ":failed", after reporting an
-// error of its own. Step -1: right after joining the group.
+// Where a worker dies, from LIBKD_DDP_DIE="<rank>:<step>[:failed|:hangs]": that rank leaves
+// before the backward of that step, killed (_exit(3), nothing said) or, with ":failed", after
+// reporting an error of its own; with ":hangs" it stops (SIGSTOP) there instead. Step -1: right
+// after joining the group.
 struct Death {
   int rank = -1;
   int step = 0;
   bool reported = false;
+  bool hangs = false;
 };
 
 Death DeathFromEnvironment() {
@@ -83,6 +86,7 @@ Death DeathFromEnvironment() {
     char how[16] = "";
     std::sscanf(text, "%d:%d:%15s", &death.rank, &death.step, how);
     death.reported = std::string(how) == "failed";
+    death.hangs = std::string(how) == "hangs";
   }
   return death;
 }
@@ -115,6 +119,7 @@ int Worker() {
   const Death death = DeathFromEnvironment();
   const auto die_here = [&](int step) {
     if (death.rank != env->rank || death.step != step) return;
+    if (death.hangs) raise(SIGSTOP);  // stopped, not dead: its sockets stay open
     if (death.reported) {
       (*monitor)->ReportFailure("the batch of step 3 was bad");
       std::exit(5);
@@ -240,6 +245,26 @@ TEST(DataParallelTest, LosingRankZeroIsNamed) {
   EXPECT_THAT(SurvivorsWords("0:2", 0, 3),
               StartsWith("rank 0 of 2 was lost: the rendezvous store it serves stopped "
                          "answering (the process died or hangs); rank 1 stopped on: "));
+}
+
+// A rank that hangs (stopped, its connections open): the other's collective times out after the
+// group's 5 s, and the frozen heartbeat names it.
+TEST(DataParallelTest, AHangingRankIsNamedAfterTheTimeout) {
+  const std::string out = ::testing::TempDir() + "/hang_";
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<int>> ranks =
+      StartLocalRanks(2, FreeLoopbackPort(), kArgv,
+                      {"LIBKD_DDP_WORKER=1", "LIBKD_DDP_DIE=1:2:hangs", "LIBKD_DDP_OUT=" + out});
+  ASSERT_THAT(ranks, IsOk());
+  EXPECT_EQ(Wait((*ranks)[0]), 4);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  kill((*ranks)[1], SIGKILL);
+  EXPECT_EQ(Wait((*ranks)[1]), 128 + SIGKILL);
+  EXPECT_GE(waited, std::chrono::seconds(5));   // the timeout, not the first error
+  EXPECT_LT(waited, std::chrono::seconds(30));  // and not much more
+  EXPECT_THAT(ReadText(out + "0.err"),
+              StartsWith("rank 1 of 2 was lost: its heartbeat stopped (the process died or "
+                         "hangs); rank 0 stopped on: "));
 }
 
 // A rank that stops on an error of its own says so: the other gives its reason.

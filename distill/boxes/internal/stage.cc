@@ -272,11 +272,12 @@ class Stage final : public StageRun, public TrainingContext {
         options.on_step(report);
       }
     }
-    return steps == 0 ? 0.0 : loss_sum / static_cast<double>(steps);
+    int64_t count = steps;  // the epoch's loss is the mean over every rank's steps
+    if (distributed()) AddAcrossRanks(*group_, device_, loss_sum, count, {});
+    return count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
   }
 
-  // The validation loss and metrics of the student (empty without a validation
-  // loader).
+  // The validation loss and metrics of the student (empty without a validation loader).
   absl::StatusOr<std::map<std::string, double>> Evaluate() override {
     if (val_loader_ == nullptr) return std::map<std::string, double>();
     return EvaluateOn(*val_loader_);
