@@ -172,13 +172,29 @@ StorageInventory::const_iterator StorageInventory::find(const void* data) const 
   return it == index_.end() ? entries_.end() : entries_.begin() + it->second;
 }
 
-std::pair<StorageInfo*, bool> StorageInventory::Emplace(const void* data) {
+std::pair<uint32_t, bool> StorageInventory::Emplace(const void* data) {
   auto [it, inserted] = index_.try_emplace(data, static_cast<uint32_t>(entries_.size()));
   if (inserted) {
     entries_.emplace_back(std::piecewise_construct, std::forward_as_tuple(data),
                           std::forward_as_tuple());
   }
-  return {&entries_[it->second].second, inserted};
+  return {it->second, inserted};
+}
+
+void StorageInventory::Append(const void* data) {
+  entries_.emplace_back(std::piecewise_construct, std::forward_as_tuple(data),
+                        std::forward_as_tuple());
+}
+
+void StorageInventory::IndexAppended() {
+  // Independent inserts in a tight loop, the next ones' slots prefetched: their cache misses
+  // overlap, where inserting during the walk waited for each in turn.
+  constexpr size_t kAhead = 8;
+  const size_t n = entries_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) index_.prefetch(entries_[i + kAhead].first);
+    index_.try_emplace(entries_[i].first, static_cast<uint32_t>(i));
+  }
 }
 
 void StorageInventory::Reserve(size_t n) {
@@ -207,7 +223,26 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
     const c10::Storage& storage = t.storage();
     const void* ptr = storage.data();
     if (ptr == nullptr) return;  // empty
-    auto [info, inserted] = inventory.Emplace(ptr);
+    // A tracked storage is found again through its allocation header (which keeps its entry),
+    // and enters the index after the walk; others go through the index now.
+    uint32_t slot = static_cast<uint32_t>(inventory.entries_.size());
+    memdiag_internal::LiveRecord record;
+    const memdiag_internal::Meeting meeting =
+        tracking ? memdiag_internal::Meet(storage.data_ptr(), epoch, &slot, &record)
+                 : memdiag_internal::Meeting::kUntracked;
+    bool inserted = meeting == memdiag_internal::Meeting::kFirst;
+    if (meeting == memdiag_internal::Meeting::kUntracked) {
+      std::tie(slot, inserted) = inventory.Emplace(ptr);
+    } else if (inserted) {
+      inventory.Append(ptr);
+    }
+    StorageInfo* info = &inventory.entries_[slot].second;
+    if (meeting == memdiag_internal::Meeting::kFirst) {
+      ++marked;
+      info->seq = record.seq;
+      info->scope_id = record.scope;
+      info->step = record.step;
+    }
     const void* impl = t.unsafeGetTensorImpl();
     if (inserted) {
       info->nbytes = static_cast<int64_t>(storage.nbytes());
@@ -216,15 +251,8 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
       info->num_views = 1;
       info->view_shapes.emplace_back(t.sizes().begin(), t.sizes().end());
       first_view.push_back(impl);
-      memdiag_internal::LiveRecord record;
-      if (tracking && memdiag_internal::ReadAndMark(storage.data_ptr(), epoch, &record)) {
-        ++marked;
-        info->seq = record.seq;
-        info->scope_id = record.scope;
-        info->step = record.step;
-      }
     } else {
-      const size_t index = static_cast<size_t>(info - &inventory.entries_.front().second);
+      const size_t index = slot;
       if (impl != first_view[index]) {
         if (info->num_views == 1) {
           seen.insert(first_view[index]);
@@ -254,12 +282,15 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
         static_cast<uint32_t>(std::find(info.view_shapes.begin(), info.view_shapes.end(), first) -
                               info.view_shapes.begin());
   }
+  inventory.IndexAppended();
   if (tracking && options.include_unowned && options.include_cpu) {
     memdiag_internal::ForEachLiveUnmarked(
         epoch, marked,
         [](void* context, const memdiag_internal::LiveRecord& r) {
-          auto [info, inserted] = static_cast<StorageInventory*>(context)->Emplace(r.data);
+          auto* inventory = static_cast<StorageInventory*>(context);
+          auto [slot, inserted] = inventory->Emplace(r.data);
           if (!inserted) return;  // a storage an excluded tensor holds
+          StorageInfo* info = &inventory->entries_[slot].second;
           info->nbytes = static_cast<int64_t>(r.nbytes);
           info->seq = r.seq;
           info->scope_id = r.scope;
@@ -271,8 +302,8 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
   memdiag_internal::CudaMemoryBackend* cuda = memdiag_internal::GetCudaMemoryBackend();
   if (options.include_unowned && options.include_cuda && cuda != nullptr && cuda->Available()) {
     for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
-      auto [info, inserted] = inventory.Emplace(block.address);
-      if (inserted) *info = UnownedCudaBlock(block);
+      auto [slot, inserted] = inventory.Emplace(block.address);
+      if (inserted) inventory.entries_[slot].second = UnownedCudaBlock(block);
     }
   }
   return inventory;

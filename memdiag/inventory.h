@@ -136,8 +136,12 @@ class StorageInventory {
  private:
   friend StorageInventory CollectStorageInventory(const MemoryRoots& roots,
                                                   const InventoryOptions& options);
-  // The entry of `data` (valid until the next Emplace), and whether it is new.
-  std::pair<StorageInfo*, bool> Emplace(const void* data);
+  // The index of the entry of `data` in entries_, and whether it is new.
+  std::pair<uint32_t, bool> Emplace(const void* data);
+  // A new last entry for `data`, known not to be there, not yet in the index; IndexAppended
+  // puts every such entry in the index.
+  void Append(const void* data);
+  void IndexAppended();
   void Reserve(size_t n);
 
   absl::flat_hash_map<const void*, uint32_t> index_;

@@ -244,6 +244,29 @@ TEST_F(MemdiagTest, ViewsOfOneStorage) {
   EXPECT_EQ(storages.find(nullptr), storages.end());
 }
 
+// The same for a storage met after a hundred others (its entry is not the first): a tensor held
+// twice is still one view.
+TEST_F(MemdiagTest, ViewsOfAStorageMetLater) {
+  std::vector<at::Tensor> others;
+  for (int i = 0; i < 100; ++i) others.push_back(at::zeros({2}));
+  at::Tensor flat = at::zeros({12});
+  at::Tensor grid = flat.view({3, 4});
+  MemoryRoots roots;
+  roots.AddTensors("a_others", &others);
+  roots.AddTensor("b_flat", &flat);
+  roots.AddTensor("c_grid", &grid);
+  roots.AddTensor("d_flat_again", &flat);
+  for (const bool unowned : {false, true}) {
+    const StorageInventory storages = CollectStorageInventory(roots, {.include_unowned = unowned});
+    const StorageInfo& info = storages.at(flat.data_ptr());
+    EXPECT_EQ(info.num_views, 2);
+    EXPECT_THAT(info.view_shapes, ElementsAre(ElementsAre(3, 4), ElementsAre(12)));
+    EXPECT_THAT(info.owners, ElementsAre("b_flat", "c_grid", "d_flat_again"));
+    EXPECT_EQ(storages.at(others[99].data_ptr()).num_views, 1);
+    EXPECT_THAT(storages.at(others[99].data_ptr()).owners, ElementsAre("a_others[99]"));
+  }
+}
+
 // A root that walks a model-like holder names grads by path.
 TEST_F(MemdiagTest, RootsNameWhatTheyHold) {
   at::Tensor weight = at::ones({3}).requires_grad_(true);

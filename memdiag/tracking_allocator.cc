@@ -29,6 +29,7 @@ struct Header {
   uint32_t scope;
   uint32_t shard;
   uint32_t mark;  // the last inventory that met it through a root (memdiag_internal::Mark)
+  uint32_t slot;  // that inventory's entry for it (valid while mark is its epoch)
 };
 constexpr size_t kHeader = c10::gAlignment;
 static_assert(sizeof(Header) <= kHeader, "the header must fit one alignment unit");
@@ -38,7 +39,7 @@ constexpr uint32_t kShards = 16;
 // A circular list of live allocations with a sentinel, behind its own lock.
 struct Shard {
   std::mutex mu;
-  Header head{0, 0, 0, &head, &head, 0, 0, 0};
+  Header head{0, 0, 0, &head, &head, 0, 0, 0, 0};
 };
 Shard shards[kShards];
 
@@ -90,7 +91,7 @@ int history_frames = 0;
 
 namespace memdiag_internal {
 namespace {
-c10::DeleterFnPtr tracked_deleter = nullptr;  // set by NewMarkEpoch, read by ReadAndMark
+c10::DeleterFnPtr tracked_deleter = nullptr;  // set by NewMarkEpoch, read by Meet
 }  // namespace
 
 uint32_t NewMarkEpoch() {
@@ -101,15 +102,20 @@ uint32_t NewMarkEpoch() {
   return e;
 }
 
-bool ReadAndMark(const c10::DataPtr& data, uint32_t epoch, LiveRecord* out) {
+Meeting Meet(const c10::DataPtr& data, uint32_t epoch, uint32_t* slot, LiveRecord* out) {
   // &TrackingAllocator::Delete, without a virtual call per storage.
   if (tracker == nullptr || data.get_deleter() != tracked_deleter || data.get() == nullptr) {
-    return false;
+    return Meeting::kUntracked;
   }
   Header* h = reinterpret_cast<Header*>(static_cast<char*>(data.get()) - kHeader);
+  if (h->mark == epoch) {
+    *slot = h->slot;
+    return Meeting::kAgain;
+  }
   h->mark = epoch;
+  h->slot = *slot;
   *out = {data.get(), h->nbytes, h->seq, h->scope, h->step};
-  return true;
+  return Meeting::kFirst;
 }
 
 void ForEachLiveUnmarked(uint32_t epoch, int64_t marked,
@@ -163,6 +169,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   h->step = current_step;
   h->shard = my_shard;
   h->mark = 0;
+  h->slot = 0;
   Shard& shard = shards[my_shard];
   {
     std::lock_guard<std::mutex> lock(shard.mu);

@@ -63,13 +63,19 @@ struct LiveRecord {
   uint32_t scope;
   int64_t step;
 };
-// Inventories (memdiag/inventory.cc): a fresh epoch; for a storage's DataPtr the tracker
-// allocated, its record (true) and the header marked with `epoch`; then the live allocations
-// not marked with `epoch` (the ones no root reaches), given that `marked` distinct ones were:
-// the walk stops when num_live() - marked are found. Not thread-safe against another
-// inventory; allocations made by other threads meanwhile may be missed or cut the walk short.
+// Inventories (memdiag/inventory.cc): a fresh epoch; Meet for each storage met through a root;
+// then the live allocations not marked with `epoch` (the ones no root reaches), given that
+// `marked` distinct ones were: the walk stops when num_live() - marked are found. Not
+// thread-safe against another inventory; allocations made by other threads meanwhile may be
+// missed or cut the walk short.
 uint32_t NewMarkEpoch();
-bool ReadAndMark(const c10::DataPtr& data, uint32_t epoch, LiveRecord* out);
+enum class Meeting {
+  kUntracked,  // not the tracker's allocation
+  kFirst,      // marked with `epoch` now: *out is its record, and *slot is kept in its header
+  kAgain,      // already marked with `epoch`: *slot is the value kept at the first meeting
+};
+// A storage's DataPtr met by the inventory of `epoch`; `slot` is the inventory's entry for it.
+Meeting Meet(const c10::DataPtr& data, uint32_t epoch, uint32_t* slot, LiveRecord* out);
 void ForEachLiveUnmarked(uint32_t epoch, int64_t marked,
                          void (*fn)(void* context, const LiveRecord& record), void* context);
 }  // namespace memdiag_internal
