@@ -42,6 +42,10 @@ SYSTEM_LIBRARIES = {
     "zlib": {
         "build_file": Label("//third_party/zlib:system.BUILD.bazel"),
     },
+    # libgoogle-perftools-dev: tcmalloc for the training binaries (//tools:distill).
+    "com_github_gperftools_gperftools": {
+        "build_file": Label("//third_party/com_github_gperftools_gperftools:system.BUILD.bazel"),
+    },
 }
 
 _RULES_CC_DEFS = """

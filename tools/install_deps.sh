@@ -29,6 +29,9 @@ PACKAGES=(
   # Gloo's headers for c10d's ProcessGroupGloo (distill/boxes/ddp): the torch wheel ships
   # libtorch's own gloo but not its headers.
   libgloo-dev
+  # tcmalloc, the training binaries' malloc (a CPU training step spends ~20% of its time in
+  # glibc's malloc and free at small batches).
+  libgoogle-perftools-dev
   # The main job's data set: Fashion-MNIST under /usr/share/datasets/fashion-mnist.
   dataset-fashion-mnist
   # The virtual environment (python3 -m venv).

@@ -17,6 +17,7 @@
 //   bazel run -c opt //distill/boxes:box_benchmark -- --pairs=7
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
 //   (--peers needs tools/install_deps.sh --peers)
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,9 @@ ABSL_FLAG(int, pairs, 7,
           "epochs timed");
 ABSL_FLAG(int, samples, 3840, "samples an epoch");
 ABSL_FLAG(int, batch, 128, "batch size");
+ABSL_FLAG(bool, peer_tcmalloc, false,
+          "with --peers: run torchdistill on tcmalloc too (LD_PRELOAD of Debian's "
+          "libtcmalloc_minimal.so.4), as libkd's binaries are linked");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -153,6 +157,14 @@ double HandEpoch(int samples, int batch_size) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+
+// The malloc this process runs on: tcmalloc where //tools:distill's is linked in (it exports
+// tc_malloc), else the C library's.
+const char* MallocName() {
+  return dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc";
+}
+
 // torchdistill's DistillationBox, timed by peer_box_timing.py in a Python
 // process that answers one request line at a time (see the script): libkd's own
 // epochs run while it waits, so both sides see the same machine state.
@@ -168,6 +180,9 @@ class PeerServer {
       dup2(from_child[1], STDOUT_FILENO);
       close(to_child[1]);
       close(from_child[0]);
+      if (absl::GetFlag(FLAGS_peer_tcmalloc)) {
+        setenv("LD_PRELOAD", kTcmalloc, 1);
+      }
       const std::string script = "distill/boxes/peer_box_timing.py";
       execl(python.c_str(), python.c_str(), script.c_str(), nullptr);
       _exit(127);
@@ -276,12 +291,14 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
   const int steps = samples / batch;
   const double n = static_cast<double>(ratios.size());
   std::cout << absl::StrFormat(
-      "libkd DistillationBox %.1f steps/s, torchdistill DistillationBox "
-      "%.1f steps/s (%.0f%% of its time in its data loader); %d steps of %d, "
+      "libkd DistillationBox %.1f steps/s (malloc: %s), torchdistill DistillationBox "
+      "%.1f steps/s (malloc: %s; %.0f%% of its time in its data loader); %d steps of %d, "
       "one thread\n"
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
-      steps * n / libkd_sum, steps * n / peer_sum, 100 * loader_sum / peer_sum, steps, batch,
+      steps * n / libkd_sum, MallocName(), steps * n / peer_sum,
+      absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum,
+      steps, batch,
       ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(), ratios.back());
   return 0;
 }
