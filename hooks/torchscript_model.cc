@@ -41,18 +41,16 @@ class CompiledForward final : public internal::TapSink {
  public:
   CompiledForward(internal::TapList* taps) : taps_(taps) {}
 
-  void OnTap(int64_t site, const c10::IValue& args, const c10::IValue& output,
-             const c10::IValue& args_now, const c10::IValue& output_now) override {
+  void OnTap(int64_t site, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+             c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) override {
     internal::PooledArgs values;
-    const auto& elements = args.toTupleRef().elements();
-    values->assign(elements.begin(), elements.end());
-    if (&args_now == &args || args_now.isSameIdentity(args)) {  // not copied
+    values->assign(args.begin(), args.end());
+    if (args_now.data() == args.data()) {  // not copied
       taps_->Dispatch(site_ids[site], *values, output, *values, output_now);
       return;
     }
     internal::PooledArgs values_now;
-    const auto& elements_now = args_now.toTupleRef().elements();
-    values_now->assign(elements_now.begin(), elements_now.end());
+    values_now->assign(args_now.begin(), args_now.end());
     taps_->Dispatch(site_ids[site], *values, output, *values_now, output_now);
   }
 

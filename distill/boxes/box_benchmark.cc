@@ -297,9 +297,9 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
       steps * n / libkd_sum, MallocName(), steps * n / peer_sum,
-      absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum,
-      steps, batch,
-      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(), ratios.back());
+      absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum, steps,
+      batch, ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(),
+      ratios.back());
   return 0;
 }
 

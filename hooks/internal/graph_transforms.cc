@@ -16,28 +16,36 @@ namespace kd {
 namespace internal {
 namespace {
 
-torch::jit::RegisterOperators register_tap_op({torch::jit::Operator(
-    "kd::tap(int sink, int site, int copy, Any args, Any output) -> ()",
-    [](torch::jit::Stack& stack) {
-      // Read in place and dropped after: a hooked call pays no copies here.
-      const c10::IValue* in = &*(stack.end() - 5);
-      auto* sink = reinterpret_cast<TapSink*>(in[0].toInt());
-      const int64_t site = in[1].toInt();
-      const int64_t copy = in[2].toInt();
-      const c10::IValue& args = in[3];
-      const c10::IValue& output = in[4];
-      if (copy == 0) {
-        sink->OnTap(site, args, output, args, output);
-      } else {
-        // Values the rest of the graph writes in place: copies as they are now, for the sink's
-        // HookValues::kAsReturned consumers.
-        const c10::IValue args_now = (copy & kCopyArgs) ? CloneValue(args) : args;
-        const c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
-        sink->OnTap(site, args, output, args_now, output_now);
+// The tap's Operation, made once per node when its graph is compiled: the sink, site and copy
+// flags are the node's attributes, so a call pushes nothing but the values it passes.
+torch::jit::Operation CreateTap(const torch::jit::Node* node) {
+  auto* sink = reinterpret_cast<TapSink*>(node->i(TapAttr::kSink));
+  const int64_t site = node->i(TapAttr::kSite);
+  const int64_t copy = node->i(TapAttr::kCopy);
+  const size_t n = node->inputs().size();  // the args, then the output
+  return [sink, site, copy, n](torch::jit::Stack& stack) {
+    // Read in place and dropped after: a hooked call pays no copies here.
+    const c10::ArrayRef<c10::IValue> in(&*(stack.end() - static_cast<std::ptrdiff_t>(n)), n);
+    const c10::ArrayRef<c10::IValue> args = in.slice(0, n - 1);
+    const c10::IValue& output = in.back();
+    if (copy == 0) {
+      sink->OnTap(site, args, output, args, output);
+    } else {
+      // Values the rest of the graph writes in place: copies as they are now, for the sink's
+      // HookValues::kAsReturned consumers.
+      std::vector<c10::IValue> args_now(args.begin(), args.end());
+      if (copy & kCopyArgs) {
+        for (c10::IValue& arg : args_now) arg = CloneValue(arg);
       }
-      torch::jit::drop(stack, 5);
-    },
-    c10::AliasAnalysisKind::CONSERVATIVE)});
+      const c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
+      sink->OnTap(site, args, output, args_now, output_now);
+    }
+    torch::jit::drop(stack, n);
+  };
+}
+
+torch::jit::RegisterOperators register_tap_op({torch::jit::Operator(
+    c10::Symbol::fromQualString(kTapOp), CreateTap, c10::AliasAnalysisKind::CONSERVATIVE)});
 
 using torch::jit::Graph;
 using torch::jit::Node;
@@ -81,18 +89,19 @@ size_t GivenArguments(Node* call) {
   return n;
 }
 
-// Places kd::tap(sink, site, 0, (args...), output) right after `call` (copying nothing yet).
+// Places kd::tap(args..., output) right after `call`, with attributes sink, site and copy 0
+// (copying nothing yet).
 void InsertTap(TappedGraph& out, Node* call, const std::string& path, int64_t sink) {
   Graph& graph = *out.graph;
   torch::jit::WithInsertPoint guard(call->next());
-  Value* args =
-      graph.insertNode(graph.createTuple(call->inputs().slice(1, GivenArguments(call))))->output();
-  Value* sink_value = graph.insertConstant(c10::IValue(sink));
-  Value* site = graph.insertConstant(c10::IValue(static_cast<int64_t>(out.sites.size())));
-  Value* copy = graph.insertConstant(c10::IValue(int64_t{0}));
-  graph.insertNode(graph.create(c10::Symbol::fromQualString(kTapOp),
-                                {sink_value, site, copy, args, call->outputs().at(0)},
-                                /*num_outputs=*/0));
+  std::vector<Value*> inputs;
+  for (Value* arg : call->inputs().slice(1, GivenArguments(call))) inputs.push_back(arg);
+  inputs.push_back(call->outputs().at(0));
+  Node* tap = graph.insertNode(
+      graph.create(c10::Symbol::fromQualString(kTapOp), inputs, /*num_outputs=*/0));
+  tap->i_(TapAttr::kSink, sink);
+  tap->i_(TapAttr::kSite, static_cast<int64_t>(out.sites.size()));
+  tap->i_(TapAttr::kCopy, 0);
   out.sites.push_back(path);
 }
 
@@ -111,15 +120,13 @@ void SetCopyFlags(TappedGraph& out, const std::set<std::string>& as_returned) {
   Value* self = graph.inputs().at(0);
   for (Node* node : AllNodes(graph.block())) {
     if (node->kind() != c10::Symbol::fromQualString(kTapOp)) continue;
-    const int64_t site = torch::jit::toIValue(node->input(1))->toInt();
+    const int64_t site = node->i(TapAttr::kSite);
     if (!as_returned.count(out.sites[site])) continue;
-    Node* args = node->input(3)->node();  // the prim::TupleConstruct of the call's args
-    const std::set<const Value*> arg_values(args->inputs().begin(), args->inputs().end());
+    const auto inputs = node->inputs();
+    const std::set<const Value*> arg_values(inputs.begin(), inputs.end() - 1);
     const int64_t copy = (WrittenAfter(graph, node, arg_values, self) ? kCopyArgs : 0) |
-                         (WrittenAfter(graph, node, {node->input(4)}, self) ? kCopyOutput : 0);
-    if (copy == 0) continue;
-    torch::jit::WithInsertPoint guard(node);
-    node->replaceInput(2, graph.insertConstant(c10::IValue(copy)));
+                         (WrittenAfter(graph, node, {inputs.back()}, self) ? kCopyOutput : 0);
+    node->i_(TapAttr::kCopy, copy);
   }
 }
 

@@ -28,24 +28,31 @@
 namespace kd {
 namespace internal {
 
-// The side-effecting op a tap is: kd::tap(int sink, int site, int copy, Any args, Any output)
-// -> (). Registered (graph_transforms.cc) with CONSERVATIVE alias analysis, so dead-code
-// elimination keeps it and what it reads. Running it clones the args (copy & kCopyArgs) and
-// the output (copy & kCopyOutput) and hands the sink both the originals and those.
+// The side-effecting op a tap is: kd::tap(args..., output) -> (), a variadic op whose node
+// carries the sink's address, the site and the copy flags as int attributes (TapAttr), read
+// once when the graph is compiled. Registered (graph_transforms.cc) with CONSERVATIVE alias
+// analysis, so dead-code elimination keeps it and what it reads. Running it clones the args
+// (copy & kCopyArgs) and the output (copy & kCopyOutput) and hands the sink both the
+// originals and those.
 inline constexpr char kTapOp[] = "kd::tap";
 inline constexpr int64_t kCopyArgs = 1;
 inline constexpr int64_t kCopyOutput = 2;
+struct TapAttr {
+  static inline const c10::Symbol kSink = c10::Symbol::attr("kd_sink");
+  static inline const c10::Symbol kSite = c10::Symbol::attr("kd_site");
+  static inline const c10::Symbol kCopy = c10::Symbol::attr("kd_copy");
+};
 
 // Receives the values of kd::tap ops. The graph carries the sink's address as a constant: the
 // owner of a tapped graph must keep its sink alive while the graph can run.
 class TapSink {
  public:
   virtual ~TapSink() = default;
-  // `args` (a tuple) and `output` are the graph's own values; `args_now` and
-  // `output_now` the same objects or, where the tap copies, copies taken at the
+  // `args` and `output` are the graph's own values; `args_now` and `output_now` the same
+  // objects (args_now.data() == args.data()) or, where the tap copies, copies taken at the
   // tap. They live for the call.
-  virtual void OnTap(int64_t site, const c10::IValue& args, const c10::IValue& output,
-                     const c10::IValue& args_now, const c10::IValue& output_now) = 0;
+  virtual void OnTap(int64_t site, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+                     c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) = 0;
 };
 
 // The module path of a module value: the chain of prim::GetAttr from `self` ("layer2.0"),
