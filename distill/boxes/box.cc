@@ -13,7 +13,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -163,18 +162,11 @@ class BoxImpl final : public Box {
   // In a multi-process run, an error caused by a lost or failed rank becomes the monitor's
   // account naming it; a rank's own error is reported to the others before it returns.
   absl::StatusOr<RunResult> Run() override {
-    absl::StatusOr<RunResult> result;
-    std::string thrown;
-    try {
-      result = RunStages();
-    } catch (const c10::Error& error) {
-      thrown = error.what_without_backtrace();
-    } catch (const std::exception& error) {
-      thrown = error.what();
-    }
-    if (!thrown.empty()) {
-      result = absl::InternalError(absl::StrCat("the run stopped on libtorch's error: ", thrown));
-    }
+    absl::StatusOr<absl::StatusOr<RunResult>> ran = CallTorch([&] { return RunStages(); });
+    absl::StatusOr<RunResult> result =
+        ran.ok() ? *std::move(ran)
+                 : absl::InternalError(absl::StrCat("the run stopped on libtorch's error: ",
+                                                    ran.status().message()));
     if (!result.ok() && monitor_ != nullptr) {
       // A lost or failed rank explains this one's error (a process function wraps a failed
       // collective in its own status); otherwise the error is this rank's, and the others are

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <tuple>
 #include <utility>
 
@@ -26,6 +25,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/torch_status.h"
 #include "distill/boxes/internal/nccl_backend.h"
 
 extern char** environ;
@@ -206,7 +206,8 @@ absl::Status WaitForRanks(const std::vector<int>& pids) {
 }
 
 absl::Status BroadcastFromRankZero(Model& model, c10d::ProcessGroup& group) {
-  try {
+  // Gloo throws its own exceptions (gloo::IoException) as well as c10's.
+  const absl::Status done = CallTorch([&] {
     at::NoGradGuard no_grad;
     for (const std::vector<NamedTensor>& tensors :
          {model.NamedParameters(), model.NamedBuffers()}) {
@@ -215,14 +216,10 @@ absl::Status BroadcastFromRankZero(Model& model, c10d::ProcessGroup& group) {
         group.broadcast(one)->wait();
       }
     }
-  } catch (const c10::Error& error) {
-    return absl::UnavailableError(
-        absl::StrCat("broadcasting rank 0's parameters failed: ", ErrorText(error)));
-  } catch (const std::exception& error) {  // Gloo's own, e.g. gloo::IoException
-    return absl::UnavailableError(
-        absl::StrCat("broadcasting rank 0's parameters failed: ", error.what()));
-  }
-  return absl::OkStatus();
+  });
+  if (done.ok()) return done;
+  return absl::UnavailableError(
+      absl::StrCat("broadcasting rank 0's parameters failed: ", done.message()));
 }
 
 absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
