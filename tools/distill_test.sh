@@ -65,6 +65,22 @@ check "nproc: half the steps each" test "$(grep -c '"step":{' "$TEST_TMPDIR/d/me
 check "nproc: checkpoint" test -s "$TEST_TMPDIR/d/ckpt/last.pt"
 expect_error "nproc: negative" "--nproc_per_node must be >= 0, got -1" --nproc_per_node=-1
 
+# torchrun (the venv's torch.distributed.run) launches the tool itself: the same run, the same
+# final metrics as --nproc_per_node=2.
+python="$TEST_SRCDIR/$TEST_WORKSPACE/external/libtorch/python.sh"
+[[ -x "$python" ]] || python="$TEST_SRCDIR/libtorch/python.sh"
+if "$python" -c 'import torch.distributed.run' 2>/dev/null; then
+  tout=$("$python" -m torch.distributed.run --nproc_per_node=2 --master_port="$((20000 + RANDOM % 20000))"     --no-python "$tool" --config="$TEST_TMPDIR/ddp.pbtxt" --run_dir="$TEST_TMPDIR/t"     2>"$TEST_TMPDIR/torchrun_err"); rc=$?
+  check "torchrun: exit 0" test "$rc" -eq 0
+  check "torchrun: one summary" test "$(grep -c '"box":"TrainingBox"' <<<"$tout")" -eq 1
+  metrics() { grep -o '"final_metrics":{[^}]*}' <<<"$1"; }
+  check "torchrun: final metrics printed" test -n "$(metrics "$tout")"
+  check "torchrun: the metrics of --nproc_per_node" test "$(metrics "$tout")" = "$(metrics "$out")"
+  check "torchrun: checkpoint" test -s "$TEST_TMPDIR/t/ckpt/last.pt"
+else
+  echo "SKIP torchrun (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
+fi
+
 printf 'train {\n  num_epochs: 0\n}\n' >"$TEST_TMPDIR/bad.pbtxt"
 err=$("$tool" --config="$TEST_TMPDIR/bad.pbtxt" 2>&1 >/dev/null); rc=$?
 check "bad config: exit 2" test "$rc" -eq 2
