@@ -61,8 +61,7 @@ void RankMonitor::Beat() {
     try {
       store_->add(key, 1);
     } catch (const std::exception&) {
-      store_lost_ = true;  // rank 0, which serves the store, is gone (or hangs)
-      return;
+      return;  // rank 0, which serves the store, is gone (or hangs): Explain will say so
     }
   }
 }
@@ -79,7 +78,6 @@ std::vector<int64_t> RankMonitor::ReadBeats() {
   try {
     for (int r = 0; r < world_size_; ++r) beats.push_back(reader_->add(BeatKey(r), 0));
   } catch (const std::exception&) {
-    store_lost_ = true;
     beats.clear();
   }
   return beats;
@@ -89,7 +87,8 @@ std::vector<int> RankMonitor::LostRanks() {
   const std::vector<int64_t> before = ReadBeats();
   if (!before.empty()) std::this_thread::sleep_for(period_ * kMissedBeats);
   const std::vector<int64_t> after = before.empty() ? before : ReadBeats();
-  if (after.empty()) return rank_ == 0 ? std::vector<int>() : std::vector<int>{0};
+  store_unreachable_ = after.empty();  // now, not at some earlier beat
+  if (store_unreachable_) return rank_ == 0 ? std::vector<int>() : std::vector<int>{0};
   std::vector<int> lost;
   for (int r = 0; r < world_size_; ++r) {
     if (r != rank_ && after[r] == before[r]) lost.push_back(r);
@@ -100,7 +99,7 @@ std::vector<int> RankMonitor::LostRanks() {
 absl::Status RankMonitor::Explain(absl::string_view error) {
   const std::string here = absl::StrCat("; rank ", rank_, " stopped on: ", error);
   std::vector<int> lost = LostRanks();
-  if (store_lost_ && rank_ != 0) {
+  if (store_unreachable_ && rank_ != 0) {
     return absl::UnavailableError(
         absl::StrCat("rank 0 of ", world_size_,
                      " was lost: the rendezvous store it serves stopped answering (the "

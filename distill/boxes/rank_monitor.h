@@ -18,7 +18,6 @@
 #ifndef LIBKD_DISTILL_BOXES_RANK_MONITOR_H_
 #define LIBKD_DISTILL_BOXES_RANK_MONITOR_H_
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -82,7 +81,7 @@ class RankMonitor {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
-  std::atomic<bool> store_lost_{false};
+  bool store_unreachable_ = false;  // at the last LostRanks
   std::thread thread_;
 };
 
