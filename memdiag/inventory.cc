@@ -252,11 +252,10 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
       info->view_shapes.emplace_back(t.sizes().begin(), t.sizes().end());
       first_view.push_back(impl);
     } else {
-      const size_t index = slot;
-      if (impl != first_view[index]) {
+      if (impl != first_view[slot]) {
         if (info->num_views == 1) {
-          seen.insert(first_view[index]);
-          shared.push_back(static_cast<uint32_t>(index));
+          seen.insert(first_view[slot]);
+          shared.push_back(slot);
         }
         if (seen.insert(impl).second) {
           ++info->num_views;

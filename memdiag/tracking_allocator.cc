@@ -28,7 +28,7 @@ struct Header {
   Header* next;
   uint32_t scope;
   uint32_t shard;
-  uint32_t mark;  // the last inventory that met it through a root (memdiag_internal::Mark)
+  uint32_t mark;  // the last inventory that met it through a root (memdiag_internal::Meet)
   uint32_t slot;  // that inventory's entry for it (valid while mark is its epoch)
 };
 constexpr size_t kHeader = c10::gAlignment;
@@ -168,8 +168,7 @@ c10::DataPtr TrackingAllocator::allocate(size_t nbytes) {
   h->scope = current_scope;
   h->step = current_step;
   h->shard = my_shard;
-  h->mark = 0;
-  h->slot = 0;
+  h->mark = 0;  // never an epoch: slot is read only after a mark, so it needs no value
   Shard& shard = shards[my_shard];
   {
     std::lock_guard<std::mutex> lock(shard.mu);

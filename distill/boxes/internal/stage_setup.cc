@@ -237,8 +237,11 @@ std::string TensorBytes(const at::Tensor& t) {
 void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_sum, int64_t& count,
                     const NamedMetrics& metrics) {
   std::vector<double> sums = {loss_sum, static_cast<double>(count)};
+  std::vector<size_t> sizes;  // each metric's number of sums
   for (const auto& [name, metric] : metrics) {
-    for (double v : metric->Sums()) sums.push_back(v);
+    const std::vector<double> own = metric->Sums();
+    sums.insert(sums.end(), own.begin(), own.end());
+    sizes.push_back(own.size());
   }
   // Gloo reduces CPU tensors, NCCL device ones.
   std::vector<at::Tensor> tensors = {
@@ -249,10 +252,9 @@ void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_
   loss_sum = t[0];
   count = static_cast<int64_t>(t[1]);
   size_t at = 2;
-  for (const auto& [name, metric] : metrics) {
-    const size_t n = metric->Sums().size();
-    metric->SetSums(std::vector<double>(t + at, t + at + n));
-    at += n;
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    metrics[i].second->SetSums(std::vector<double>(t + at, t + at + sizes[i]));
+    at += sizes[i];
   }
 }
 
