@@ -70,10 +70,14 @@ expect_error "nproc: negative" "--nproc_per_node must be >= 0, got -1" --nproc_p
 python="$TEST_SRCDIR/$TEST_WORKSPACE/external/libtorch/python.sh"
 [[ -x "$python" ]] || python="$TEST_SRCDIR/libtorch/python.sh"
 if "$python" -c 'import torch.distributed.run' 2>/dev/null; then
-  tout=$("$python" -m torch.distributed.run --nproc_per_node=2 --master_port="$((20000 + RANDOM % 20000))"     --no-python "$tool" --config="$TEST_TMPDIR/ddp.pbtxt" --run_dir="$TEST_TMPDIR/t"     2>"$TEST_TMPDIR/torchrun_err"); rc=$?
+  tout=$("$python" -m torch.distributed.run --nproc_per_node=2 \
+    --master_port="$((20000 + RANDOM % 20000))" --no-python "$tool" \
+    --config="$TEST_TMPDIR/ddp.pbtxt" --run_dir="$TEST_TMPDIR/t" 2>"$TEST_TMPDIR/torchrun_err"); rc=$?
   check "torchrun: exit 0" test "$rc" -eq 0
   check "torchrun: one summary" test "$(grep -c '"box":"TrainingBox"' <<<"$tout")" -eq 1
-  metrics() { grep -o '"final_metrics":{[^}]*}' <<<"$1"; }
+  # The metrics one per line, sorted: a proto map's JSON order is not fixed.
+  metrics() { grep -o '"final_metrics":{[^}]*}' <<<"$1" | sed 's/^"final_metrics":{//; s/}$//' |
+    tr ',' '\n' | sort; }
   check "torchrun: final metrics printed" test -n "$(metrics "$tout")"
   check "torchrun: the metrics of --nproc_per_node" test "$(metrics "$tout")" = "$(metrics "$out")"
   check "torchrun: checkpoint" test -s "$TEST_TMPDIR/t/ckpt/last.pt"
