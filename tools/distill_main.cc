@@ -28,8 +28,13 @@
 #include "distill/boxes/ddp.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/type_resolver.h"
+#include "google/protobuf/util/type_resolver_util.h"
 #include "tools/run_log.pb.h"
 #include "tools/tool_util.h"
 
@@ -81,11 +86,28 @@ std::string Digest(const std::string& text) {
   return absl::StrFormat("%016x", h);
 }
 
+// One line of JSON, the same for the same message in every process: MessageToJsonString prints
+// a map in its hash order, which differs between runs, so the message goes through protobuf's
+// deterministic wire form (fields by number, map entries by key), which BinaryToJsonString
+// prints in the order it reads.
 std::string Json(const google::protobuf::Message& message) {
-  std::string out;
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream stream(&binary);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  constexpr char kUrlPrefix[] = "type.googleapis.com";
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
+  std::string out;
+  (void)google::protobuf::util::BinaryToJsonString(
+      resolver, absl::StrCat(kUrlPrefix, "/", message.GetDescriptor()->full_name()), binary, &out,
+      options);
   return out;
 }
 
