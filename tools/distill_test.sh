@@ -33,9 +33,12 @@ check "run: step lines" test "$(grep -c '"step":{' "$run/metrics.jsonl")" -eq 4
 check "run: accuracy logged" grep -q '"accuracy":' "$run/metrics.jsonl"
 check "run: progress lines" grep -q 'syn stage0 epoch 2/2: train loss' "$TEST_TMPDIR/err"
 check "run: checkpoint" test -s "$run/ckpt/last.pt"
+# The final metrics of a summary, as printed.
+final_metrics() { grep -o '"final_metrics":{[^}]*}' <<<"$1"; }
 # summary.json's maps are printed by key (protobuf's own JSON printer prints them in hash order,
 # which changes between processes).
-keys=$(grep -o '"final_metrics":{[^}]*}' "$run/summary.json" | sed 's/^"final_metrics"://' | grep -o '"[a-z_0-9/]*":' | tr -d '":')
+keys=$(final_metrics "$(<"$run/summary.json")" | sed 's/^"final_metrics"://' |
+  grep -o '"[a-z_0-9/]*":' | tr -d '":')
 check "run: several final metrics" test "$(wc -l <<<"$keys")" -ge 2
 check "run: final metrics by key" test "$keys" = "$(LC_ALL=C sort <<<"$keys")"
 
@@ -81,9 +84,9 @@ if "$python" -c 'import torch.distributed.run' 2>/dev/null; then
   check "torchrun: exit 0" test "$rc" -eq 0
   check "torchrun: one summary" test "$(grep -c '"box":"TrainingBox"' <<<"$tout")" -eq 1
   # As printed, in another process: the map's order is fixed (by key) too.
-  metrics() { grep -o '"final_metrics":{[^}]*}' <<<"$1"; }
-  check "torchrun: final metrics printed" test -n "$(metrics "$tout")"
-  check "torchrun: the metrics of --nproc_per_node" test "$(metrics "$tout")" = "$(metrics "$out")"
+  check "torchrun: final metrics printed" test -n "$(final_metrics "$tout")"
+  check "torchrun: the metrics of --nproc_per_node" \
+    test "$(final_metrics "$tout")" = "$(final_metrics "$out")"
   check "torchrun: checkpoint" test -s "$TEST_TMPDIR/t/ckpt/last.pt"
 else
   echo "SKIP torchrun (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
