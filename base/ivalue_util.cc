@@ -48,6 +48,14 @@ c10::IValue MapTensors(const c10::IValue& value, const Fn& fn) {
 // tensor; at::_lazy_clone itself otherwise.
 at::Tensor LazyCloneTensor(const at::Tensor& t) {
   const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  if (impl != nullptr && impl->has_storage()) {
+    const c10::StorageImpl& storage = *impl->storage().unsafeGetStorageImpl();
+    if (storage.has_materializer() && !c10::impl::cow::is_cow_data_ptr(storage.data_ptr())) {
+      // Another write hook (a libkd write guard, hooks/internal/write_guard.h): a storage
+      // takes one at a time, and at::_lazy_clone would fail an assert.
+      return t.clone();
+    }
+  }
   if (impl == nullptr || typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
       t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
       (t.requires_grad() && at::GradMode::is_enabled())) {
@@ -65,18 +73,15 @@ at::Tensor LazyCloneTensor(const at::Tensor& t) {
 }  // namespace
 
 c10::IValue ToDevice(const c10::IValue& value, c10::Device device) {
-  return MapTensors(value, [device](const at::Tensor& t) {
-    return t.device() == device ? t : t.to(device);
-  });
+  return MapTensors(
+      value, [device](const at::Tensor& t) { return t.device() == device ? t : t.to(device); });
 }
 
 c10::IValue CloneValue(const c10::IValue& value) {
   return MapTensors(value, [](const at::Tensor& t) { return t.clone(); });
 }
 
-c10::IValue LazyCloneValue(const c10::IValue& value) {
-  return MapTensors(value, LazyCloneTensor);
-}
+c10::IValue LazyCloneValue(const c10::IValue& value) { return MapTensors(value, LazyCloneTensor); }
 
 c10::IValue DetachValue(const c10::IValue& value) {
   return MapTensors(value, [](const at::Tensor& t) { return t.detach(); });

@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "hooks/hook_point.h"
+#include "hooks/internal/write_guard.h"
 #include "hooks/native_model.h"
 
 namespace kd {
@@ -47,6 +48,8 @@ struct ForwardHookManager::Hook {
   struct OnDevice {
     c10::Device device;
     std::vector<c10::IValue> values;
+    // With write guards: one per value, resolved (and emptied) before the values are popped.
+    std::vector<internal::WriteGuard> guards;
   };
   using Recorded = std::vector<OnDevice>;  // usually one device
 
@@ -56,7 +59,10 @@ struct ForwardHookManager::Hook {
   const Model* model = nullptr;  // null for a raw native module
   std::string module_type;       // raw native modules, for messages
   bool fired = false;            // raw native modules
-  HookHandle handle;             // declared last: removed first
+  // Non-null: the hook receives references and keeps them as returned with these guards (a
+  // model that does not know its later writes, with HookValues::kAsReturned).
+  internal::WriteGuards* write_guards = nullptr;
+  HookHandle handle;  // declared last: removed first
 
   // The hot path: one call of the hooked module.
   void Record(const std::vector<c10::IValue>& args, const c10::IValue& output_value) {
@@ -66,10 +72,12 @@ struct ForwardHookManager::Hook {
             ? output_value.toTupleRef().elements()[0]
             : output_value;
     const c10::Device on = DeviceOf(out, args);
-    if (options.requires_output) Store(output, on, out);
+    // The input first: it is usually the output the previous hooked module returned, and
+    // shares its write guard.
     if (options.requires_input) {
       Store(input, on, args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args)));
     }
+    if (options.requires_output) Store(output, on, out);
   }
 
   // Where a call's values are recorded: the device of the output's first
@@ -94,21 +102,48 @@ struct ForwardHookManager::Hook {
       }
       on = &*it;
     }
-    if (!options.accumulates && !on->values.empty()) {
-      on->values.back() = std::move(value);  // the last call wins
+    const bool replaces = !options.accumulates && !on->values.empty();  // the last call wins
+    if (write_guards != nullptr) {
+      if (replaces) {
+        on->guards.back() = internal::WriteGuard();
+      } else {
+        on->guards.emplace_back();
+      }
+      write_guards->Keep(value, on->guards.back());
+    }
+    if (replaces) {
+      on->values.back() = std::move(value);
       return;
     }
     on->values.push_back(std::move(value));
   }
 
+  // The recorded values as returned: what a write guard kept, where the forward wrote later.
+  void Resolve(OnDevice& on) {
+    if (on.guards.empty()) return;
+    for (size_t i = 0; i < on.values.size(); ++i) {
+      on.values[i] = write_guards->Resolve(std::move(on.values[i]), on.guards[i]);
+    }
+    on.guards.clear();
+  }
+  void Resolve() {
+    for (Recorded* recorded : {&input, &output}) {
+      for (OnDevice& d : *recorded) Resolve(d);
+    }
+  }
+
   void Clear() {
     for (Recorded* recorded : {&input, &output}) {
-      for (OnDevice& d : *recorded) d.values.clear();  // keeps the capacity
+      for (OnDevice& d : *recorded) {
+        d.values.clear();  // keeps the capacity
+        d.guards.clear();
+      }
     }
   }
 };
 
-ForwardHookManager::ForwardHookManager(c10::Device target_device) : target_device_(target_device) {}
+ForwardHookManager::ForwardHookManager(c10::Device target_device)
+    : target_device_(target_device), write_guards_(std::make_unique<internal::WriteGuards>()) {}
 
 ForwardHookManager::~ForwardHookManager() { Clear(); }
 
@@ -156,8 +191,13 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::AddModelHook(
   hook->key = std::move(io_key);
   hook->options = options;
   hook->model = &model;
+  HookValues values = options.values;
+  if (values == HookValues::kAsReturned && !model.knows_later_writes()) {
+    values = HookValues::kReferences;  // kept as returned by write guards
+    hook->write_guards = write_guards_.get();
+  }
   return Keep(std::move(hook),
-              [&](HookFn fn) { return model.AddHook(module_path, std::move(fn), options.values); });
+              [&](HookFn fn) { return model.AddHook(module_path, std::move(fn), values); });
 }
 
 absl::Status ForwardHookManager::AddHook(Model& model, absl::string_view module_path,
@@ -176,9 +216,14 @@ absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module
   hook->key = std::move(io_key);
   hook->options = options;
   hook->module_type = NativeTypeName(module);
+  HookValues values = options.values;
+  if (values == HookValues::kAsReturned) {
+    values = HookValues::kReferences;  // kept as returned by write guards
+    hook->write_guards = write_guards_.get();
+  }
   return Keep(std::move(hook),
               [&](HookFn fn) -> absl::StatusOr<HookHandle> {
-                return AddNativeHook(module, std::move(fn), options.values);
+                return AddNativeHook(module, std::move(fn), values);
               })
       .status();
 }
@@ -249,6 +294,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   const std::vector<Hook*>& sorted = SortedHooks();
   result.entries_.reserve(sorted.size());
   for (Hook* hook : sorted) {
+    hook->Resolve();
     // Keys are unique and sorted: appended unchecked.
     IoEntry& out = result.entries_.emplace_back(hook->key, IoEntry()).second;
     bool cleared = true;  // whether every value of the hook was moved out
@@ -304,6 +350,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
     }
     if (!cleared) hook->Clear();
   }
+  write_guards_->Reset();
   return result;
 }
 
@@ -333,11 +380,13 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
          {std::pair(kInput, &hook->input), std::pair(kOutput, &hook->output)}) {
       for (Hook::OnDevice& d : *recorded) {
         if (d.device != device || d.values.empty()) continue;
+        hook->Resolve(d);
         std::vector<c10::IValue> values = std::exchange(d.values, {});
         KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
       }
     }
   }
+  write_guards_->Reset();
   return result;
 }
 
@@ -348,11 +397,13 @@ void ForwardHookManager::ChangeTargetDevice(c10::Device device) {
 
 void ForwardHookManager::ClearIoDict() {
   for (const auto& hook : hooks_) hook->Clear();
+  write_guards_->Reset();
 }
 
 void ForwardHookManager::Clear() {
   sorted_hooks_.clear();
   hooks_.clear();
+  write_guards_->Reset();
 }
 
 std::vector<std::string> ForwardHookManager::HookedKeys() const {

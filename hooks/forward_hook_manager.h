@@ -13,7 +13,8 @@
 // teacher and a student, under distinct keys) and pop after any of them ran; it is not
 // thread-safe: use it from one thread. Recorded values keep the autograd graph (feature losses
 // backpropagate through them) and are what the module took and returned, even where the rest
-// of the forward writes them in place (HookOptions::values).
+// of the forward writes them in place (HookOptions::values). Until popped, the manager keeps
+// the recorded tensors alive (as torchdistill's dict does).
 #ifndef LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 #define LIBKD_HOOKS_FORWARD_HOOK_MANAGER_H_
 
@@ -55,6 +56,10 @@ struct HookOptions {
   // which a later in-place op of the forward changes (see kd::HookValues).
   HookValues values = HookValues::kAsReturned;
 };
+
+namespace internal {
+class WriteGuards;
+}  // namespace internal
 
 class ForwardHookManager {
  public:
@@ -123,6 +128,8 @@ class ForwardHookManager {
   std::vector<std::unique_ptr<Hook>> hooks_;
   std::vector<Hook*> sorted_hooks_;
   std::vector<const Model*> models_;  // the distinct models hooked
+  // Keep HookValues::kAsReturned values of native models as returned (one share per storage).
+  std::unique_ptr<internal::WriteGuards> write_guards_;
   // Lets a HookHandle that outlives the manager do nothing.
   std::shared_ptr<ForwardHookManager*> alive_ = std::make_shared<ForwardHookManager*>(this);
 };

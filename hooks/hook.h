@@ -34,6 +34,10 @@ enum class HookValues {
   // TorchScript copies exactly where its graph writes later; native models hand over lazy
   // copies (copy-on-write: memory is copied only if the forward writes the tensor), one shared
   // by a module's output and the next hooked module's input while it is unchanged.
+  // ForwardHookManager, which hands values over only when popped, does it more cheaply on
+  // native models: it records the model's own tensors and arms their storages' write hooks
+  // (hooks/internal/write_guard.h), so a popped value is the model's own tensor unless the
+  // forward wrote it, and a copy made just before the write otherwise.
   kAsReturned,
   // The model's own tensors, as torchdistill records them: a later in-place op changes them.
   kReferences,

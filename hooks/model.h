@@ -95,6 +95,12 @@ class Model {
   virtual absl::StatusOr<HookHandle> AddHook(absl::string_view path, HookFn fn,
                                              HookValues values = HookValues::kAsReturned) = 0;
 
+  // Whether AddHook with HookValues::kAsReturned copies exactly the values the forward writes
+  // later (TorchScript: its graph says which), so that unwritten values cost nothing. When
+  // false (native models: lazy copies of every value), ForwardHookManager records references
+  // and guards them against later writes itself, which costs less per value.
+  virtual bool knows_later_writes() const { return false; }
+
   // Checks that every hooked module ran through a hook point at least once since it was hooked,
   // if the model has run a forward since: a model that did not run (a teacher-only evaluation)
   // has bypassed nothing. FailedPrecondition from NeverRanThroughHookPointError otherwise.

@@ -156,6 +156,8 @@ class TorchScriptModel final : public Model {
                      [this](const internal::TapList::Tap&) { dirty_ = true; });
   }
 
+  bool knows_later_writes() const override { return true; }
+
   absl::Status CheckHooksFired() const override {
     // Every tapped call site in a TorchScript graph is a hook point: nothing can be bypassed.
     return absl::OkStatus();

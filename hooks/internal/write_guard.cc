@@ -1,0 +1,294 @@
+#include "hooks/internal/write_guard.h"
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <typeinfo>
+#include <utility>
+
+#include <ATen/core/grad_mode.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/StorageMaterializer.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include "base/ivalue_util.h"
+
+namespace kd {
+namespace internal {
+namespace {
+
+constexpr int kChunks = 64;
+constexpr int kSlotsPerChunk = 64;
+constexpr int kSlots = kChunks * kSlotsPerChunk;
+
+// One armed storage. Between its acquisition and its release a slot belongs to one recorder,
+// which alone touches `storage`, `owner` and `guards`; the write hook, on any thread, only
+// reads `storage` and sets `copy`, then `written`.
+struct Slot {
+  c10::intrusive_ptr<c10::StorageImpl> storage;  // held while armed
+  const WriteGuards* owner = nullptr;
+  int32_t guards = 0;                         // the guards sharing it
+  c10::intrusive_ptr<c10::StorageImpl> copy;  // the bytes before the first write
+  std::atomic<bool> written{false};
+};
+
+// Namespace scope (no function-local static guard on the hot path): nothing records values
+// before main.
+Slot slots[kSlots];
+
+// Bit i of chunk c: slot c * 64 + i is taken.
+std::atomic<uint64_t> used_slots[kChunks];
+
+std::atomic<int64_t> copies_made{0};
+
+int32_t AcquireSlot(int& hint) {
+  for (int n = 0; n < kChunks; ++n) {
+    const int chunk = (hint + n) % kChunks;
+    uint64_t used = used_slots[chunk].load(std::memory_order_relaxed);
+    while (used != ~uint64_t{0}) {
+      const int bit = std::countr_zero(~used);
+      if (used_slots[chunk].compare_exchange_weak(used, used | (uint64_t{1} << bit),
+                                                  std::memory_order_acquire,
+                                                  std::memory_order_relaxed)) {
+        hint = chunk;
+        return chunk * kSlotsPerChunk + bit;
+      }
+    }
+  }
+  return -1;
+}
+
+// The last guard on `index` went: disarms the storage and frees the slot.
+void FreeSlot(int32_t index) {
+  Slot& slot = slots[index];
+  if (!slot.written.load(std::memory_order_acquire)) slot.storage->clear_materializer();
+  slot.storage.reset();
+  slot.copy.reset();
+  slot.owner = nullptr;
+  used_slots[index / kSlotsPerChunk].fetch_and(~(uint64_t{1} << (index % kSlotsPerChunk)),
+                                               std::memory_order_release);
+}
+
+// One guard less on `index`.
+inline void ReleaseSlot(int32_t index) {
+  if (--slots[index].guards == 0) FreeSlot(index);
+}
+
+// The write hook of slot `index`: libtorch calls it before the first write into the armed
+// storage, then disarms it. If the copy throws, the hook stays and the write does not happen.
+void CopyBeforeWrite(int32_t index, c10::StorageImpl* storage) {
+  Slot& slot = slots[index];
+  if (slot.storage.get() != storage || slot.written.load(std::memory_order_relaxed)) return;
+  const size_t nbytes = storage->nbytes();
+  c10::Allocator* allocator = storage->allocator();
+  slot.copy = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
+                                                    allocator->clone(storage->data(), nbytes),
+                                                    allocator, storage->resizable());
+  slot.written.store(true, std::memory_order_release);
+  copies_made.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A write hook is a plain function pointer: one function per slot.
+template <size_t kIndex>
+void CopyBeforeWriteTo(c10::StorageImpl* storage) {
+  CopyBeforeWrite(kIndex, storage);
+}
+
+template <size_t... kIndex>
+constexpr std::array<c10::MaterializeFn, sizeof...(kIndex)> MakeHooks(
+    std::index_sequence<kIndex...>) {
+  return {&CopyBeforeWriteTo<kIndex>...};
+}
+
+constexpr std::array<c10::MaterializeFn, kSlots> kHooks =
+    MakeHooks(std::make_index_sequence<kSlots>());
+
+bool Equal(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+bool SameLayout(const c10::TensorImpl& impl, const WriteGuard& guard) {
+  return impl.storage_offset() == guard.storage_offset && impl.dtype() == guard.dtype &&
+         Equal(impl.sizes(), guard.sizes_and_strides.sizes_arrayref()) &&
+         Equal(impl.strides(), guard.sizes_and_strides.strides_arrayref());
+}
+
+}  // namespace
+
+WriteGuard::WriteGuard() = default;
+
+WriteGuard::~WriteGuard() {
+  if (slot >= 0) ReleaseSlot(slot);
+}
+
+WriteGuard::WriteGuard(WriteGuard&& other) noexcept
+    : slot(std::exchange(other.slot, -1)),
+      sizes_and_strides(std::move(other.sizes_and_strides)),
+      storage_offset(other.storage_offset),
+      key_set(other.key_set),
+      dtype(other.dtype),
+      inference(other.inference),
+      grad_fn(std::move(other.grad_fn)),
+      output_nr(other.output_nr) {}
+
+WriteGuard& WriteGuard::operator=(WriteGuard&& other) noexcept {
+  if (this != &other) {
+    if (slot >= 0) ReleaseSlot(slot);
+    slot = std::exchange(other.slot, -1);
+    sizes_and_strides = std::move(other.sizes_and_strides);
+    storage_offset = other.storage_offset;
+    key_set = other.key_set;
+    dtype = other.dtype;
+    inference = other.inference;
+    grad_fn = std::move(other.grad_fn);
+    output_nr = other.output_nr;
+  }
+  return *this;
+}
+
+WriteGuards::WriteGuards()
+    : chunk_hint_(static_cast<int>(std::hash<const void*>()(this) % kChunks)) {}
+
+int64_t WriteGuards::CopiesMade() { return copies_made.load(std::memory_order_relaxed); }
+
+int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
+  if (storage.has_materializer()) {
+    // This recorder's, kept again (a block's input after its first layer's)?
+    for (int32_t index : armed_) {
+      Slot& slot = slots[index];
+      if (slot.storage.get() == &storage && slot.owner == this &&
+          !slot.written.load(std::memory_order_acquire)) {
+        ++slot.guards;
+        return index;
+      }
+    }
+    return -1;  // another recorder's, or copy-on-write
+  }
+  const int32_t index = AcquireSlot(chunk_hint_);
+  if (index < 0) return -1;
+  Slot& slot = slots[index];
+  slot.storage = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(&storage);
+  slot.owner = this;
+  slot.guards = 1;
+  slot.written.store(false, std::memory_order_relaxed);
+  storage.set_materializer(kHooks[index]);
+  armed_.push_back(index);
+  return index;
+}
+
+void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
+  c10::TensorImpl* impl = value.isTensor() && value.toTensor().defined()
+                              ? value.toTensor().unsafeGetTensorImpl()
+                              : nullptr;
+  // A plain dense tensor with memory of its own from an allocator; others get a copy now.
+  c10::StorageImpl* storage = impl != nullptr && typeid(*impl) == typeid(c10::TensorImpl) &&
+                                      impl->has_storage() && impl->layout() == c10::kStrided
+                                  ? impl->storage().unsafeGetStorageImpl()
+                                  : nullptr;
+  if (storage == nullptr || storage->allocator() == nullptr ||
+      storage->data_ptr().get() == nullptr) {
+    value = LazyCloneValue(value);
+    return;
+  }
+  const at::Tensor& t = value.toTensor();
+  c10::intrusive_ptr<torch::autograd::Node> grad_fn;
+  if (t.requires_grad()) {
+    // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
+    // both stay with the copy.
+    if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn())) {
+      value = LazyCloneValue(value);
+      return;
+    }
+  }
+  if (last_ >= 0 && slots[last_].storage.get() == storage && slots[last_].owner == this &&
+      !slots[last_].written.load(std::memory_order_acquire)) {
+    ++slots[last_].guards;  // the previous hooked module's output, say
+    guard.slot = last_;
+  } else {
+    guard.slot = Arm(*storage);
+    if (guard.slot < 0) {
+      value = LazyCloneValue(value);
+      return;
+    }
+    last_ = guard.slot;
+  }
+  const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
+  guard.sizes_and_strides.resize(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    guard.sizes_and_strides.size_at_unchecked(i) = sizes[i];
+    guard.sizes_and_strides.stride_at_unchecked(i) = strides[i];
+  }
+  guard.storage_offset = impl->storage_offset();
+  guard.key_set = impl->key_set();
+  guard.dtype = impl->dtype();
+  guard.inference = t.is_inference();
+  if (grad_fn) {
+    guard.grad_fn = std::move(grad_fn);
+    guard.output_nr = t.output_nr();
+  }
+}
+
+c10::IValue WriteGuards::Resolve(c10::IValue value, WriteGuard& kept) {
+  if (kept.slot < 0) return value;
+  struct Release {
+    ~Release() {
+      ReleaseSlot(std::exchange(guard.slot, -1));
+      guard.grad_fn.reset();
+    }
+    WriteGuard& guard;
+  } release{kept};
+  const Slot& slot = slots[kept.slot];
+  const bool written = slot.written.load(std::memory_order_acquire);
+  const c10::TensorImpl* impl = value.toTensor().unsafeGetTensorImpl();
+  if (!written && impl->has_storage() &&
+      impl->storage().unsafeGetStorageImpl() == slot.storage.get() && SameLayout(*impl, kept)) {
+    return value;  // untouched: the model's own tensor
+  }
+  // The bytes as they were: the copy if the storage was written, else the storage (only the
+  // tensor's metadata or its storage changed).
+  const c10::intrusive_ptr<c10::StorageImpl>& bytes = written ? slot.copy : slot.storage;
+  for (const Rebuilt& r : rebuilt_) {
+    const c10::TensorImpl* done = r.tensor.unsafeGetTensorImpl();
+    if (r.original.unsafeGetTensorImpl() == impl &&
+        done->storage().unsafeGetStorageImpl() == bytes.get() && SameLayout(*done, kept) &&
+        r.tensor.grad_fn().get() == kept.grad_fn.get() &&
+        (!kept.grad_fn || r.tensor.output_nr() == kept.output_nr)) {
+      return r.tensor;
+    }
+  }
+  at::Tensor tensor;
+  {
+    // An inference tensor comes back as one (the constructor reads the mode for its keys).
+    std::optional<c10::InferenceMode> mode;
+    if (kept.inference) mode.emplace();
+    auto rebuilt =
+        c10::make_intrusive<c10::TensorImpl>(c10::Storage(bytes), kept.key_set, kept.dtype);
+    rebuilt->set_sizes_and_strides(kept.sizes_and_strides.sizes_arrayref(),
+                                   kept.sizes_and_strides.strides_arrayref(), kept.storage_offset);
+    tensor = at::Tensor(std::move(rebuilt));
+  }
+  if (kept.grad_fn) {
+    tensor = torch::autograd::make_variable(
+        tensor, torch::autograd::Edge(std::move(kept.grad_fn), kept.output_nr));
+  }
+  rebuilt_.push_back(Rebuilt{value.toTensor(), tensor});
+  return tensor;
+}
+
+void WriteGuards::Reset() {
+  last_ = -1;
+  armed_.clear();
+  rebuilt_.clear();
+}
+
+}  // namespace internal
+}  // namespace kd

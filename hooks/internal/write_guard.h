@@ -1,0 +1,118 @@
+// Write guards: keep a recorded tensor as it is now at the cost of a reference, and get it
+// back as it was when popped, whatever the rest of the forward wrote into it.
+//
+// A guard holds the tensor's storage, its metadata and its autograd edge, and arms the
+// storage's write hook (c10::StorageImpl::set_materializer, the hook libtorch's copy-on-write
+// tensors use): libtorch calls it on the first write into the storage (through this tensor or
+// any view of it, before the write), and the hook copies the bytes. Nothing is copied while
+// the forward leaves the storage alone. Resolve returns the model's own tensor if nothing
+// wrote it and its sizes, strides and offset are as they were; else it rebuilds the tensor on
+// the copy (or, where only the metadata or the tensor's storage changed, on the kept storage)
+// with the recorded metadata and autograd edge.
+//
+// This is how ForwardHookManager records HookValues::kAsReturned on models that cannot say
+// which values their forward writes later (native models): a reference and a guard per value
+// instead of a copy-on-write tensor per value. Where a guard cannot serve (see Keep), the value
+// is copied lazily at once, as before.
+//
+//   internal::WriteGuards guards;
+//   internal::WriteGuard guard;
+//   c10::IValue kept = y;
+//   guards.Keep(kept, guard);      // kept is still y
+//   y.relu_();                     // the write hook copies y's bytes, then the relu_ writes
+//   c10::IValue as_returned = guards.Resolve(std::move(kept), guard);  // y before the relu_
+//   guards.Reset();
+//
+// Armed storages are kept alive until their guards go (pop, clear). A storage takes one write
+// hook at a time: while a guard is armed on it, at::_lazy_clone of it fails libtorch's
+// "materializer already active" assert (kd::LazyCloneValue copies such storages eagerly).
+#ifndef LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
+#define LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/SizesAndStrides.h>
+#include <c10/util/intrusive_ptr.h>
+#include <c10/util/typeid.h>
+
+namespace torch {
+namespace autograd {
+struct Node;
+}  // namespace autograd
+}  // namespace torch
+
+namespace kd {
+namespace internal {
+
+// What one kept value needs to come back as it was; empty when the value was copied instead.
+// Movable; destroying an armed guard releases its share of the storage's write hook.
+struct WriteGuard {
+  WriteGuard();
+  ~WriteGuard();
+  WriteGuard(WriteGuard&& other) noexcept;
+  WriteGuard& operator=(WriteGuard&& other) noexcept;
+
+  bool armed() const { return slot >= 0; }
+
+  int32_t slot = -1;  // the armed storage's hook slot; -1: nothing guarded
+  c10::impl::SizesAndStrides sizes_and_strides;
+  int64_t storage_offset = 0;
+  c10::DispatchKeySet key_set;
+  caffe2::TypeMeta dtype;
+  bool inference = false;
+  c10::intrusive_ptr<torch::autograd::Node> grad_fn;  // null: no autograd history
+  uint32_t output_nr = 0;
+};
+
+// The guards of one recorder (a ForwardHookManager), used from one thread; the write hooks
+// may run on any thread. There are 4096 hook slots in a process (a write hook is a plain
+// function pointer, so each slot is a function of its own): past that many storages armed at
+// once, values are copied lazily at once.
+class WriteGuards {
+ public:
+  WriteGuards();
+  WriteGuards(const WriteGuards&) = delete;
+  WriteGuards& operator=(const WriteGuards&) = delete;
+
+  // Guards the tensor `value` with `guard` (empty: new or resolved) and leaves it as is (a
+  // reference), or, where a guard cannot
+  // serve (no tensor, a tuple, a sparse or wrapped tensor, a storage without an allocator,
+  // one another recorder guards or copy-on-write shares, a leaf that requires grad, a tensor
+  // that requires grad recorded without autograd, no free slot), replaces it by a copy (lazy
+  // where libtorch can) and leaves `guard` empty. Values of one storage share its hook.
+  void Keep(c10::IValue& value, WriteGuard& guard);
+
+  // `value` as it was when Keep guarded it with `guard` (which it empties). Two values kept
+  // from one tensor come back as one tensor, as they were recorded, until Reset().
+  c10::IValue Resolve(c10::IValue value, WriteGuard& guard);
+
+  // Forgets the tensors rebuilt and the storages armed so far (their guards stay valid; a
+  // storage kept again after Reset is copied instead of shared).
+  void Reset();
+
+  // How many armed storages were written, and so copied, in this process: for tests.
+  static int64_t CopiesMade();
+
+ private:
+  struct Rebuilt {
+    at::Tensor original;  // held: its address identifies it
+    at::Tensor tensor;
+  };
+
+  // A slot armed on `storage` (a new one, or this recorder's existing one), or -1.
+  int32_t Arm(c10::StorageImpl& storage);
+
+  int32_t last_ = -1;           // the slot Keep used last
+  std::vector<int32_t> armed_;  // the slots armed since Reset
+  std::vector<Rebuilt> rebuilt_;
+  int chunk_hint_;  // where this recorder looks for free slots first
+};
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
