@@ -16,10 +16,12 @@
 #include "gtest/gtest.h"
 #include "hooks/forward_hook_manager.h"
 #include "hooks/hook_point.h"
+#include "hooks/internal/write_guard.h"
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/small_cnn.h"
 #include "testing/status_matchers.h"
 #include "testing/tensor_matchers.h"
 
@@ -266,6 +268,32 @@ TEST(ForwardHookManagerValuesTest, AccumulatedNativeValuesAreEachAsReturned) {
     ASSERT_THAT(io, IsOk());
     EXPECT_THAT(io->at("a").at(kOutput), IValueNear(expected, 1e-6));
     EXPECT_THAT(io->at("a").at(kInput), IValueNear(at::stack({x1, x2}), 0));
+  }
+}
+
+// A forward that writes nothing in place copies nothing: no kernel of the small CNN's
+// (oneDNN convolutions, batch norm, pooling, linear; forward and backward) asks a recorded
+// storage for a writable pointer, so the guards cost no memory.
+TEST(ForwardHookManagerValuesTest, NativeForwardWithoutInPlaceWritesCopiesNothing) {
+  test::SmallCnn net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  for (const ModuleInfo& module : model->NamedModules()) {
+    ASSERT_THAT(manager.AddHook(*model, module.path, {.accumulates = true}), IsOk());
+  }
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({2, 1, 28, 28});
+  const int64_t copies = internal::WriteGuards::CopiesMade();
+  for (bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "eval under no_grad");
+    model->SetTraining(training);
+    at::AutoGradMode grad(training);
+    const at::Tensor y = model->Forward({x}).toTensor();
+    if (training) y.sum().backward();
+    auto io = manager.PopIoDict();
+    ASSERT_THAT(io, IsOk());
+    EXPECT_THAT(io->at("fc").at(kOutput).toListRef()[0], IValueNear(y, 0));
+    EXPECT_EQ(internal::WriteGuards::CopiesMade(), copies);
   }
 }
 
