@@ -185,17 +185,21 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::Keep(
   return raw;
 }
 
+HookValues ForwardHookManager::GuardWrites(Hook& hook, bool knows_later_writes) {
+  if (hook.options.values != HookValues::kAsReturned || knows_later_writes) {
+    return hook.options.values;
+  }
+  hook.write_guards = write_guards_.get();
+  return HookValues::kReferences;  // kept as returned by the write guards
+}
+
 absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::AddModelHook(
     Model& model, absl::string_view module_path, std::string io_key, const HookOptions& options) {
   auto hook = std::make_unique<Hook>();
   hook->key = std::move(io_key);
   hook->options = options;
   hook->model = &model;
-  HookValues values = options.values;
-  if (values == HookValues::kAsReturned && !model.knows_later_writes()) {
-    values = HookValues::kReferences;  // kept as returned by write guards
-    hook->write_guards = write_guards_.get();
-  }
+  const HookValues values = GuardWrites(*hook, model.knows_later_writes());
   return Keep(std::move(hook),
               [&](HookFn fn) { return model.AddHook(module_path, std::move(fn), values); });
 }
@@ -216,11 +220,7 @@ absl::Status ForwardHookManager::AddHookToModule(const torch::nn::Module& module
   hook->key = std::move(io_key);
   hook->options = options;
   hook->module_type = NativeTypeName(module);
-  HookValues values = options.values;
-  if (values == HookValues::kAsReturned) {
-    values = HookValues::kReferences;  // kept as returned by write guards
-    hook->write_guards = write_guards_.get();
-  }
+  const HookValues values = GuardWrites(*hook, /*knows_later_writes=*/false);
   return Keep(std::move(hook),
               [&](HookFn fn) -> absl::StatusOr<HookHandle> {
                 return AddNativeHook(module, std::move(fn), values);

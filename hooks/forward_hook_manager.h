@@ -115,6 +115,9 @@ class ForwardHookManager {
   // Adds `hook` once `attach` has put its recorder in place (the recorder writes into it).
   absl::StatusOr<Hook*> Keep(std::unique_ptr<Hook> hook,
                              const std::function<absl::StatusOr<HookHandle>(HookFn)>& attach);
+  // The values `hook` asks its model for: references kept as returned by write guards where
+  // it wants values as returned from a model that does not know its later writes.
+  HookValues GuardWrites(Hook& hook, bool knows_later_writes);
   absl::StatusOr<Hook*> AddModelHook(Model& model, absl::string_view module_path,
                                      std::string io_key, const HookOptions& options);
   void RemoveHook(const Hook* hook);
