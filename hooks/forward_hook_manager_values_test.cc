@@ -121,25 +121,27 @@ TEST(ForwardHookManagerValuesTest, NativeValuesAreWhatTheModuleReturnedWithoutGr
   EXPECT_FALSE(io->at("lin").at(kOutput).toTensor().requires_grad());
 }
 
-// Two hooked modules in a row: the first's output is the second's input, which the forward
-// then writes in place. Both records hold it as it was returned, through one shared copy.
-struct TwoLinearsImpl : torch::nn::Module {
-  TwoLinearsImpl()
+// Two hooked modules in a row, a then b on a's output; then the forward writes a's output in
+// place (`change`, relu_ by default) and returns b's. Both records of a's output (a's output,
+// b's input) hold it as it was returned, through one shared copy.
+struct WritesBetweenImpl : torch::nn::Module {
+  WritesBetweenImpl()
       : a(register_module("a", torch::nn::Linear(3, 3))),
         b(register_module("b", torch::nn::Linear(3, 3))) {}
   at::Tensor forward(at::Tensor x) {
     at::Tensor h = Call(a, x);
     at::Tensor y = Call(b, h);
-    h.relu_();
-    return y + h;
+    change(h);
+    return y;
   }
   torch::nn::Linear a, b;
+  std::function<void(at::Tensor&)> change = [](at::Tensor& h) { h.relu_(); };
 };
-TORCH_MODULE(TwoLinears);
+TORCH_MODULE(WritesBetween);
 
 TEST(ForwardHookManagerValuesTest, NativeChainSharesOneCopyOfWhatPassesBetweenModules) {
   at::manual_seed(0);
-  TwoLinears net;
+  WritesBetween net;
   std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
   ForwardHookManager manager;
   ASSERT_THAT(manager.AddHook(*model, "a"), IsOk());
@@ -164,7 +166,7 @@ TEST(ForwardHookManagerValuesTest, NativeChainSharesOneCopyOfWhatPassesBetweenMo
 // value as returned.
 TEST(ForwardHookManagerValuesTest, ACopyWrittenByItsHookIsNotShared) {
   at::manual_seed(0);
-  TwoLinears net;
+  WritesBetween net;
   at::Tensor b_input;
   HookHandle zero_a =
       AddNativeHook(*net->a, [](const std::vector<c10::IValue>&, const c10::IValue& output) {
@@ -179,22 +181,6 @@ TEST(ForwardHookManagerValuesTest, ACopyWrittenByItsHookIsNotShared) {
   net->forward(x);
   EXPECT_THAT(b_input, IValueNear(net->a->forward(x), 1e-6));
 }
-
-// a, then b on a's output, then the forward writes a's output in place and returns b's.
-struct WritesBetweenImpl : torch::nn::Module {
-  WritesBetweenImpl()
-      : a(register_module("a", torch::nn::Linear(3, 3))),
-        b(register_module("b", torch::nn::Linear(3, 3))) {}
-  at::Tensor forward(at::Tensor x) {
-    at::Tensor h = Call(a, x);
-    at::Tensor y = Call(b, h);
-    change(h);
-    return y;
-  }
-  torch::nn::Linear a, b;
-  std::function<void(at::Tensor&)> change = [](at::Tensor& h) { h.relu_(); };
-};
-TORCH_MODULE(WritesBetween);
 
 // What nothing writes is the model's own tensor (no copy); what the forward writes, or
 // reshapes, or replaces, comes back as it was returned, on a model's hooks and on a raw
