@@ -160,16 +160,23 @@ WriteGuards::WriteGuards()
 
 int64_t WriteGuards::CopiesMade() { return copies_made.load(std::memory_order_relaxed); }
 
+bool WriteGuards::Share(int32_t index, const c10::StorageImpl& storage) const {
+  Slot& slot = slots[index];
+  if (slot.storage.get() != &storage || slot.owner != this ||
+      slot.written.load(std::memory_order_acquire)) {
+    return false;
+  }
+  ++slot.guards;
+  return true;
+}
+
 int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
+  // The slot used last (the previous hooked module's output, say): no search.
+  if (last_ >= 0 && Share(last_, storage)) return last_;
   if (storage.has_materializer()) {
     // This recorder's, kept again (a block's input after its first layer's)?
     for (int32_t index : armed_) {
-      Slot& slot = slots[index];
-      if (slot.storage.get() == &storage && slot.owner == this &&
-          !slot.written.load(std::memory_order_acquire)) {
-        ++slot.guards;
-        return index;
-      }
+      if (Share(index, storage)) return last_ = index;
     }
     return -1;  // another recorder's, or copy-on-write
   }
@@ -182,7 +189,7 @@ int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
   slot.written.store(false, std::memory_order_relaxed);
   storage.set_materializer(kHooks[index]);
   armed_.push_back(index);
-  return index;
+  return last_ = index;
 }
 
 void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
@@ -209,17 +216,10 @@ void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
       return;
     }
   }
-  if (last_ >= 0 && slots[last_].storage.get() == storage && slots[last_].owner == this &&
-      !slots[last_].written.load(std::memory_order_acquire)) {
-    ++slots[last_].guards;  // the previous hooked module's output, say
-    guard.slot = last_;
-  } else {
-    guard.slot = Arm(*storage);
-    if (guard.slot < 0) {
-      value = LazyCloneValue(value);
-      return;
-    }
-    last_ = guard.slot;
+  guard.slot = Arm(*storage);
+  if (guard.slot < 0) {
+    value = LazyCloneValue(value);
+    return;
   }
   const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
   guard.sizes_and_strides.resize(sizes.size());

@@ -103,8 +103,12 @@ class WriteGuards {
     at::Tensor tensor;
   };
 
-  // A slot armed on `storage` (a new one, or this recorder's existing one), or -1.
+  // A slot armed on `storage` (a new one, or this recorder's existing one), or -1; it
+  // becomes last_.
   int32_t Arm(c10::StorageImpl& storage);
+  // Whether slot `index` is this recorder's, armed on `storage` and unwritten; if so, counts
+  // one more guard on it.
+  bool Share(int32_t index, const c10::StorageImpl& storage) const;
 
   int32_t last_ = -1;           // the slot Keep used last
   std::vector<int32_t> armed_;  // the slots armed since Reset
