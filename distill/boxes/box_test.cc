@@ -1,12 +1,8 @@
 // Boxes on the synthetic dataset (distill/data) with native models (distill/models): each box
-// kind trains; stages advance with stage checkpoints; a resumed run equals an uninterrupted
-// one; a killed checkpoint write leaves the previous checkpoint; a NaN loss stops the run;
-// missing dataset files are named.
+// kind trains; stages advance with stage checkpoints; parameter groups, mixed precision, the
+// test set, auxiliary modules, leak detection and the profiler. What survives a stop (resume,
+// a killed checkpoint write, a NaN loss, missing files): box_recovery_test.cc.
 #include "distill/boxes/box.h"
-
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -14,155 +10,31 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "base/file_util.h"
 #include "base/torch_file.h"
-#include "distill/procs/proc_func.h"
+#include "distill/boxes/internal/box_test_fixture.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
 namespace kd {
 namespace {
 
-namespace fs = std::filesystem;
+using test::BoxTest;
+using test::ExpectSameStudent;
+using test::kCe;
+using test::kData;
+using test::kKd;
+using test::kStudent;
+using test::kTeacher;
+using test::Parse;
+using test::RunDir;
+using test::Stage;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-// A classification task a small MLP learns in a few epochs.
-constexpr char kData[] = R"pb(
-  run { name: "t" seed: 3 log_every_n_steps: 4 }
-  datasets {
-    id: "train"
-    key: "synthetic"
-    kwargs { name: "num_samples" integer: 256 }
-    kwargs { name: "num_classes" integer: 4 }
-    kwargs { name: "height" integer: 6 }
-    kwargs { name: "width" integer: 6 }
-    kwargs { name: "seed" integer: 1 }
-  }
-  datasets {
-    id: "val"
-    key: "synthetic"
-    kwargs { name: "num_samples" integer: 128 }
-    kwargs { name: "num_classes" integer: 4 }
-    kwargs { name: "height" integer: 6 }
-    kwargs { name: "width" integer: 6 }
-    kwargs { name: "seed" integer: 1 }
-  }
-  evaluation { metrics { key: "accuracy" } }
-)pb";
-
-constexpr char kStudent[] = R"pb(
-  student {
-    native {
-      key: "mlp"
-      kwargs { name: "in_features" integer: 36 }
-      kwargs {
-        name: "hidden"
-        integers { values: [ 16 ] }
-      }
-      kwargs { name: "num_classes" integer: 4 }
-    }
-  }
-)pb";
-
-constexpr char kTeacher[] = R"pb(
-  teacher {
-    native {
-      key: "mlp"
-      kwargs { name: "in_features" integer: 36 }
-      kwargs {
-        name: "hidden"
-        integers { values: [ 32 ] }
-      }
-      kwargs { name: "num_classes" integer: 4 }
-    }
-  }
-)pb";
-
-std::string Stage(const std::string& name, int epochs, const std::string& loss) {
-  return absl::StrCat(
-      R"pb(
-        name: ")pb",
-      name, R"pb("
-                 num_epochs:)pb",
-      epochs, R"pb(
-        train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
-        val_data_loader { dataset_id: "val" batch_size: 64 }
-        optimizer {
-          key: "SGD"
-          kwargs { name: "lr" number: 0.1 }
-          kwargs { name: "momentum" number: 0.9 }
-        }
-        scheduler {
-          key: "MultiStepLR"
-          kwargs {
-            name: "milestones"
-            integers { values: [ 2 ] }
-          }
-        }
-      )pb",
-      loss);
-}
-
-constexpr char kCe[] = R"pb(
-  criterion {
-    terms {
-      key: "CrossEntropyLoss"
-      inputs { arg: "input" source: STUDENT }
-      inputs { arg: "target" source: TARGETS }
-    }
-  }
-)pb";
-
-constexpr char kKd[] = R"pb(
-  student { forward_hooks { module_path: "" requires_output: true } }
-  criterion {
-    terms {
-      key: "KDLoss"
-      kwargs { name: "temperature" number: 2 }
-      kwargs { name: "alpha" number: 0.5 }
-      inputs { arg: "student" source: STUDENT }
-      inputs { arg: "teacher" source: TEACHER }
-      inputs { arg: "targets" source: TARGETS }
-    }
-  }
-)pb";
-
-DistillConfig Parse(const std::string& text) {
-  DistillConfig config;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
-  return config;
-}
-
-std::string RunDir(const std::string& name) {
-  const std::string dir = test::TempPath(name);
-  fs::remove_all(dir);
-  return dir;
-}
-
-// The students of two runs' last checkpoints are equal, bit for bit.
-void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
-  const auto a = ReadTorchFile(dir_a + "/ckpt/last.pt")->toGenericDict().at("student");
-  const auto b = ReadTorchFile(dir_b + "/ckpt/last.pt")->toGenericDict().at("student");
-  ASSERT_EQ(a.toGenericDict().size(), b.toGenericDict().size());
-  for (const auto& entry : a.toGenericDict()) {
-    EXPECT_TRUE(at::equal(entry.value().toTensor(), b.toGenericDict().at(entry.key()).toTensor()))
-        << entry.key().toStringRef();
-  }
-}
-
-class BoxTest : public ::testing::Test {
- protected:
-  void SetUp() override { at::set_num_threads(1); }
-};
 
 TEST_F(BoxTest, TrainingBoxLearns) {
   const DistillConfig config =
@@ -437,87 +309,5 @@ TEST_F(BoxTest, ProfilerTracesTheConfiguredSteps) {
 }
 
 // A run stopped after epoch 1 and resumed ends where an uninterrupted run ends, bit for bit.
-TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
-  const std::string whole = RunDir("whole"), parts = RunDir("parts");
-  const DistillConfig config =
-      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe), "}"));
-  ASSERT_THAT((*MakeBox(config, {.run_dir = whole}))->Run(), IsOk());
-  DistillConfig stopped = config;
-  stopped.mutable_train()->set_num_epochs(1);  // the run that stopped after its first epoch
-  ASSERT_THAT((*MakeBox(stopped, {.run_dir = parts}))->Run(), IsOk());
-  auto resumed = (*MakeBox(config, {.run_dir = parts, .resume = true}))->Run();
-  ASSERT_THAT(resumed, IsOk());
-  EXPECT_EQ(resumed->epochs_run, 2);
-  ExpectSameStudent(whole, parts);
-}
-
-// A checkpoint write killed midway (SIGKILL while writing a large file over it) leaves the
-// previous checkpoint readable: writes go to a temporary file renamed into place.
-TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {
-  const std::string dir = RunDir("killed");
-  const DistillConfig config =
-      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
-  ASSERT_THAT((*MakeBox(config, {.run_dir = dir}))->Run(), IsOk());
-  const std::string last = dir + "/ckpt/last.pt";
-  const pid_t child = fork();
-  if (child == 0) {
-    const std::string big(512 << 20, 'x');
-    (void)WriteFileAtomically(last, big);
-    _exit(0);
-  }
-  // Kill it once its temporary file has some data but not all.
-  const std::string tmp = absl::StrCat(last, ".tmp.", child);
-  for (int i = 0; i < 500; ++i) {
-    std::error_code error;
-    if (fs::file_size(tmp, error) > (1u << 20) && !error) break;
-    usleep(10 * 1000);
-  }
-  kill(child, SIGKILL);
-  waitpid(child, nullptr, 0);
-  std::error_code error;
-  const uintmax_t written = fs::file_size(tmp, error);
-  ASSERT_FALSE(error) << "the write finished or never started: " << error.message();
-  EXPECT_LT(written, uintmax_t{512} << 20);  // killed midway
-  auto read = ReadTorchFile(last);
-  ASSERT_THAT(read, IsOk());
-  EXPECT_EQ(read->toGenericDict().at("epoch").toInt(), 1);
-}
-
-// A pre-forward process that poisons the samples from its 12th call on (epoch 2).
-int poison_calls = 0;
-absl::Status PoisonLater(TrainingContext&, Batch& batch, const Kwargs&) {
-  if (++poison_calls >= 12) batch.samples = batch.samples.toTensor() * NAN;
-  return absl::OkStatus();
-}
-KD_REGISTER_PROC_FUNC(PreForwardProc, "test_poison_later", PoisonLater, {});
-
-TEST_F(BoxTest, NanLossStopsNamingTheStepAndKeepsTheLastCheckpoint) {
-  const std::string dir = RunDir("nan");
-  const DistillConfig config =
-      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe),
-                         "pre_forward_proc { key: \"test_poison_later\" } }"));
-  poison_calls = 0;
-  auto result = (*MakeBox(config, {.run_dir = dir}))->Run();
-  EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition,
-                               HasSubstr("stage \"s\" epoch 2 step 4: the loss is nan")));
-  auto last = ReadTorchFile(dir + "/ckpt/last.pt");
-  ASSERT_THAT(last, IsOk());
-  EXPECT_EQ(last->toGenericDict().at("epoch").toInt(), 1);
-}
-
-TEST_F(BoxTest, MissingDatasetFilesAreNamed) {
-  DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
-  DatasetConfig* fashion = config.mutable_datasets(0);
-  fashion->set_key("fashion_mnist");
-  fashion->clear_kwargs();
-  Kwarg* root = fashion->add_kwargs();
-  root->set_name("root");
-  root->set_str("/nonexistent/fashion-mnist");
-  EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("missing")}),
-              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("dataset \"train\""),
-                                                          HasSubstr("/nonexistent/fashion-mnist"),
-                                                          HasSubstr("dataset-fashion-mnist"))));
-}
-
 }  // namespace
 }  // namespace kd

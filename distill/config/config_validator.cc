@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/module_path.h"
 #include "base/nearest.h"
 #include "base/registry.h"
-#include "distill/config/internal/checker.h"
-#include "distill/config/internal/stage_io.h"
-#include "distill/config/kwargs.h"
+#include "distill/config/internal/stage_checks.h"
 #include "distill/config/plugin_kinds.h"
 #include "distill/procs/proc_func.h"
 
@@ -20,14 +16,14 @@ namespace kd {
 namespace {
 
 using internal::RecordedIo;
-using internal::RoleName;
 using internal::StageContext;
 
-// The walk over a config's sections; the generic checks come from internal::Checker.
-class Validator : private internal::Checker {
+// The walk over a config's sections; the generic checks come from internal::Checker, a stage's
+// models, losses and optimizer from internal::StageChecker.
+class Validator : private internal::StageChecker {
  public:
   Validator(const LoadedConfig& loaded, const ValidateOptions& options)
-      : Checker(loaded, options.check_files) {}
+      : StageChecker(loaded, options.check_files) {}
 
   std::vector<ConfigProblem> Run() {
     const DistillConfig& config = loaded().config;
@@ -223,177 +219,6 @@ class Validator : private internal::Checker {
       CheckPlugin(kSamplerKind, loader.sampler().key(), loader.sampler().kwargs(),
                   loc.Nested("sampler"));
     }
-  }
-
-  void CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc, IoRef::Source role,
-                       const StageContext& context) {
-    if (model.has_forward_proc()) {
-      CheckPlugin(ForwardProc::kKind, model.forward_proc().key(), model.forward_proc().kwargs(),
-                  loc.Nested("forward_proc"));
-    }
-    std::map<std::string, TextPosition> hooked;
-    for (int i = 0; i < model.forward_hooks_size(); ++i) {
-      const ForwardHookConfig& hook = model.forward_hooks(i);
-      const ConfigLocator hloc = loc.Nested("forward_hooks", i);
-      const std::string quoted = QuoteName(hook.module_path());
-      if (const std::string problem = ModulePathProblem(hook.module_path()); !problem.empty()) {
-        Add(hloc.Of("module_path"), problem);
-      }
-      if (auto [it, inserted] = hooked.try_emplace(hook.module_path(), hloc.self()); !inserted) {
-        Add(hloc.self(), absl::StrCat("duplicate forward hook on module ", quoted, " (first at ",
-                                      it->second.ToString(), ")"));
-      }
-      if (!hook.requires_input() && !hook.requires_output()) {
-        Add(hloc.self(), absl::StrCat("forward hook on module ", quoted,
-                                      " records nothing: set requires_input or requires_output"));
-      }
-      if (hook.stacks_accumulated() && !hook.accumulates()) {
-        Add(hloc.Of("stacks_accumulated"), "stacks_accumulated needs accumulates");
-      }
-    }
-    std::set<std::string> frozen;
-    for (int i = 0; i < model.frozen_modules_size(); ++i) {
-      if (const std::string problem = ModulePathProblem(model.frozen_modules(i));
-          !problem.empty()) {
-        Add(loc.Of("frozen_modules", i), problem);
-      }
-      if (!frozen.insert(model.frozen_modules(i)).second) {
-        Add(loc.Of("frozen_modules", i),
-            absl::StrCat("duplicate frozen module ", QuoteName(model.frozen_modules(i))));
-      }
-    }
-    if (model.find_unused_parameters() &&
-        model.wrapper() != StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
-      Add(loc.Of("find_unused_parameters"),
-          "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL");
-    }
-    std::set<std::string> aux_names;
-    for (int i = 0; i < model.auxiliary_modules_size(); ++i) {
-      const AuxiliaryModuleConfig& aux = model.auxiliary_modules(i);
-      const ConfigLocator aloc = loc.Nested("auxiliary_modules", i);
-      if (aux.name().empty()) {
-        Missing(aloc, "name");
-      } else if (!aux_names.insert(aux.name()).second) {
-        Add(aloc.Of("name"), absl::StrCat("duplicate auxiliary module \"", aux.name(), "\""));
-      } else if (hooked.count(aux.name()) > 0) {
-        Add(aloc.Of("name"), absl::StrCat("auxiliary module \"", aux.name(),
-                                          "\" has the path of a hooked module; rename it"));
-      }
-      CheckPlugin(kAuxiliaryModuleKind, aux.key(), aux.kwargs(), aloc);
-      if (!aux.has_input()) {
-        Missing(aloc, "input");
-        continue;
-      }
-      const ConfigLocator input = aloc.Nested("input");
-      if (aux.input().source() != IoRef::SOURCE_UNSPECIFIED && aux.input().source() != role) {
-        Add(input.Of("source"),
-            absl::StrCat("an auxiliary module of the ", RoleName(role), " reads the ",
-                         RoleName(role), "'s values: source ", IoRef::Source_Name(role)));
-        continue;
-      }
-      CheckIoRef(aux.input(), input, context, /*loss_input=*/false);
-    }
-  }
-
-  // A value read by a loss term (`loss_input`) or an auxiliary module.
-  void CheckIoRef(const IoRef& ref, const ConfigLocator& loc, const StageContext& context,
-                  bool loss_input) {
-    if (ref.source() == IoRef::SOURCE_UNSPECIFIED) {
-      Missing(loc, "source");
-      return;
-    }
-    if (ref.source() == IoRef::TARGETS) {
-      if (!loss_input) {
-        Add(loc.Of("source"), "an auxiliary module reads a model's values, not the targets");
-      } else if (!ref.path().empty() || ref.io() != IoRef::OUTPUT) {
-        Add(loc.Of(ref.path().empty() ? "io" : "path"), "a TARGETS input has no path or io");
-      }
-      return;
-    }
-    const RecordedIo* recorded = ref.source() == IoRef::TEACHER ? context.teacher : context.student;
-    if (recorded == nullptr) {
-      Add(loc.Of("source"),
-          "reads the teacher, but the run has none (DistillConfig.teacher is unset)");
-      return;
-    }
-    if (ref.io() == IoRef::PARAMETER) {
-      // Checked against the model when it is loaded (the names with the nearest existing).
-      if (!loss_input) {
-        Add(loc.Of("io"), "an auxiliary module reads recorded values, not parameters");
-      } else if (ref.path().empty()) {
-        Missing(loc, "path", " (the parameter's or buffer's name, e.g. \"fc.weight\")");
-      }
-      return;
-    }
-    if (recorded->Has(ref.path(), ref.io())) return;
-    const char* io = ref.io() == IoRef::INPUT ? "input" : "output";
-    std::string message =
-        absl::StrCat("the ", RoleName(ref.source()), "'s io[", QuoteName(ref.path()), "][\"", io,
-                     "\"] is not recorded in this stage");
-    const std::string suggestion = DidYouMean(ref.path(), recorded->Paths(ref.io()));
-    if (!suggestion.empty() && !ref.path().empty()) {
-      absl::StrAppend(&message, "; ", suggestion);
-    } else {
-      absl::StrAppend(&message, ": add forward_hooks { module_path: \"", ref.path(), "\" requires_",
-                      io, ": true } to the stage's ", RoleName(ref.source()));
-    }
-    Add(loc.Written("path") ? loc.Of("path") : loc.self(), message);
-  }
-
-  void CheckCriterion(const CriterionConfig& criterion, const ConfigLocator& loc,
-                      const StageContext& context) {
-    if (criterion.terms().empty()) Missing(loc, "terms", " (at least one term)");
-    std::map<std::string, TextPosition> names;
-    for (int i = 0; i < criterion.terms_size(); ++i) {
-      const LossTermConfig& term = criterion.terms(i);
-      const ConfigLocator tloc = loc.Nested("terms", i);
-      CheckPlugin(kLossKind, term.key(), term.kwargs(), tloc);
-      const std::string name = term.name().empty() ? term.key() : term.name();
-      const TextPosition name_at = tloc.Of(term.name().empty() ? "key" : "name");
-      if (auto [it, inserted] = names.try_emplace(name, name_at); !inserted && !name.empty()) {
-        Add(name_at, absl::StrCat("duplicate term name \"", name, "\" (first at ",
-                                  it->second.ToString(), "); give the terms distinct names"));
-      }
-      if (term.inputs().empty()) Missing(tloc, "inputs", " (at least one)");
-      std::set<std::string> args;
-      for (int j = 0; j < term.inputs_size(); ++j) {
-        const IoRef& input = term.inputs(j);
-        const ConfigLocator iloc = tloc.Nested("inputs", j);
-        if (input.arg().empty()) {
-          Missing(iloc, "arg");
-        } else if (!args.insert(input.arg()).second) {
-          Add(iloc.Of("arg"),
-              absl::StrCat("duplicate input arg \"", input.arg(), "\" in term \"", name, "\""));
-        }
-        CheckIoRef(input, iloc, context, /*loss_input=*/true);
-      }
-    }
-  }
-
-  void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
-                      const StageContext& context) {
-    CheckPlugin(kOptimizerKind, optimizer.key(), optimizer.kwargs(), loc);
-    const RegistryBase* registry = FindRegistry(kOptimizerKind);
-    std::optional<std::vector<KwargSpec>> specs =
-        registry != nullptr ? registry->KwargSpecs(optimizer.key()) : std::nullopt;
-    // A group's kwargs override the optimizer's: none is required there.
-    if (specs.has_value()) {
-      for (KwargSpec& spec : *specs) spec.required = false;
-    }
-    for (int i = 0; i < optimizer.param_groups_size(); ++i) {
-      const ParamGroupConfig& group = optimizer.param_groups(i);
-      const ConfigLocator gloc = loc.Nested("param_groups", i);
-      if (group.model() == ParamGroupConfig::TEACHER && !context.has_teacher) {
-        Add(gloc.Of("model"), "a parameter group of the teacher, but the run has none");
-      }
-      CheckKwargList(group.kwargs(), specs,
-                     absl::StrCat(kOptimizerKind, " \"", optimizer.key(), "\""), gloc, "kwargs");
-    }
-    if (optimizer.has_max_grad_norm() && optimizer.max_grad_norm() <= 0) {  // NaN: not finite
-      Add(loc.Of("max_grad_norm"),
-          absl::StrCat("max_grad_norm must be > 0, got ", optimizer.max_grad_norm()));
-    }
-    AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
   }
 
   void CheckEvaluation(const DistillConfig& config, const ConfigLocator& loc) {

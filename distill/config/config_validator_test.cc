@@ -1,17 +1,15 @@
+// The validator's walk over a config: field values, keys and kwargs, ranges, sections that
+// need each other, the process functions. A stage's models, losses and optimizer:
+// config_validator_stage_test.cc.
 #include "distill/config/config_validator.h"
 
 #include <string>
 #include <vector>
 
-#include <ATen/core/List.h>
-
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/ivalue_util.h"
-#include "base/registry.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_summary.h"
-#include "distill/config/plugin_kinds.h"
+#include "distill/config/internal/validator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -19,127 +17,15 @@
 namespace kd {
 namespace {
 
+using test::At;
+using test::Insert;
+using test::kBase;
+using test::Lines;
+using test::Replace;
+using test::Validate;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// Stand-ins for the registries of later parts of libkd (losses, datasets, ...), of the kinds
-// configs use, with a few keys and the kwargs they declare.
-Registry<int>& Kind(absl::string_view kind);
-
-#define KD_TEST_PLUGIN(kind, ...) KD_REGISTER(Kind(kind), __VA_ARGS__)
-
-Registry<int>& Kind(absl::string_view kind) {
-  static auto* const registries = new std::map<std::string, Registry<int>*, std::less<>>;
-  auto it = registries->find(kind);
-  if (it == registries->end()) {
-    it = registries->emplace(kind, NewGlobalRegistry<int>(std::string(kind))).first;
-  }
-  return *it->second;
-}
-
-KD_TEST_PLUGIN(kLossKind, "KDLoss", 0,
-               {{"temperature", KwargType::kNumber, ""}, {"alpha", KwargType::kNumber, ""}});
-KD_TEST_PLUGIN(kLossKind, "CrossEntropyLoss", 0, {{"reduction", KwargType::kString, ""}});
-KD_TEST_PLUGIN(kLossKind, "MSELoss", 0, kAnyKwargs);
-KD_TEST_PLUGIN(kDatasetKind, "fashion_mnist", 0,
-               {{"root", KwargType::kString, ""}, {"split", KwargType::kString, ""}});
-KD_TEST_PLUGIN(kModelKind, "fashion_cnn", 0, {{"width", KwargType::kInteger, ""}});
-KD_TEST_PLUGIN(kOptimizerKind, "SGD", 0,
-               {{"lr", KwargType::kNumber, ""}, {"momentum", KwargType::kNumber, ""}});
-KD_TEST_PLUGIN(kSchedulerKind, "MultiStepLR", 0,
-               {{"milestones", KwargType::kIntegerList, ""}, {"gamma", KwargType::kNumber, ""}});
-KD_TEST_PLUGIN(kMetricKind, "accuracy", 0, {{"top_k", KwargType::kInteger, ""}});
-// A plugin with a contract: ranges, choices and a required kwarg in its specs, and a check of
-// its own for what no single spec can say.
-KD_TEST_PLUGIN(
-    kMetricKind, "topk_accuracy", 0,
-    {{.name = "ks", .type = KwargType::kIntegerList, .min = 1, .required = true},
-     {.name = "weight", .type = KwargType::kNumber, .min = 0, .max = 1, .min_exclusive = true},
-     {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum"}}},
-    [](const KwargsView& view) {
-      const c10::List<int64_t> ks = view.kwargs.at("ks").toIntList();
-      for (size_t i = 1; i < ks.size(); ++i) {
-        if (ks[i] <= ks[i - 1]) {
-          return absl::InvalidArgumentError("ks must increase, got " + std::to_string(ks[i - 1]) +
-                                            " then " + std::to_string(ks[i]));
-        }
-      }
-      return absl::OkStatus();
-    });
-KD_TEST_PLUGIN(kSamplerKind, "weighted", 0, kAnyKwargs);
-KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
-
-using Lines = std::vector<std::string>;
-
-// A valid config; the cases below break one thing in it. Line N is kBase[N - 1].
-const Lines kBase = {
-    R"(run { name: "t" device: "cpu" })",  // 1
-    R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: "train" } })",
-    R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })",
-    R"(teacher { torchscript: "teacher.pt" })",  // 4
-    R"(student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } })",
-    R"(train {)",                                                                   // 6
-    R"(  num_epochs: 2)",                                                           // 7
-    R"(  train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true })",  // 8
-    R"(  val_data_loader { dataset_id: "val" batch_size: 64 })",                    // 9
-    R"(  teacher { forward_hooks { module_path: "layer2" requires_output: true } })",
-    R"(  student { forward_hooks { module_path: "layer2" requires_output: true } })",
-    R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } })",  // 12
-    R"(  scheduler { key: "MultiStepLR" kwargs { name: "milestones" integers { values: [1] } } })",
-    R"(  criterion {)",                                                   // 14
-    R"(    terms {)",                                                     // 15
-    R"(      name: "kd")",                                                // 16
-    R"(      key: "KDLoss")",                                             // 17
-    R"(      kwargs { name: "temperature" number: 4 })",                  // 18
-    R"(      inputs { arg: "student" source: STUDENT })",                 // 19
-    R"(      inputs { arg: "teacher" source: TEACHER })",                 // 20
-    R"(      inputs { arg: "targets" source: TARGETS })",                 // 21
-    R"(    })",                                                           // 22
-    R"(    terms {)",                                                     // 23
-    R"(      name: "hint" key: "MSELoss")",                               // 24
-    R"(      inputs { arg: "student" source: STUDENT path: "layer2" })",  // 25
-    R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" })",  // 26
-    R"(    })",                                                           // 27
-    R"(  })",                                                             // 28
-    R"(})",                                                               // 29
-    R"(evaluation { metrics { key: "accuracy" } })",                      // 30
-};
-
-// `lines` with line `n` (1-based) replaced by `with` (several lines, or none).
-Lines Replace(Lines lines, int n, const Lines& with) {
-  lines.erase(lines.begin() + (n - 1));
-  lines.insert(lines.begin() + (n - 1), with.begin(), with.end());
-  return lines;
-}
-
-// `lines` with `more` inserted before line `n`.
-Lines Insert(Lines lines, int n, const Lines& more) {
-  lines.insert(lines.begin() + (n - 1), more.begin(), more.end());
-  return lines;
-}
-
-// "t.pbtxt:<n>:<column of the `occurrence`-th needle in line n>: ": where the test expects a
-// message, found by searching the test's own text.
-std::string At(const Lines& lines, int n, const std::string& needle, int occurrence = 1) {
-  size_t column = lines[n - 1].find(needle);
-  for (int i = 1; i < occurrence && column != std::string::npos; ++i) {
-    column = lines[n - 1].find(needle, column + 1);
-  }
-  EXPECT_NE(column, std::string::npos) << needle << " not in line " << n;
-  return absl::StrCat("t.pbtxt:", n, ":", column + 1, ": ");
-}
-
-std::vector<std::string> Validate(const Lines& lines, const ValidateOptions& options = {}) {
-  absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(lines, "\n"), "t.pbtxt");
-  EXPECT_THAT(loaded, IsOk());
-  if (!loaded.ok()) return {std::string(loaded.status().message())};
-  std::vector<std::string> out;
-  for (const ConfigProblem& problem : ValidateConfig(*loaded, options)) {
-    out.push_back(problem.ToString());
-  }
-  return out;
-}
 
 TEST(ConfigValidatorTest, TheBaseConfigIsValid) { EXPECT_THAT(Validate(kBase), IsEmpty()); }
 
@@ -255,29 +141,6 @@ TEST(ConfigValidatorTest, UnknownDatasetId) {
                                          "unknown dataset id \"test\"; valid: train, val"));
 }
 
-TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
-  const Lines near =
-      Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer3" })"});
-  EXPECT_THAT(Validate(near),
-              ElementsAre(At(near, 25, "path") +
-                          "the student's io[\"layer3\"][\"output\"] is not recorded in this stage; "
-                          "did you mean \"layer2\"?"));
-  const Lines input = Replace(
-      kBase, 26, {R"(      inputs { arg: "teacher" source: TEACHER path: "layer2" io: INPUT })"});
-  EXPECT_THAT(Validate(input),
-              ElementsAre(At(input, 26, "path") +
-                          "the teacher's io[\"layer2\"][\"input\"] is not recorded in this stage: "
-                          "add forward_hooks { module_path: \"layer2\" requires_input: true } to "
-                          "the stage's teacher"));
-  const Lines root_input =
-      Replace(kBase, 19, {R"(      inputs { arg: "student" source: STUDENT io: INPUT })"});
-  EXPECT_THAT(Validate(root_input),
-              ElementsAre(At(root_input, 19, "inputs") +
-                          "the student's io[\"\" (root)][\"input\"] is not recorded in this stage: "
-                          "add forward_hooks { module_path: \"\" requires_input: true } to the "
-                          "stage's student"));
-}
-
 TEST(ConfigValidatorTest, MissingRequiredFields) {
   const Lines lines = Replace(kBase, 7, {});  // no num_epochs
   EXPECT_THAT(Validate(lines), ElementsAre(At(lines, 6, "train") +
@@ -298,27 +161,6 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
   const Lines no_arg = Replace(kBase, 21, {R"(      inputs { source: TARGETS })"});
   EXPECT_THAT(Validate(no_arg),
               ElementsAre(At(no_arg, 21, "inputs") + "missing required field \"arg\" in IoRef"));
-}
-
-// A loss may read a model's parameter by name (io: PARAMETER): no hook records it, so only the
-// name's presence is checked here (the model checks the name when the run loads it); the
-// targets have no io, and auxiliary modules read recorded values only.
-TEST(ConfigValidatorTest, ParameterReferences) {
-  EXPECT_THAT(
-      Validate(Replace(
-          kBase, 26,
-          {R"(      inputs { arg: "w" source: TEACHER path: "fc.weight" io: PARAMETER })"})),
-      IsEmpty());
-  const Lines unnamed =
-      Replace(kBase, 26, {R"(      inputs { arg: "w" source: TEACHER io: PARAMETER })"});
-  EXPECT_THAT(Validate(unnamed),
-              ElementsAre(At(unnamed, 26, "inputs") +
-                          "missing required field \"path\" in IoRef (the parameter's or "
-                          "buffer's name, e.g. \"fc.weight\")"));
-  const Lines targets =
-      Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS io: PARAMETER })"});
-  EXPECT_THAT(Validate(targets),
-              ElementsAre(At(targets, 21, "io") + "a TARGETS input has no path or io"));
 }
 
 TEST(ConfigValidatorTest, ANegativeDistributedTimeoutIsNamed) {
@@ -411,18 +253,6 @@ TEST(ConfigValidatorTest, PluginContractsAreCheckedWhereTheValuesAreWritten) {
                           "metric \"topk_accuracy\": ks must increase, got 5 then 1"));
 }
 
-TEST(ConfigValidatorTest, EveryProblemOfARunWithoutTeacherAtOnce) {
-  const Lines lines = Replace(kBase, 4, {});  // no teacher; the stage still uses one
-  EXPECT_THAT(
-      Validate(lines),
-      ElementsAre(At(lines, 9, "teacher") + "this stage configures a teacher, but the run has none "
-                                            "(DistillConfig.teacher is unset)",
-                  At(lines, 19, "source") +
-                      "reads the teacher, but the run has none (DistillConfig.teacher is unset)",
-                  At(lines, 25, "source") +
-                      "reads the teacher, but the run has none (DistillConfig.teacher is unset)"));
-}
-
 TEST(ConfigValidatorTest, DeprecatedAndCurrentProcessNamesTogether) {
   const Lines lines = Insert(kBase, 14,
                              {R"(  pre_forward_proc { key: "default_pre_forward_process" })",
@@ -468,28 +298,6 @@ TEST(ConfigValidatorTest, ProcessFunctionKeysAndKwargsAreChecked) {
                   At(forward, 16, "name") +
                       "unknown kwarg \"x\" for post_forward_proc \"default_post_forward_process\"; "
                       "there are none"));
-}
-
-TEST(ConfigValidatorTest, HookProblems) {
-  const Lines lines = Replace(
-      kBase, 11,
-      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
-       R"(    forward_hooks { module_path: "layer2" requires_input: true })",
-       R"(    forward_hooks { module_path: "fc" })",
-       R"(    forward_hooks { module_path: "layer1" requires_output: true stacks_accumulated: true })",
-       R"(    frozen_modules: "layer1" frozen_modules: "layer1")",
-       R"(    find_unused_parameters: true)", R"(  })"});
-  EXPECT_THAT(
-      Validate(lines),
-      ElementsAre(At(lines, 13, "forward_hooks") +
-                      "duplicate forward hook on module \"layer2\" (first at 12:5)",
-                  At(lines, 14, "forward_hooks") +
-                      "forward hook on module \"fc\" records nothing: set requires_input "
-                      "or requires_output",
-                  At(lines, 15, "stacks_accumulated") + "stacks_accumulated needs accumulates",
-                  At(lines, 16, "frozen_modules", 2) + "duplicate frozen module \"layer1\"",
-                  At(lines, 17, "find_unused_parameters") +
-                      "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
 }
 
 TEST(ConfigValidatorTest, TrainAndStagesExcludeEachOther) {
@@ -568,22 +376,6 @@ TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
   EXPECT_THAT(Validate(test),
               ElementsAre(HasSubstr("a test_data_loader needs the evaluation's metrics"),
                           HasSubstr("unknown dataset id \"tset\"")));
-}
-
-TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
-  const Lines lines = Replace(
-      kBase, 11,
-      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
-       R"(    auxiliary_modules { name: "connector" key: "conv_connector")",
-       R"(                        input { source: STUDENT path: "layer2" } })",
-       R"(    auxiliary_modules { name: "bad" key: "conv_connector" input { source: TEACHER } })",
-       R"(  })"});
-  const Lines reads =
-      Replace(lines, 30, {R"(      inputs { arg: "student" source: STUDENT path: "connector" })"});
-  EXPECT_THAT(Validate(reads),
-              ElementsAre(At(reads, 15, "source") +
-                          "an auxiliary module of the student reads the student's values: source "
-                          "STUDENT"));
 }
 
 TEST(ConfigValidatorTest, MissingFilesOnlyWhenAsked) {

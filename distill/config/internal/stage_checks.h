@@ -1,0 +1,41 @@
+// The checks of one stage's parts that read what the stage records: a model's hooks, frozen and
+// auxiliary modules (and what those read), the loss terms' inputs, the optimizer's parameter
+// groups. The walk over a config's sections stays in config_validator.cc; the generic checks
+// (positions, bounds, plugins) come from Checker.
+#ifndef LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_
+#define LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_
+
+#include "distill/config/config_loader.h"
+#include "distill/config/distill_config.pb.h"
+#include "distill/config/internal/checker.h"
+#include "distill/config/internal/stage_io.h"
+
+namespace kd {
+namespace internal {
+
+class StageChecker : public Checker {
+ public:
+  using Checker::Checker;
+
+  // The stage's teacher or student (`role`): forward_proc, forward_hooks (paths, duplicates,
+  // something recorded), frozen_modules, the DDP-only flags, auxiliary modules and their input.
+  void CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc, IoRef::Source role,
+                       const StageContext& context);
+  // The loss terms: plugins, distinct names, their inputs recorded in this stage.
+  void CheckCriterion(const CriterionConfig& criterion, const ConfigLocator& loc,
+                      const StageContext& context);
+  // The optimizer's plugin, its parameter groups (their kwargs as the optimizer's, none required)
+  // and its numbers.
+  void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
+                      const StageContext& context);
+
+ private:
+  // A value read by a loss term (`loss_input`) or an auxiliary module.
+  void CheckIoRef(const IoRef& ref, const ConfigLocator& loc, const StageContext& context,
+                  bool loss_input);
+};
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_
