@@ -14,8 +14,16 @@
 // alternate libkd / torchdistill and the median of the paired speed ratios is
 // printed.
 //
+// With --hand_teacher=FILE, the hand loop's teacher is that TorchScript file (the same
+// fashion_cnn, scripted: peer_box_timing.py --save_teacher=FILE), frozen with torch::jit::freeze
+// and, with --hand_teacher_optimize, torch::jit::optimize_for_inference (conv-BN folding, MKLDNN
+// prepacking) outside the timing: what a frozen teacher would save a box, against the box's
+// native teacher (the weights differ; the work does not).
+//
 //   bazel run -c opt //distill/boxes:box_benchmark -- --pairs=7
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
+//   bazel run -c opt //distill/boxes:box_benchmark -- --hand_teacher=/tmp/t.pt
+//       --hand_teacher_optimize    (one line)
 //   (--peers needs tools/install_deps.sh --peers)
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -34,6 +42,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/serialization/import.h>
 #include <torch/optim/sgd.h>
 
 #include "absl/flags/flag.h"
@@ -57,6 +67,11 @@ ABSL_FLAG(int, batch, 128, "batch size");
 ABSL_FLAG(bool, peer_tcmalloc, false,
           "with --peers: run torchdistill on tcmalloc too (LD_PRELOAD of Debian's "
           "libtcmalloc_minimal.so.4), as libkd's binaries are linked");
+ABSL_FLAG(std::string, hand_teacher, "",
+          "the hand loop's teacher: this TorchScript fashion_cnn (width 16), frozen "
+          "(peer_box_timing.py --save_teacher=FILE writes one)");
+ABSL_FLAG(bool, hand_teacher_optimize, false,
+          "with --hand_teacher: also torch::jit::optimize_for_inference");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -135,6 +150,13 @@ double HandEpoch(int samples, int batch_size) {
   teacher->SetTraining(false);
   student->SetTraining(true);
   const double t = 4;
+  std::optional<torch::jit::Module> frozen;
+  if (const std::string file = absl::GetFlag(FLAGS_hand_teacher); !file.empty()) {
+    torch::jit::Module scripted = torch::jit::load(file);
+    scripted.eval();
+    frozen = torch::jit::freeze(scripted);
+    if (absl::GetFlag(FLAGS_hand_teacher_optimize)) torch::jit::optimize_for_inference(*frozen);
+  }
   const Clock::time_point start = Clock::now();
   loader.SetEpoch(0);
   for (int64_t i = 0; i < loader.num_batches(); ++i) {
@@ -142,7 +164,8 @@ double HandEpoch(int samples, int batch_size) {
     at::Tensor teacher_logits;
     {
       at::NoGradGuard no_grad;
-      teacher_logits = teacher->Forward({batch.samples}).toTensor();
+      teacher_logits = frozen ? frozen->forward({batch.samples}).toTensor()
+                              : teacher->Forward({batch.samples}).toTensor();
     }
     const at::Tensor s = student->Forward({batch.samples}).toTensor();
     const at::Tensor soft = at::kl_div(at::log_softmax(s / t, 1),

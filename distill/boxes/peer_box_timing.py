@@ -11,6 +11,8 @@ momentum 0.9), one thread. Serves requests, one a line on stdin:
                             LOADER_SECONDS is the part spent fetching batches from its loader.
 
   python peer_box_timing.py      (run by //distill/boxes:box_benchmark --peers)
+  python peer_box_timing.py --save_teacher=FILE
+                                 (writes the teacher, scripted, for box_benchmark --hand_teacher)
 """
 import logging
 import sys
@@ -116,6 +118,10 @@ def epoch_seconds(samples, batch_size):
 
 
 def main():
+    for arg in sys.argv[1:]:
+        if arg.startswith('--save_teacher='):
+            torch.jit.script(FashionCnn(16).eval()).save(arg.split('=', 1)[1])
+            return
     torch.set_num_threads(1)
     # Answers go to the real stdout; anything torchdistill prints or logs goes to stderr.
     answers = sys.stdout
