@@ -1,7 +1,8 @@
 // The generic half of config validation, shared by every section: problems with their file
 // positions, required fields, lower bounds, readable files, device names, and plugins checked
 // against what their registry says (key, kwargs specs, the plugin's own KwargsCheck). What a
-// section means stays in config_validator.cc; what a plugin accepts stays with the plugin.
+// section means stays in config_validator.cc (a stage's models, losses and optimizer in
+// stage_checks.cc); what a plugin accepts stays with the plugin.
 #ifndef LIBKD_DISTILL_CONFIG_INTERNAL_CHECKER_H_
 #define LIBKD_DISTILL_CONFIG_INTERNAL_CHECKER_H_
 
