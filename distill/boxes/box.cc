@@ -134,6 +134,9 @@ class BoxImpl final : public Box {
     if (config_.has_teacher()) {
       KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
       teacher_->To(device_);
+      if (config_.teacher().optimize_for_inference()) {
+        KD_ASSIGN_OR_RETURN(teacher_, OptimizeForInference(*teacher_, "teacher"));
+      }
     }
     KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
     student_->To(device_);

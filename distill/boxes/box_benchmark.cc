@@ -14,16 +14,17 @@
 // alternate libkd / torchdistill and the median of the paired speed ratios is
 // printed.
 //
-// With --hand_teacher=FILE, the hand loop's teacher is that TorchScript file (the same
-// fashion_cnn, scripted: peer_box_timing.py --save_teacher=FILE), frozen with torch::jit::freeze
-// and, with --hand_teacher_optimize, torch::jit::optimize_for_inference (conv-BN folding, MKLDNN
-// prepacking) outside the timing: what a frozen teacher would save a box, against the box's
-// native teacher (the weights differ; the work does not).
+// With --teacher=FILE both sides' teacher is that TorchScript file (the same fashion_cnn,
+// scripted: peer_box_timing.py --save_teacher=FILE) instead of the native model, and with
+// --optimize_teacher it is optimized for inference: the box's config sets the teacher's
+// optimize_for_inference, the hand loop runs torch::jit::freeze + optimize_for_inference on it
+// outside the timing (conv-BN folding, MKLDNN prepacking). With --peers, torchdistill keeps its
+// Python teacher of the same layers: what an optimized teacher saves a libkd run.
 //
 //   bazel run -c opt //distill/boxes:box_benchmark -- --pairs=7
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
-//   bazel run -c opt //distill/boxes:box_benchmark -- --hand_teacher=/tmp/t.pt
-//       --hand_teacher_optimize    (one line)
+//   bazel run -c opt //distill/boxes:box_benchmark -- --peers --teacher=/tmp/t.pt
+//       --optimize_teacher    (one line)
 //   (--peers needs tools/install_deps.sh --peers)
 #include <dlfcn.h>
 #include <sys/wait.h>
@@ -67,11 +68,11 @@ ABSL_FLAG(int, batch, 128, "batch size");
 ABSL_FLAG(bool, peer_tcmalloc, false,
           "with --peers: run torchdistill on tcmalloc too (LD_PRELOAD of Debian's "
           "libtcmalloc_minimal.so.4), as libkd's binaries are linked");
-ABSL_FLAG(std::string, hand_teacher, "",
-          "the hand loop's teacher: this TorchScript fashion_cnn (width 16), frozen "
+ABSL_FLAG(std::string, teacher, "",
+          "the teacher: this TorchScript fashion_cnn (width 16) instead of the native one "
           "(peer_box_timing.py --save_teacher=FILE writes one)");
-ABSL_FLAG(bool, hand_teacher_optimize, false,
-          "with --hand_teacher: also torch::jit::optimize_for_inference");
+ABSL_FLAG(bool, optimize_teacher, false,
+          "with --teacher: the teacher optimized for inference (optimize_for_inference)");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -150,12 +151,14 @@ double HandEpoch(int samples, int batch_size) {
   teacher->SetTraining(false);
   student->SetTraining(true);
   const double t = 4;
-  std::optional<torch::jit::Module> frozen;
-  if (const std::string file = absl::GetFlag(FLAGS_hand_teacher); !file.empty()) {
-    torch::jit::Module scripted = torch::jit::load(file);
-    scripted.eval();
-    frozen = torch::jit::freeze(scripted);
-    if (absl::GetFlag(FLAGS_hand_teacher_optimize)) torch::jit::optimize_for_inference(*frozen);
+  std::optional<torch::jit::Module> scripted;
+  if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
+    scripted = torch::jit::load(file);
+    scripted->eval();
+    if (absl::GetFlag(FLAGS_optimize_teacher)) {
+      torch::jit::Module frozen = torch::jit::freeze(*scripted);
+      scripted = torch::jit::optimize_for_inference(frozen);
+    }
   }
   const Clock::time_point start = Clock::now();
   loader.SetEpoch(0);
@@ -164,8 +167,8 @@ double HandEpoch(int samples, int batch_size) {
     at::Tensor teacher_logits;
     {
       at::NoGradGuard no_grad;
-      teacher_logits = frozen ? frozen->forward({batch.samples}).toTensor()
-                              : teacher->Forward({batch.samples}).toTensor();
+      teacher_logits = scripted ? scripted->forward({batch.samples}).toTensor()
+                                : teacher->Forward({batch.samples}).toTensor();
     }
     const at::Tensor s = student->Forward({batch.samples}).toTensor();
     const at::Tensor soft = at::kl_div(at::log_softmax(s / t, 1),
@@ -254,6 +257,15 @@ int64_t NumParams(int64_t width) {
   return n;
 }
 
+// The teacher's parameters: --teacher's file (before any optimization), else the native one's.
+int64_t TeacherParams() {
+  const std::string file = absl::GetFlag(FLAGS_teacher);
+  if (file.empty()) return NumParams(16);
+  int64_t n = 0;
+  for (const auto& p : torch::jit::load(file).parameters()) n += p.numel();
+  return n;
+}
+
 // libkd's DistillationBox against torchdistill's, alternating epochs.
 int PeersMain(const DistillConfig& config, int samples, int batch) {
   PeerServer peer;
@@ -269,7 +281,7 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
                  "tools/install_deps.sh --peers)\n";
     return 1;
   }
-  const int64_t teacher = NumParams(16), student = NumParams(4);
+  const int64_t teacher = TeacherParams(), student = NumParams(4);
   std::cout << absl::StrFormat(
       "parameters: teacher libkd %d, torchdistill %d; student libkd %d, "
       "torchdistill %d\n",
@@ -336,6 +348,10 @@ int Main() {
   }
   DistillConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch), &config)) return 1;
+  if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
+    config.mutable_teacher()->set_torchscript(file);
+    config.mutable_teacher()->set_optimize_for_inference(absl::GetFlag(FLAGS_optimize_teacher));
+  }
   if (absl::GetFlag(FLAGS_peers)) return PeersMain(config, samples, batch);
   BoxEpoch(config);  // warm-up
   HandEpoch(samples, batch);

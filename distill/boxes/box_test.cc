@@ -10,6 +10,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
@@ -17,6 +18,7 @@
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
 namespace kd {
@@ -64,6 +66,59 @@ TEST_F(BoxTest, DistillationBoxRunsTheTeacherAndTheCriterion) {
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(steps, 4);  // 8 batches an epoch, logged every 4, 2 epochs
   EXPECT_GT(result->final_metrics.at("accuracy"), 0.5);
+}
+
+// A TorchScript teacher optimized for inference (frozen, no parameters) teaches as the module
+// itself does, up to rounding; its run checkpoints and resumes like any other.
+TEST_F(BoxTest, ATeacherOptimizedForInferenceTeachesAsItself) {
+  const std::string file = test::TempPath("teacher.pt");
+  {
+    at::manual_seed(5);
+    torch::jit::Module teacher("Teacher");
+    teacher.register_parameter("w", at::randn({4, 36}), /*is_buffer=*/false);
+    teacher.register_parameter("b", at::randn({4}), /*is_buffer=*/false);
+    teacher.define("def forward(self, x):\n  return torch.flatten(x, 1) @ self.w.t() + self.b\n");
+    teacher.save(file);
+  }
+  const std::string stage = absl::StrCat("train {", Stage("kd", 2, kKd), "}");
+  auto run = [&](const std::string& dir, bool optimized, int epochs, bool resume) {
+    DistillConfig config = Parse(absl::StrCat(kData, kStudent, stage));
+    config.mutable_teacher()->set_torchscript(file);
+    config.mutable_teacher()->set_optimize_for_inference(optimized);
+    config.mutable_train()->set_num_epochs(epochs);
+    ForwardHookConfig* output = config.mutable_train()->mutable_teacher()->add_forward_hooks();
+    output->set_requires_output(true);  // its output (module_path ""): what can be hooked
+    auto box = MakeBox(config, {.run_dir = dir, .resume = resume});
+    ASSERT_THAT(box, IsOk());
+    EXPECT_EQ((*box)->kind(), "DistillationBox");
+    EXPECT_THAT((*box)->Run(), IsOk());
+  };
+  const std::string as_is = RunDir("as_is"), optimized = RunDir("optimized"),
+                    parts = RunDir("parts");
+  run(as_is, false, 2, false);
+  run(optimized, true, 2, false);
+  const auto student = [](const std::string& dir) {
+    return ReadTorchFile(dir + "/ckpt/last.pt")->toGenericDict().at("student").toGenericDict();
+  };
+  const c10::impl::GenericDict a = student(as_is), b = student(optimized);
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& entry : a) {
+    EXPECT_TRUE(at::allclose(entry.value().toTensor(), b.at(entry.key()).toTensor(), 0, 1e-5))
+        << entry.key().toStringRef();
+  }
+  // The optimized teacher has no parameters: its checkpoint holds none.
+  const auto teacher_tensors = [](const std::string& dir) {
+    return ReadTorchFile(dir + "/ckpt/last.pt")
+        ->toGenericDict()
+        .at("teacher")
+        .toGenericDict()
+        .size();
+  };
+  EXPECT_EQ(teacher_tensors(as_is), 2u);
+  EXPECT_EQ(teacher_tensors(optimized), 0u);
+  run(parts, true, 1, false);  // stopped after its first epoch
+  run(parts, true, 2, true);
+  ExpectSameStudent(optimized, parts);
 }
 
 // Two stages: the second starts from what the first trained, and the stage checkpoint written

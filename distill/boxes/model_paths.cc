@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <utility>
 
+#include <torch/csrc/jit/api/module.h>
+
 #include "absl/strings/str_cat.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
@@ -128,6 +130,33 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);
   }
   return model;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> OptimizeForInference(const Model& model,
+                                                            absl::string_view role) {
+  const torch::jit::Module* module = GetTorchScriptModule(model);
+  if (module == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role,
+                     ".optimize_for_inference: needs a TorchScript model (torch::jit::freeze "
+                     "works on TorchScript modules), not a ",
+                     model.kind(), " one; export it with torch.jit.script or drop the flag"));
+  }
+  try {
+    torch::jit::Module eval = module->clone();
+    eval.eval();
+    torch::jit::Module frozen = torch::jit::freeze(eval);
+    torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen);
+    // Freezing drops the `training` flag with the rest of the attributes; the box sets and
+    // reads it (Module::train, is_training), and an optimized module is in eval mode for good.
+    if (!optimized.hasattr("training")) {
+      optimized.register_attribute("training", c10::BoolType::get(), false);
+    }
+    return MakeTorchScriptModel(optimized);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, ".optimize_for_inference: ", e.what_without_backtrace()));
+  }
 }
 
 std::vector<ConfigProblem> CheckModulePaths(const LoadedConfig& loaded,

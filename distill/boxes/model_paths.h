@@ -26,6 +26,14 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role);
 
+// The TorchScript `model` frozen and optimized for inference (ModelConfig.optimize_for_inference):
+// torch::jit::freeze then torch::jit::optimize_for_inference, on a copy in eval mode (which
+// keeps a `training` attribute, false); the model itself is not changed.
+// Call it once the model is on its device (the frozen constants stay where they are).
+// InvalidArgument, naming `role`, for a native model or a module freezing rejects.
+absl::StatusOr<std::unique_ptr<Model>> OptimizeForInference(const Model& model,
+                                                            absl::string_view role);
+
 // Builds the teacher and the student of `loaded` (without reading src_ckpt) and
 // checks every module path the config names against them, each problem at its
 // file:line:column: forward hooks, frozen modules, parameter groups, and

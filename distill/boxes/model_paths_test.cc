@@ -3,13 +3,24 @@
 #include <string>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/fixtures.h"
+#include "testing/status_matchers.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
 
+using test::At;
+using test::FixtureInputs;
+using test::FixturePath;
+using test::IValueNear;
+using test::LoadExpected;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 std::vector<std::string> Problems(const std::string& text) {
@@ -66,6 +77,38 @@ TEST(ModulePathsTest, AModelThatCannotBeBuiltIsOneProblemAtItsField) {
   EXPECT_THAT(Problems("student { torchscript: \"/nonexistent/s.pt\" }\n"
                        "train { student { forward_hooks { module_path: \"x\" } } }\n"),
               ElementsAre(testing::StartsWith("t.pbtxt:1:1: student.torchscript: ")));
+}
+
+// small_cnn (convolutions with batch norms, scripted and traced) frozen and optimized: Python's
+// eval-mode output, no parameters, no submodules; the loaded model itself is left as it was.
+TEST(ModulePathsTest, OptimizeForInferenceKeepsTheOutputAndDropsTheModules) {
+  const c10::IValue expected = LoadExpected("small_cnn");
+  for (const char* file : {"small_cnn.pt", "small_cnn_traced.pt"}) {
+    SCOPED_TRACE(file);
+    ModelConfig config;
+    config.set_torchscript(FixturePath(file));
+    absl::StatusOr<std::unique_ptr<Model>> loaded = LoadModel(config, "", "teacher");
+    ASSERT_THAT(loaded, IsOk());
+    (*loaded)->SetTraining(true);  // optimized in eval mode whatever the model's mode
+    absl::StatusOr<std::unique_ptr<Model>> optimized = OptimizeForInference(**loaded, "teacher");
+    ASSERT_THAT(optimized, IsOk());
+    EXPECT_THAT((*optimized)->Forward(FixtureInputs(expected)),
+                IValueNear(At(expected, "output"), 1e-5));
+    EXPECT_THAT((*optimized)->NamedParameters(), IsEmpty());
+    EXPECT_EQ((*optimized)->NamedModules().size(), 1u);  // the root alone
+    EXPECT_THAT((*optimized)->CheckModulePath("stem.0"), StatusIs(absl::StatusCode::kNotFound));
+    (*optimized)->SetTraining(false);  // as a box does: the root keeps its flag
+    EXPECT_FALSE((*optimized)->is_training());
+    EXPECT_TRUE((*loaded)->is_training());
+    EXPECT_FALSE((*loaded)->NamedParameters().empty());
+  }
+  ModelConfig native;
+  native.mutable_native()->set_key("fashion_cnn");
+  absl::StatusOr<std::unique_ptr<Model>> cnn = LoadModel(native, "", "teacher");
+  ASSERT_THAT(cnn, IsOk());
+  EXPECT_THAT(OptimizeForInference(**cnn, "teacher"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("teacher.optimize_for_inference: needs a TorchScript model")));
 }
 
 }  // namespace

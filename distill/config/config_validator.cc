@@ -37,6 +37,7 @@ class Validator : private internal::StageChecker {
       Missing(root, "student");
     }
     if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"));
+    CheckOptimizeForInference(config, root);
     CheckStages(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
     if (config.has_test_data_loader()) {
@@ -61,6 +62,27 @@ class Validator : private internal::StageChecker {
     if (profiler.has_active()) AtLeast(loc, "active", profiler.active(), int64_t{1});
     AtLeast(loc, "repeat", profiler.repeat(), int64_t{0});
     AtLeast(loc, "skip_first", profiler.skip_first(), int64_t{0});
+  }
+
+  // ModelConfig.optimize_for_inference: a TorchScript teacher's, with nothing to save.
+  void CheckOptimizeForInference(const DistillConfig& config, const ConfigLocator& root) {
+    if (config.student().optimize_for_inference()) {
+      Add(root.Nested("student").Of("optimize_for_inference"),
+          "optimize_for_inference is for the teacher: the student trains");
+    }
+    const ModelConfig& teacher = config.teacher();
+    if (!teacher.optimize_for_inference()) return;
+    const ConfigLocator loc = root.Nested("teacher");
+    if (teacher.has_native()) {
+      Add(loc.Of("optimize_for_inference"),
+          "optimize_for_inference needs a TorchScript teacher (torch::jit::freeze works on "
+          "TorchScript modules); export it with torch.jit.script, or drop the flag");
+    }
+    if (!teacher.dst_ckpt().empty()) {
+      Add(loc.Of("dst_ckpt"),
+          "a teacher optimized for inference has no parameters to save: drop dst_ckpt or "
+          "optimize_for_inference");
+    }
   }
 
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
@@ -161,6 +183,9 @@ class Validator : private internal::StageChecker {
       CheckStageModel(stage.teacher(), loc.Nested("teacher"), IoRef::TEACHER, context);
     }
     CheckStageModel(stage.student(), loc.Nested("student"), IoRef::STUDENT, context);
+    if (config.has_teacher() && config.teacher().optimize_for_inference()) {
+      CheckOptimizedTeacher(stage, loc);
+    }
 
     if (stage.has_optimizer()) {
       CheckOptimizer(stage.optimizer(), loc.Nested("optimizer"), context);

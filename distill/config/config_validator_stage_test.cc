@@ -115,5 +115,56 @@ TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
                           "STUDENT"));
 }
 
+// A teacher optimized for inference has no parameters and no submodules: what a config asks of
+// it beyond its output is named where it is written.
+TEST(ConfigValidatorTest, ATeacherOptimizedForInferenceOnlyRuns) {
+  const std::string why =
+      "the teacher is optimized for inference (teacher.optimize_for_inference: no parameters, "
+      "its submodules inlined)";
+  const Lines optimized =
+      Replace(kBase, 4, {R"(teacher { torchscript: "teacher.pt" optimize_for_inference: true })"});
+  EXPECT_THAT(Validate(optimized),
+              ElementsAre(At(optimized, 10, "module_path") + why +
+                          ": only its output (module_path \"\") can be hooked, not \"layer2\"; "
+                          "drop the hook or optimize_for_inference"));
+  // Hooked at its output only, the base config is valid.
+  const Lines output_only = Replace(
+      optimized, 10, {R"(  teacher { forward_hooks { module_path: "" requires_output: true } })"});
+  const Lines valid =
+      Replace(output_only, 26, {R"(      inputs { arg: "teacher" source: TEACHER })"});
+  EXPECT_THAT(Validate(valid), IsEmpty());
+  // Training it, wrapping it, a parameter group of it, frozen modules on it; an auxiliary module
+  // reading its output is fine.
+  const Lines trains = Replace(
+      valid, 10,
+      {R"(  teacher { requires_grad: true wrapper: DISTRIBUTED_DATA_PARALLEL frozen_modules: "fc")",
+       R"(            auxiliary_modules { name: "a" key: "conv_connector" input { source: TEACHER } } })"});
+  const Lines grouped = Replace(
+      trains, 13,
+      {R"(  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } param_groups { model: TEACHER } })"});
+  EXPECT_THAT(Validate(grouped),
+              ElementsAre(At(grouped, 10, "requires_grad") + why + ": it cannot train",
+                          At(grouped, 10, "wrapper") + why + ": it is not wrapped",
+                          At(grouped, 10, "frozen_modules") + why + ": it has no modules to freeze",
+                          At(grouped, 13, "model") + why + ": it has no parameters to optimize"));
+  // Only a TorchScript teacher, with nothing to save; never the student.
+  const Lines native = Replace(
+      valid, 4,
+      {R"(teacher { native { key: "fashion_cnn" } optimize_for_inference: true dst_ckpt: "t.pt" })"});
+  const Lines student = Replace(
+      native, 5, {R"(student { native { key: "fashion_cnn" } optimize_for_inference: true })"});
+  EXPECT_THAT(
+      Validate(student),
+      ElementsAre(At(student, 4, "optimize_for_inference") +
+                      "optimize_for_inference needs a TorchScript teacher (torch::jit::freeze "
+                      "works on TorchScript modules); export it with torch.jit.script, or drop the "
+                      "flag",
+                  At(student, 4, "dst_ckpt") +
+                      "a teacher optimized for inference has no parameters to save: drop dst_ckpt "
+                      "or optimize_for_inference",
+                  At(student, 5, "optimize_for_inference") +
+                      "optimize_for_inference is for the teacher: the student trains"));
+}
+
 }  // namespace
 }  // namespace kd

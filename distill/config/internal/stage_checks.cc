@@ -186,5 +186,36 @@ void StageChecker::CheckOptimizer(const OptimizerConfig& optimizer, const Config
   AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
 }
 
+void StageChecker::CheckOptimizedTeacher(const StageConfig& stage, const ConfigLocator& loc) {
+  constexpr char kWhy[] =
+      "the teacher is optimized for inference (teacher.optimize_for_inference: no parameters, "
+      "its submodules inlined)";
+  const StageModelConfig& teacher = stage.teacher();
+  const ConfigLocator tloc = loc.Nested("teacher");
+  for (int i = 0; i < teacher.forward_hooks_size(); ++i) {
+    const std::string& path = teacher.forward_hooks(i).module_path();
+    if (path.empty()) continue;
+    Add(tloc.Nested("forward_hooks", i).Of("module_path"),
+        absl::StrCat(kWhy, ": only its output (module_path \"\") can be hooked, not ",
+                     QuoteName(path), "; drop the hook or optimize_for_inference"));
+  }
+  if (teacher.has_requires_grad() && teacher.requires_grad()) {
+    Add(tloc.Of("requires_grad"), absl::StrCat(kWhy, ": it cannot train"));
+  }
+  if (!teacher.frozen_modules().empty()) {
+    Add(tloc.Of("frozen_modules", 0), absl::StrCat(kWhy, ": it has no modules to freeze"));
+  }
+  if (teacher.wrapper() != StageModelConfig::NO_WRAPPER) {
+    Add(tloc.Of("wrapper"), absl::StrCat(kWhy, ": it is not wrapped"));
+  }
+  const OptimizerConfig& optimizer = stage.optimizer();
+  for (int i = 0; i < optimizer.param_groups_size(); ++i) {
+    if (optimizer.param_groups(i).model() == ParamGroupConfig::TEACHER) {
+      Add(loc.Nested("optimizer").Nested("param_groups", i).Of("model"),
+          absl::StrCat(kWhy, ": it has no parameters to optimize"));
+    }
+  }
+}
+
 }  // namespace internal
 }  // namespace kd

@@ -28,6 +28,12 @@ class StageChecker : public Checker {
   // and its numbers.
   void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
                       const StageContext& context);
+  // A stage of a run whose teacher is optimized for inference (ModelConfig.
+  // optimize_for_inference): the teacher has no parameters or submodules, so the stage's
+  // teacher (at `loc`, the stage) may not train, be hooked below its output, take frozen
+  // modules or a wrapper, nor the optimizer a teacher parameter group. (Auxiliary modules may
+  // read its output.)
+  void CheckOptimizedTeacher(const StageConfig& stage, const ConfigLocator& loc);
 
  private:
   // A value read by a loss term (`loss_input`) or an auxiliary module.
