@@ -9,10 +9,11 @@
 namespace kd {
 namespace {
 
-// "x.pt (TorchScript)", "native model \"fashion_cnn\"".
+// "TorchScript x.pt", "TorchScript x.pt optimized for inference", "native model \"fashion_cnn\"".
 std::string DescribeModel(const ModelConfig& model) {
   if (model.has_native()) return absl::StrCat("native model \"", model.native().key(), "\"");
-  return absl::StrCat("TorchScript ", model.torchscript());
+  return absl::StrCat("TorchScript ", model.torchscript(),
+                      model.optimize_for_inference() ? " optimized for inference" : "");
 }
 
 std::string DescribeLoader(const LoaderConfig& loader, const DistillConfig& config) {

@@ -395,6 +395,13 @@ TEST(ConfigValidatorTest, SummaryDescribesTheRun) {
             "\"train\" (fashion_mnist, batch 32, shuffled), loss 1 * kd (KDLoss) + 1 * hint "
             "(MSELoss), optimizer SGD, scheduler MultiStepLR per epoch. Evaluates accuracy on the "
             "validation data after every epoch. Run \"t\" writes to runs/t on cpu, seed 0.");
+  const Lines optimized =
+      Replace(kBase, 4, {R"(teacher { torchscript: "teacher.pt" optimize_for_inference: true })"});
+  loaded = ParseConfig(absl::StrJoin(optimized, "\n"), "t.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  EXPECT_THAT(SummarizeConfig(loaded->config),
+              HasSubstr("Distills the teacher (TorchScript teacher.pt optimized for inference) "
+                        "into the student"));
 }
 
 TEST(ConfigValidatorTest, EveryConfigPluginKindIsCheckedHere) {
