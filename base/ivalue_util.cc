@@ -47,7 +47,8 @@ c10::IValue MapTensors(const c10::IValue& value, const Fn& fn) {
 // round trip, where the copy needs no autograd history and `t` is a plain dense
 // tensor; at::_lazy_clone itself otherwise.
 at::Tensor LazyCloneTensor(const at::Tensor& t) {
-  const c10::TensorImpl* impl = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+  if (!t.defined()) return t;  // nothing to copy (at::_lazy_clone refuses it)
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   if (impl != nullptr && impl->has_storage()) {
     const c10::StorageImpl& storage = *impl->storage().unsafeGetStorageImpl();
     if (storage.has_materializer() && !c10::impl::cow::is_cow_data_ptr(storage.data_ptr())) {
@@ -56,7 +57,7 @@ at::Tensor LazyCloneTensor(const at::Tensor& t) {
       return t.clone();
     }
   }
-  if (impl == nullptr || typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
+  if (typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
       t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
       (t.requires_grad() && at::GradMode::is_enabled())) {
     return at::_lazy_clone(t);

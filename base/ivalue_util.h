@@ -33,7 +33,7 @@ c10::IValue ToDevice(const c10::IValue& value, c10::Device device);
 c10::IValue CloneValue(const c10::IValue& value);
 // `value` with every tensor lazily cloned (copy-on-write: the copy shares memory until either
 // side is written; autograd records it); tensors whose storage has another write hook (a
-// write guard, hooks/internal/write_guard.h) are cloned at once.
+// write guard, hooks/internal/write_guard.h) are cloned at once; undefined ones stay as they are.
 c10::IValue LazyCloneValue(const c10::IValue& value);
 
 c10::IValue DetachValue(const c10::IValue& value);

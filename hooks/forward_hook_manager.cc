@@ -122,7 +122,7 @@ struct ForwardHookManager::Hook {
   void Resolve(OnDevice& on) {
     if (on.guards.empty()) return;
     for (size_t i = 0; i < on.values.size(); ++i) {
-      on.values[i] = write_guards->Resolve(std::move(on.values[i]), on.guards[i]);
+      write_guards->ResolveInPlace(on.values[i], on.guards[i]);
     }
     on.guards.clear();
   }

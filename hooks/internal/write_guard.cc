@@ -64,7 +64,7 @@ int32_t AcquireSlot(int& hint) {
 }
 
 // The last guard on `index` went: disarms the storage and frees the slot.
-void FreeSlot(int32_t index) {
+[[gnu::noinline]] void FreeSlot(int32_t index) {
   Slot& slot = slots[index];
   if (!slot.written.load(std::memory_order_acquire)) slot.storage->clear_materializer();
   slot.storage.reset();
@@ -137,6 +137,7 @@ WriteGuard::WriteGuard(WriteGuard&& other) noexcept
       key_set(other.key_set),
       dtype(other.dtype),
       inference(other.inference),
+      version(other.version),
       grad_fn(std::move(other.grad_fn)),
       output_nr(other.output_nr) {}
 
@@ -149,6 +150,7 @@ WriteGuard& WriteGuard::operator=(WriteGuard&& other) noexcept {
     key_set = other.key_set;
     dtype = other.dtype;
     inference = other.inference;
+    version = other.version;
     grad_fn = std::move(other.grad_fn);
     output_nr = other.output_nr;
   }
@@ -172,7 +174,13 @@ bool WriteGuards::Share(int32_t index, const c10::StorageImpl& storage) const {
 
 int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
   // The slot used last (the previous hooked module's output, say): no search.
-  if (last_ >= 0 && Share(last_, storage)) return last_;
+  if (last_ >= 0 && Share(last_, storage)) [[likely]] {
+    return last_;
+  }
+  return ArmAgain(storage);
+}
+
+[[gnu::noinline]] int32_t WriteGuards::ArmAgain(c10::StorageImpl& storage) {
   if (storage.has_materializer()) {
     // This recorder's, kept again (a block's input after its first layer's)?
     for (int32_t index : armed_) {
@@ -192,67 +200,101 @@ int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
   return last_ = index;
 }
 
-void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
-  c10::TensorImpl* impl = value.isTensor() && value.toTensor().defined()
-                              ? value.toTensor().unsafeGetTensorImpl()
-                              : nullptr;
-  // A plain dense tensor with memory of its own from an allocator; others get a copy now.
-  c10::StorageImpl* storage = impl != nullptr && typeid(*impl) == typeid(c10::TensorImpl) &&
-                                      impl->has_storage() && impl->layout() == c10::kStrided
-                                  ? impl->storage().unsafeGetStorageImpl()
-                                  : nullptr;
-  if (storage == nullptr || storage->allocator() == nullptr ||
-      storage->data_ptr().get() == nullptr) {
-    value = LazyCloneValue(value);
-    return;
-  }
-  const at::Tensor& t = value.toTensor();
-  c10::intrusive_ptr<torch::autograd::Node> grad_fn;
-  if (t.requires_grad()) {
-    // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
-    // both stay with the copy.
-    if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn())) {
-      value = LazyCloneValue(value);
-      return;
-    }
-  }
-  guard.slot = Arm(*storage);
-  if (guard.slot < 0) {
-    value = LazyCloneValue(value);
-    return;
-  }
-  const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
+namespace {
+
+// The tensor's metadata and version, into its armed guard.
+inline void Snapshot(c10::TensorImpl& impl, WriteGuard& guard) {
+  const c10::IntArrayRef sizes = impl.sizes(), strides = impl.strides();
   guard.sizes_and_strides.resize(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
     guard.sizes_and_strides.size_at_unchecked(i) = sizes[i];
     guard.sizes_and_strides.stride_at_unchecked(i) = strides[i];
   }
-  guard.storage_offset = impl->storage_offset();
-  guard.key_set = impl->key_set();
-  guard.dtype = impl->dtype();
-  guard.inference = t.is_inference();
-  if (grad_fn) {
-    guard.grad_fn = std::move(grad_fn);
-    guard.output_nr = t.output_nr();
-  }
+  guard.storage_offset = impl.storage_offset();
+  guard.key_set = impl.key_set();
+  guard.dtype = impl.dtype();
+  guard.inference = impl.is_inference();
+  const c10::VariableVersion& version = impl.version_counter();
+  guard.version = version.enabled() ? int64_t{version.current_version()} : -1;
 }
 
-c10::IValue WriteGuards::Resolve(c10::IValue value, WriteGuard& kept) {
-  if (kept.slot < 0) return value;
-  struct Release {
-    ~Release() {
-      ReleaseSlot(std::exchange(guard.slot, -1));
-      guard.grad_fn.reset();
-    }
-    WriteGuard& guard;
-  } release{kept};
-  const Slot& slot = slots[kept.slot];
-  const bool written = slot.written.load(std::memory_order_acquire);
-  const c10::TensorImpl* impl = value.toTensor().unsafeGetTensorImpl();
-  if (!written && impl->has_storage() &&
-      impl->storage().unsafeGetStorageImpl() == slot.storage.get() && SameLayout(*impl, kept)) {
-    return value;  // untouched: the model's own tensor
+// A plain dense tensor (an undefined tensor's impl is an UndefinedTensorImpl) with memory of
+// its own from an allocator: its storage; else null.
+inline c10::StorageImpl* GuardableStorage(c10::TensorImpl& impl) {
+  if (typeid(impl) != typeid(c10::TensorImpl) || impl.layout() != c10::kStrided) return nullptr;
+  c10::StorageImpl* storage = impl.unsafe_storage().unsafeGetStorageImpl();
+  if (storage == nullptr || storage->allocator() == nullptr ||
+      storage->data_ptr().get() == nullptr) {
+    return nullptr;
   }
+  return storage;
+}
+
+}  // namespace
+
+void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
+  c10::TensorImpl* impl = value.isTensor() ? value.unsafeToTensorImpl() : nullptr;
+  c10::StorageImpl* storage = impl != nullptr ? GuardableStorage(*impl) : nullptr;
+  if (storage == nullptr) [[unlikely]] {
+    value = LazyCloneValue(value);  // others get a copy now
+    return;
+  }
+  if (impl->requires_grad()) {
+    KeepWithHistory(value, guard);
+    return;
+  }
+  const int32_t slot = Arm(*storage);
+  if (slot < 0) [[unlikely]] {
+    value = LazyCloneValue(value);
+    return;
+  }
+  guard.slot = slot;
+  Snapshot(*impl, guard);
+}
+
+[[gnu::noinline]] void WriteGuards::KeepWithHistory(c10::IValue& value, WriteGuard& guard) {
+  const at::Tensor& t = value.toTensor();
+  // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
+  // both stay with the copy.
+  c10::intrusive_ptr<torch::autograd::Node> grad_fn;
+  if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn())) {
+    value = LazyCloneValue(value);
+    return;
+  }
+  c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
+  const int32_t slot = Arm(*impl.unsafe_storage().unsafeGetStorageImpl());
+  if (slot < 0) {
+    value = LazyCloneValue(value);
+    return;
+  }
+  guard.slot = slot;
+  Snapshot(impl, guard);
+  guard.grad_fn = std::move(grad_fn);
+  guard.output_nr = t.output_nr();
+}
+
+void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& kept) {
+  const int32_t index = kept.slot;
+  if (index < 0) return;
+  const Slot& slot = slots[index];
+  const bool written = slot.written.load(std::memory_order_acquire);
+  // Keep guarded a plain TensorImpl: its storage can be read unchecked.
+  const c10::TensorImpl* impl = value.unsafeToTensorImpl();
+  if (written || impl->unsafe_storage().unsafeGetStorageImpl() != slot.storage.get() ||
+      ((kept.version < 0 || impl->version_counter().current_version() != kept.version) &&
+       !SameLayout(*impl, kept))) [[unlikely]] {
+    Rebuild(value, kept, written);
+  }
+  // Else untouched: the model's own tensor.
+  kept.slot = -1;
+  kept.grad_fn.reset();
+  ReleaseSlot(index);
+}
+
+[[gnu::noinline]] void WriteGuards::Rebuild(c10::IValue& value, WriteGuard& kept,
+                                            bool written) {
+  const Slot& slot = slots[kept.slot];
+  const c10::TensorImpl* impl = value.unsafeToTensorImpl();
   // The bytes as they were: the copy if the storage was written, else the storage (only the
   // tensor's metadata or its storage changed).
   const c10::intrusive_ptr<c10::StorageImpl>& bytes = written ? slot.copy : slot.storage;
@@ -262,7 +304,8 @@ c10::IValue WriteGuards::Resolve(c10::IValue value, WriteGuard& kept) {
         done->storage().unsafeGetStorageImpl() == bytes.get() && SameLayout(*done, kept) &&
         r.tensor.grad_fn().get() == kept.grad_fn.get() &&
         (!kept.grad_fn || r.tensor.output_nr() == kept.output_nr)) {
-      return r.tensor;
+      value = r.tensor;
+      return;
     }
   }
   at::Tensor tensor;
@@ -281,7 +324,7 @@ c10::IValue WriteGuards::Resolve(c10::IValue value, WriteGuard& kept) {
         tensor, torch::autograd::Edge(std::move(kept.grad_fn), kept.output_nr));
   }
   rebuilt_.push_back(Rebuilt{value.toTensor(), tensor});
-  return tensor;
+  value = std::move(tensor);
 }
 
 void WriteGuards::Reset() {

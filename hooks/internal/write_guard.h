@@ -6,7 +6,9 @@
 // tensors use): libtorch calls it on the first write into the storage (through this tensor or
 // any view of it, before the write), and the hook copies the bytes. Nothing is copied while
 // the forward leaves the storage alone. Resolve returns the model's own tensor if nothing
-// wrote it and its sizes, strides and offset are as they were; else it rebuilds the tensor on
+// wrote it and its metadata is as it was (its version unchanged: libtorch bumps a tensor's
+// version on every in-place op on it, metadata ops such as t_ or resize_ included; or else its
+// sizes, strides and offset compared); else it rebuilds the tensor on
 // the copy (or, where only the metadata or the tensor's storage changed, on the kept storage)
 // with the recorded metadata and autograd edge.
 //
@@ -20,7 +22,7 @@
 //   c10::IValue kept = y;
 //   guards.Keep(kept, guard);      // kept is still y
 //   y.relu_();                     // the write hook copies y's bytes, then the relu_ writes
-//   c10::IValue as_returned = guards.Resolve(std::move(kept), guard);  // y before the relu_
+//   guards.ResolveInPlace(kept, guard);  // kept is y as it was before the relu_
 //   guards.Reset();
 //
 // Armed storages are kept alive until their guards go (pop, clear). A storage takes one write
@@ -30,6 +32,7 @@
 #define LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -64,6 +67,9 @@ struct WriteGuard {
   c10::DispatchKeySet key_set;
   caffe2::TypeMeta dtype;
   bool inference = false;
+  // The tensor's version when kept (libtorch bumps it on every in-place op on the tensor or a
+  // view of it, metadata changes included); -1: no version counter (an inference tensor).
+  int64_t version = -1;
   c10::intrusive_ptr<torch::autograd::Node> grad_fn;  // null: no autograd history
   uint32_t output_nr = 0;
 };
@@ -86,9 +92,16 @@ class WriteGuards {
   // where libtorch can) and leaves `guard` empty. Values of one storage share its hook.
   void Keep(c10::IValue& value, WriteGuard& guard);
 
-  // `value` as it was when Keep guarded it with `guard` (which it empties). Two values kept
-  // from one tensor come back as one tensor, as they were recorded, until Reset().
-  c10::IValue Resolve(c10::IValue value, WriteGuard& guard);
+  // Makes `value` what it was when Keep guarded it with `guard` (which it empties): left as
+  // it is where nothing changed it (no write into its storage, the same storage and version,
+  // or else the same sizes, strides and offset), else rebuilt. Two values kept from one
+  // tensor come back as one tensor, as they were recorded, until Reset().
+  void ResolveInPlace(c10::IValue& value, WriteGuard& guard);
+  // The same, returned.
+  c10::IValue Resolve(c10::IValue value, WriteGuard& guard) {
+    ResolveInPlace(value, guard);
+    return value;
+  }
 
   // Forgets the tensors rebuilt and the storages armed so far (their guards stay valid; a
   // storage kept again after Reset is copied instead of shared).
@@ -104,8 +117,13 @@ class WriteGuards {
   };
 
   // A slot armed on `storage` (a new one, or this recorder's existing one), or -1; it
-  // becomes last_.
+  // becomes last_. ArmAgain: past the slot used last.
   int32_t Arm(c10::StorageImpl& storage);
+  int32_t ArmAgain(c10::StorageImpl& storage);
+  // Keep for a tensor that requires grad.
+  void KeepWithHistory(c10::IValue& value, WriteGuard& guard);
+  // Resolve for a tensor something changed: `value` as recorded, on the kept bytes.
+  void Rebuild(c10::IValue& value, WriteGuard& kept, bool written);
   // Whether slot `index` is this recorder's, armed on `storage` and unwritten; if so, counts
   // one more guard on it.
   bool Share(int32_t index, const c10::StorageImpl& storage) const;

@@ -85,6 +85,32 @@ TEST(WriteGuardTest, MetadataChangesDoNotReachTheKeptValue) {
   }
 }
 
+// Resolve compares a tensor's version first, its sizes and strides only when the version
+// moved: an in-place op that leaves the layout as it was (twice t_, or t_ through a detached
+// alias, which shares the version counter) still gives the model's own tensor back.
+TEST(WriteGuardTest, AMovedVersionWithTheLayoutAsItWasGivesTheTensorItself) {
+  for (const auto& change : std::vector<std::function<void(at::Tensor&)>>{
+           [](at::Tensor& x) { x.t_().t_(); },
+           [](at::Tensor& x) { x.detach().t_(); },
+       }) {
+    const at::Tensor t = at::arange(6.0).view({2, 3});
+    const int64_t version = t._version();
+    const at::Tensor back = KeepWriteResolve(t, change);
+    EXPECT_GT(t._version(), version);
+    EXPECT_TRUE(back.is_same(t));
+    EXPECT_THAT(back, TensorEq(at::arange(6.0).view({2, 3})));
+  }
+}
+
+TEST(WriteGuardTest, AnUndefinedTensorStaysUndefined) {
+  WriteGuards guards;
+  WriteGuard guard;
+  c10::IValue kept = at::Tensor();
+  guards.Keep(kept, guard);
+  EXPECT_FALSE(guard.armed());
+  EXPECT_FALSE(guards.Resolve(kept, guard).toTensor().defined());
+}
+
 TEST(WriteGuardTest, ValuesOfOneTensorShareOneCopyAndComeBackAsOneTensor) {
   at::Tensor t = at::arange(4.0);
   WriteGuards guards;
