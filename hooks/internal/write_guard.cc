@@ -1,5 +1,6 @@
 #include "hooks/internal/write_guard.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -118,13 +119,19 @@ bool Equal(c10::IntArrayRef a, c10::IntArrayRef b) {
 
 bool SameLayout(const c10::TensorImpl& impl, const WriteGuard& guard) {
   return impl.storage_offset() == guard.storage_offset && impl.dtype() == guard.dtype &&
-         Equal(impl.sizes(), guard.sizes_and_strides.sizes_arrayref()) &&
-         Equal(impl.strides(), guard.sizes_and_strides.strides_arrayref());
+         Equal(impl.sizes(), guard.sizes()) && Equal(impl.strides(), guard.strides());
 }
 
 }  // namespace
 
 WriteGuard::WriteGuard() = default;
+
+int64_t* WriteGuard::ResizeLayout(int64_t dims) {
+  dim = static_cast<int32_t>(dims);
+  if (dims <= kInlineDims) return layout_inline;
+  layout_heap = std::make_unique<int64_t[]>(2 * dims);
+  return layout_heap.get();
+}
 
 WriteGuard::~WriteGuard() {
   if (slot >= 0) ReleaseSlot(slot);
@@ -132,20 +139,25 @@ WriteGuard::~WriteGuard() {
 
 WriteGuard::WriteGuard(WriteGuard&& other) noexcept
     : slot(std::exchange(other.slot, -1)),
-      sizes_and_strides(std::move(other.sizes_and_strides)),
+      dim(other.dim),
+      layout_heap(std::move(other.layout_heap)),
       storage_offset(other.storage_offset),
       key_set(other.key_set),
       dtype(other.dtype),
       inference(other.inference),
       version(other.version),
       grad_fn(std::move(other.grad_fn)),
-      output_nr(other.output_nr) {}
+      output_nr(other.output_nr) {
+  if (dim <= kInlineDims) std::copy_n(other.layout_inline, 2 * dim, layout_inline);
+}
 
 WriteGuard& WriteGuard::operator=(WriteGuard&& other) noexcept {
   if (this != &other) {
     if (slot >= 0) ReleaseSlot(slot);
     slot = std::exchange(other.slot, -1);
-    sizes_and_strides = std::move(other.sizes_and_strides);
+    dim = other.dim;
+    if (dim <= kInlineDims) std::copy_n(other.layout_inline, 2 * dim, layout_inline);
+    layout_heap = std::move(other.layout_heap);
     storage_offset = other.storage_offset;
     key_set = other.key_set;
     dtype = other.dtype;
@@ -203,12 +215,13 @@ int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
 namespace {
 
 // The tensor's metadata and version, into its armed guard.
-inline void Snapshot(c10::TensorImpl& impl, WriteGuard& guard) {
+[[gnu::always_inline]] inline void Snapshot(c10::TensorImpl& impl, WriteGuard& guard) {
   const c10::IntArrayRef sizes = impl.sizes(), strides = impl.strides();
-  guard.sizes_and_strides.resize(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    guard.sizes_and_strides.size_at_unchecked(i) = sizes[i];
-    guard.sizes_and_strides.stride_at_unchecked(i) = strides[i];
+  const size_t dims = sizes.size();
+  int64_t* layout = guard.ResizeLayout(static_cast<int64_t>(dims));
+  for (size_t i = 0; i < dims; ++i) {
+    layout[i] = sizes[i];
+    layout[dims + i] = strides[i];
   }
   guard.storage_offset = impl.storage_offset();
   guard.key_set = impl.key_set();
@@ -315,8 +328,7 @@ void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& kept) {
     if (kept.inference) mode.emplace();
     auto rebuilt =
         c10::make_intrusive<c10::TensorImpl>(c10::Storage(bytes), kept.key_set, kept.dtype);
-    rebuilt->set_sizes_and_strides(kept.sizes_and_strides.sizes_arrayref(),
-                                   kept.sizes_and_strides.strides_arrayref(), kept.storage_offset);
+    rebuilt->set_sizes_and_strides(kept.sizes(), kept.strides(), kept.storage_offset);
     tensor = at::Tensor(std::move(rebuilt));
   }
   if (kept.grad_fn) {

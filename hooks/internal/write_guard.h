@@ -32,13 +32,14 @@
 #define LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/DispatchKeySet.h>
-#include <c10/core/impl/SizesAndStrides.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/intrusive_ptr.h>
 #include <c10/util/typeid.h>
 
@@ -60,9 +61,19 @@ struct WriteGuard {
   WriteGuard& operator=(WriteGuard&& other) noexcept;
 
   bool armed() const { return slot >= 0; }
+  // The kept tensor's sizes and strides.
+  c10::IntArrayRef sizes() const { return {layout(), static_cast<size_t>(dim)}; }
+  c10::IntArrayRef strides() const { return {layout() + dim, static_cast<size_t>(dim)}; }
+  // Room for `dims` sizes and strides, written there: sizes first.
+  int64_t* ResizeLayout(int64_t dims);
 
+  static constexpr int64_t kInlineDims = 5;
   int32_t slot = -1;  // the armed storage's hook slot; -1: nothing guarded
-  c10::impl::SizesAndStrides sizes_and_strides;
+  int32_t dim = 0;
+  // Sizes, then strides: inline up to kInlineDims dimensions (left uninitialized: a guard is
+  // built per recorded value), else on the heap.
+  int64_t layout_inline[2 * kInlineDims];
+  std::unique_ptr<int64_t[]> layout_heap;
   int64_t storage_offset = 0;
   c10::DispatchKeySet key_set;
   caffe2::TypeMeta dtype;
@@ -72,6 +83,9 @@ struct WriteGuard {
   int64_t version = -1;
   c10::intrusive_ptr<torch::autograd::Node> grad_fn;  // null: no autograd history
   uint32_t output_nr = 0;
+
+ private:
+  const int64_t* layout() const { return dim <= kInlineDims ? layout_inline : layout_heap.get(); }
 };
 
 // The guards of one recorder (a ForwardHookManager), used from one thread; the write hooks
