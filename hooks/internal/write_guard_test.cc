@@ -102,6 +102,16 @@ TEST(WriteGuardTest, AMovedVersionWithTheLayoutAsItWasGivesTheTensorItself) {
   }
 }
 
+// Past five dimensions the guard keeps the layout on the heap.
+TEST(WriteGuardTest, ASixDimensionalTensorComesBackWithItsLayout) {
+  const at::Tensor expected = at::arange(64.0).view({2, 2, 2, 2, 2, 2}).transpose(1, 4);
+  const at::Tensor t = expected.clone().transpose(0, 3);
+  const at::Tensor kept_as = t.clone();
+  const at::Tensor back = KeepWriteResolve(t, [](at::Tensor& x) { x.transpose_(0, 5).mul_(-1); });
+  EXPECT_EQ(back.strides(), kept_as.strides());
+  EXPECT_THAT(back, TensorEq(kept_as));
+}
+
 TEST(WriteGuardTest, AnUndefinedTensorStaysUndefined) {
   WriteGuards guards;
   WriteGuard guard;
