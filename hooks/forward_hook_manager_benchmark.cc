@@ -5,9 +5,19 @@
 // the ratios of medians measured in this run and the cost of one hooked call in ns.
 //
 //   bazel run -c opt //hooks:forward_hook_manager_benchmark
+//
+// With --chain_only=plain|references|as_returned it runs only the native chain, plain or hooked
+// with those values, 2200 forwards (each hooked one popped) in ChainForwards, and exits: for
+// instruction counts, which the machine's noise does not move. Per hooked call, what values as
+// returned add = (as_returned - references) / 11000 of:
+//   valgrind --tool=callgrind --toggle-collect='*ChainForwards*'
+//       bazel-out/k8-opt/bin/hooks/forward_hook_manager_benchmark --chain_only=as_returned
 #include <functional>
 #include <memory>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -135,8 +145,43 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
   return seconds * 1e9 / (kForwardsPerRun * kHookedCalls);
 }
 
+// `forwards` forwards of `model`, each popped from `manager` if it has hooks.
+[[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager, int forwards) {
+  const at::Tensor one = at::zeros({1});
+  at::NoGradGuard no_grad;
+  const bool hooked = !manager.HookedKeys().empty();
+  for (int i = 0; i < forwards; ++i) {
+    model.Forward({one});
+    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
+  }
+}
+
+// --chain_only=MODE: see the top of this file.
+int ChainOnly(std::string_view mode) {
+  std::shared_ptr<Model> model = NativeChain();
+  ForwardHookManager manager;
+  if (mode != "plain") {
+    if (mode != "references" && mode != "as_returned") {
+      std::fprintf(stderr, "--chain_only: %s is none of plain, references, as_returned\n",
+                   std::string(mode).c_str());
+      return 2;
+    }
+    const HookValues values =
+        mode == "references" ? HookValues::kReferences : HookValues::kAsReturned;
+    for (int i = 0; i < kHookedCalls; ++i) {
+      if (!manager.AddHook(*model, "m" + std::to_string(i), {.values = values}).ok()) return 2;
+    }
+  }
+  ChainForwards(*model, manager, 2200);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   at::set_num_threads(1);
+  constexpr std::string_view kChainOnly = "--chain_only=";
+  if (argc > 1 && std::string_view(argv[1]).starts_with(kChainOnly)) {
+    return ChainOnly(std::string_view(argv[1]).substr(kChainOnly.size()));
+  }
   const std::vector<std::string> small_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
                                                 "fc"};
   const at::Tensor small_input = at::randn({1, 1, 28, 28});
