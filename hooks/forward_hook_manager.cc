@@ -48,7 +48,8 @@ struct ForwardHookManager::Hook {
   struct OnDevice {
     c10::Device device;
     std::vector<c10::IValue> values;
-    // With write guards: one per value, resolved (and emptied) before the values are popped.
+    // With write guards: one per value (guards[i] for values[i]), resolved (and emptied)
+    // before the values are popped, and kept for the next values.
     std::vector<internal::WriteGuard> guards;
   };
   using Recorded = std::vector<OnDevice>;  // usually one device
@@ -104,12 +105,14 @@ struct ForwardHookManager::Hook {
     }
     const bool replaces = !options.accumulates && !on->values.empty();  // the last call wins
     if (write_guards != nullptr) {
-      if (replaces) {
-        on->guards.back() = internal::WriteGuard();
-      } else {
+      // Guards outlive their values' pop, resolved (empty), and serve the next calls.
+      const size_t index = on->values.size() - (replaces ? 1 : 0);
+      if (index == on->guards.size()) {
         on->guards.emplace_back();
+      } else if (on->guards[index].armed()) {
+        on->guards[index] = internal::WriteGuard();  // the replaced call's, released
       }
-      write_guards->Keep(value, on->guards.back());
+      write_guards->Keep(value, on->guards[index]);
     }
     if (replaces) {
       on->values.back() = std::move(value);
@@ -120,11 +123,10 @@ struct ForwardHookManager::Hook {
 
   // The recorded values as returned: what a write guard kept, where the forward wrote later.
   void Resolve(OnDevice& on) {
-    if (on.guards.empty()) return;
+    if (write_guards == nullptr) return;
     for (size_t i = 0; i < on.values.size(); ++i) {
       write_guards->ResolveInPlace(on.values[i], on.guards[i]);
     }
-    on.guards.clear();
   }
   void Resolve() {
     for (Recorded* recorded : {&input, &output}) {

@@ -257,6 +257,47 @@ TEST(ForwardHookManagerValuesTest, AccumulatedNativeValuesAreEachAsReturned) {
   }
 }
 
+// A module called twice in a forward, each output written in place after its call: the last
+// call's value as returned wins, pop after pop, also after a forward cleared without a pop
+// (guards are reused from one forward to the next, and a replaced call's guard released).
+struct CalledTwiceImpl : torch::nn::Module {
+  CalledTwiceImpl() : a(register_module("a", torch::nn::Linear(3, 3))) {}
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor first = Call(a, x);
+    first.mul_(-1);
+    at::Tensor second = Call(a, x + 1);
+    second.relu_();
+    return first + second;
+  }
+  torch::nn::Linear a;
+};
+TORCH_MODULE(CalledTwice);
+
+TEST(ForwardHookManagerValuesTest, TheLastOfTwoCallsIsAsReturnedPopAfterPop) {
+  at::manual_seed(0);
+  CalledTwice net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  ASSERT_THAT(manager.AddHook(*model, "a"), IsOk());
+  for (bool grad : {false, true}) {
+    SCOPED_TRACE(grad ? "with autograd" : "no_grad");
+    std::optional<at::NoGradGuard> no_grad;
+    if (!grad) no_grad.emplace();
+    for (int step = 0; step < 4; ++step) {
+      const at::Tensor x = at::randn({2, 3});
+      model->Forward({x});
+      if (step == 1) {
+        manager.ClearIoDict();
+        continue;
+      }
+      auto io = manager.PopIoDict();
+      ASSERT_THAT(io, IsOk());
+      EXPECT_THAT(io->at("a").at(kOutput), IValueNear(net->a->forward(x + 1).detach(), 1e-6));
+      EXPECT_THAT(io->at("a").at(kInput), IValueNear(x + 1, 0));
+    }
+  }
+}
+
 // A forward that writes nothing in place copies nothing: no kernel of the small CNN's
 // (oneDNN convolutions, batch norm, pooling, linear; forward and backward) asks a recorded
 // storage for a writable pointer, so the guards cost no memory.
