@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -298,7 +299,10 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   for (Hook* hook : sorted) {
     hook->Resolve();
     // Keys are unique and sorted: appended unchecked.
-    IoEntry& out = result.entries_.emplace_back(hook->key, IoEntry()).second;
+    IoEntry& out = result.entries_
+                       .emplace_back(std::piecewise_construct, std::forward_as_tuple(hook->key),
+                                     std::forward_as_tuple())
+                       .second;
     bool cleared = true;  // whether every value of the hook was moved out
     for (int slot : {0, 1}) {
       Hook::Recorded& recorded = slot == 0 ? hook->input : hook->output;
@@ -306,10 +310,13 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
         // The common case: one device, the last call's value, moved out.
         std::vector<c10::IValue>& values = recorded.front().values;
         if (values.empty()) continue;
-        c10::IValue value = std::move(values.back());
+        c10::IValue& last = values.back();
+        if (last.isTensor() && last.toTensor().device() == target_device_) {
+          out.values_[slot] = std::move(last);
+        } else {
+          out.values_[slot] = ToDevice(last, target_device_);
+        }
         values.clear();
-        const bool here = value.isTensor() && value.toTensor().device() == target_device_;
-        out.values_[slot] = here ? std::move(value) : ToDevice(value, target_device_);
         out.has_[slot] = true;
         continue;
       }
