@@ -70,8 +70,8 @@ struct WriteGuard {
   static constexpr int64_t kInlineDims = 5;
   int32_t slot = -1;  // the armed storage's hook slot; -1: nothing guarded
   int32_t dim = 0;
-  // Sizes, then strides: inline up to kInlineDims dimensions (left uninitialized: a guard is
-  // built per recorded value), else on the heap.
+  // Sizes, then strides: inline up to kInlineDims dimensions (left uninitialized: Keep writes
+  // them before anything reads them), else on the heap.
   int64_t layout_inline[2 * kInlineDims];
   std::unique_ptr<int64_t[]> layout_heap;
   int64_t storage_offset = 0;
