@@ -109,29 +109,14 @@ constexpr std::array<c10::MaterializeFn, sizeof...(kIndex)> MakeHooks(
 constexpr std::array<c10::MaterializeFn, kSlots> kHooks =
     MakeHooks(std::make_index_sequence<kSlots>());
 
-bool Equal(c10::IntArrayRef a, c10::IntArrayRef b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
-}
-
 bool SameLayout(const c10::TensorImpl& impl, const WriteGuard& guard) {
   return impl.storage_offset() == guard.storage_offset && impl.dtype() == guard.dtype &&
-         Equal(impl.sizes(), guard.sizes()) && Equal(impl.strides(), guard.strides());
+         impl.sizes().equals(guard.sizes()) && impl.strides().equals(guard.strides());
 }
 
 }  // namespace
 
 WriteGuard::WriteGuard() = default;
-
-int64_t* WriteGuard::ResizeLayout(int64_t dims) {
-  dim = static_cast<int32_t>(dims);
-  if (dims <= kInlineDims) return layout_inline;
-  layout_heap = std::make_unique<int64_t[]>(2 * dims);
-  return layout_heap.get();
-}
 
 WriteGuard::~WriteGuard() {
   if (slot >= 0) ReleaseSlot(slot);
@@ -214,23 +199,6 @@ int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
 
 namespace {
 
-// The tensor's metadata and version, into its armed guard.
-[[gnu::always_inline]] inline void Snapshot(c10::TensorImpl& impl, WriteGuard& guard) {
-  const c10::IntArrayRef sizes = impl.sizes(), strides = impl.strides();
-  const size_t dims = sizes.size();
-  int64_t* layout = guard.ResizeLayout(static_cast<int64_t>(dims));
-  for (size_t i = 0; i < dims; ++i) {
-    layout[i] = sizes[i];
-    layout[dims + i] = strides[i];
-  }
-  guard.storage_offset = impl.storage_offset();
-  guard.key_set = impl.key_set();
-  guard.dtype = impl.dtype();
-  guard.inference = impl.is_inference();
-  const c10::VariableVersion& version = impl.version_counter();
-  guard.version = version.enabled() ? int64_t{version.current_version()} : -1;
-}
-
 // A plain dense tensor (an undefined tensor's impl is an UndefinedTensorImpl) with memory of
 // its own from an allocator: its storage; else null.
 inline c10::StorageImpl* GuardableStorage(c10::TensorImpl& impl) {
@@ -245,6 +213,35 @@ inline c10::StorageImpl* GuardableStorage(c10::TensorImpl& impl) {
 
 }  // namespace
 
+// Arms a slot on `storage` for `guard` and records the tensor's metadata and version in it;
+// false where no slot serves.
+[[gnu::always_inline]] inline bool WriteGuards::Guard(c10::TensorImpl& impl,
+                                                      c10::StorageImpl& storage,
+                                                      WriteGuard& guard) {
+  const int32_t slot = Arm(storage);
+  if (slot < 0) [[unlikely]] {
+    return false;
+  }
+  guard.slot = slot;
+  const c10::IntArrayRef sizes = impl.sizes(), strides = impl.strides();
+  const size_t dims = sizes.size();
+  guard.dim = static_cast<int32_t>(dims);
+  int64_t* layout = dims <= WriteGuard::kInlineDims
+                        ? guard.layout_inline
+                        : (guard.layout_heap = std::make_unique<int64_t[]>(2 * dims)).get();
+  for (size_t i = 0; i < dims; ++i) {
+    layout[i] = sizes[i];
+    layout[dims + i] = strides[i];
+  }
+  guard.storage_offset = impl.storage_offset();
+  guard.key_set = impl.key_set();
+  guard.dtype = impl.dtype();
+  guard.inference = impl.is_inference();
+  const c10::VariableVersion& version = impl.version_counter();
+  guard.version = version.enabled() ? int64_t{version.current_version()} : -1;
+  return true;
+}
+
 void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
   c10::TensorImpl* impl = value.isTensor() ? value.unsafeToTensorImpl() : nullptr;
   c10::StorageImpl* storage = impl != nullptr ? GuardableStorage(*impl) : nullptr;
@@ -253,35 +250,25 @@ void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
     return;
   }
   if (impl->requires_grad()) {
-    KeepWithHistory(value, guard);
+    KeepWithHistory(value, *impl, *storage, guard);
     return;
   }
-  const int32_t slot = Arm(*storage);
-  if (slot < 0) [[unlikely]] {
+  if (!Guard(*impl, *storage, guard)) [[unlikely]] {
     value = LazyCloneValue(value);
-    return;
   }
-  guard.slot = slot;
-  Snapshot(*impl, guard);
 }
 
-[[gnu::noinline]] void WriteGuards::KeepWithHistory(c10::IValue& value, WriteGuard& guard) {
+[[gnu::noinline]] void WriteGuards::KeepWithHistory(c10::IValue& value, c10::TensorImpl& impl,
+                                                    c10::StorageImpl& storage,
+                                                    WriteGuard& guard) {
   const at::Tensor& t = value.toTensor();
   // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
   // both stay with the copy.
   c10::intrusive_ptr<torch::autograd::Node> grad_fn;
-  if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn())) {
+  if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn()) || !Guard(impl, storage, guard)) {
     value = LazyCloneValue(value);
     return;
   }
-  c10::TensorImpl& impl = *t.unsafeGetTensorImpl();
-  const int32_t slot = Arm(*impl.unsafe_storage().unsafeGetStorageImpl());
-  if (slot < 0) {
-    value = LazyCloneValue(value);
-    return;
-  }
-  guard.slot = slot;
-  Snapshot(impl, guard);
   guard.grad_fn = std::move(grad_fn);
   guard.output_nr = t.output_nr();
 }

@@ -64,8 +64,6 @@ struct WriteGuard {
   // The kept tensor's sizes and strides.
   c10::IntArrayRef sizes() const { return {layout(), static_cast<size_t>(dim)}; }
   c10::IntArrayRef strides() const { return {layout() + dim, static_cast<size_t>(dim)}; }
-  // Room for `dims` sizes and strides, written there: sizes first.
-  int64_t* ResizeLayout(int64_t dims);
 
   static constexpr int64_t kInlineDims = 5;
   int32_t slot = -1;  // the armed storage's hook slot; -1: nothing guarded
@@ -134,8 +132,12 @@ class WriteGuards {
   // becomes last_. ArmAgain: past the slot used last.
   int32_t Arm(c10::StorageImpl& storage);
   int32_t ArmAgain(c10::StorageImpl& storage);
-  // Keep for a tensor that requires grad.
-  void KeepWithHistory(c10::IValue& value, WriteGuard& guard);
+  // Arms a slot on `storage` for `guard` and snapshots `impl` into it; false where no slot
+  // serves.
+  bool Guard(c10::TensorImpl& impl, c10::StorageImpl& storage, WriteGuard& guard);
+  // Keep for a tensor that requires grad (`impl`, on the guardable `storage`).
+  void KeepWithHistory(c10::IValue& value, c10::TensorImpl& impl, c10::StorageImpl& storage,
+                       WriteGuard& guard);
   // Resolve for a tensor something changed: `value` as recorded, on the kept bytes.
   void Rebuild(c10::IValue& value, WriteGuard& kept, bool written);
   // Whether slot `index` is this recorder's, armed on `storage` and unwritten; if so, counts
