@@ -115,6 +115,24 @@ std::shared_ptr<Model> NativeChain() {
   return model;
 }
 
+// Hooks m0..m4 of a chain with `values`; exits on failure.
+void HookChain(Model& chain, ForwardHookManager& manager, HookValues values) {
+  for (int i = 0; i < kHookedCalls; ++i) {
+    if (!manager.AddHook(chain, "m" + std::to_string(i), {.values = values}).ok()) std::exit(2);
+  }
+}
+
+// `forwards` forwards of `model` on `input`, each popped from `manager` if it has hooks.
+[[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager,
+                                     const at::Tensor& input, int forwards) {
+  at::NoGradGuard no_grad;
+  const bool hooked = !manager.HookedKeys().empty();
+  for (int i = 0; i < forwards; ++i) {
+    model.Forward({input});
+    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
+  }
+}
+
 // The cost of one hooked call (input and output recorded, popped), as the median over
 // alternating pairs of (hooked chain - plain chain) CPU time, per hooked call: the steadier
 // statistic on a shared machine. Returns ns.
@@ -123,37 +141,14 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
   constexpr int kForwardsPerRun = 400;
   std::shared_ptr<Model> plain = make();
   std::shared_ptr<Model> hooked = make();
-  ForwardHookManager manager;
-  for (int i = 0; i < kHookedCalls; ++i) {
-    if (!manager.AddHook(*hooked, "m" + std::to_string(i), {.values = values}).ok()) {
-      std::exit(2);
-    }
-  }
+  ForwardHookManager no_hooks, manager;
+  HookChain(*hooked, manager, values);
   const at::Tensor one = at::zeros({1});
-  at::NoGradGuard no_grad;
   const double seconds = test::MedianPairedDifference(
-      [&] {
-        for (int i = 0; i < kForwardsPerRun; ++i) plain->Forward({one});
-      },
-      [&] {
-        for (int i = 0; i < kForwardsPerRun; ++i) {
-          hooked->Forward({one});
-          if (!manager.PopIoDict().ok()) std::exit(2);
-        }
-      },
+      [&] { ChainForwards(*plain, no_hooks, one, kForwardsPerRun); },
+      [&] { ChainForwards(*hooked, manager, one, kForwardsPerRun); },
       /*pairs=*/101);
   return seconds * 1e9 / (kForwardsPerRun * kHookedCalls);
-}
-
-// `forwards` forwards of `model`, each popped from `manager` if it has hooks.
-[[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager, int forwards) {
-  const at::Tensor one = at::zeros({1});
-  at::NoGradGuard no_grad;
-  const bool hooked = !manager.HookedKeys().empty();
-  for (int i = 0; i < forwards; ++i) {
-    model.Forward({one});
-    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
-  }
 }
 
 // --chain_only=MODE: see the top of this file.
@@ -166,13 +161,10 @@ int ChainOnly(std::string_view mode) {
                    std::string(mode).c_str());
       return 2;
     }
-    const HookValues values =
-        mode == "references" ? HookValues::kReferences : HookValues::kAsReturned;
-    for (int i = 0; i < kHookedCalls; ++i) {
-      if (!manager.AddHook(*model, "m" + std::to_string(i), {.values = values}).ok()) return 2;
-    }
+    HookChain(*model, manager,
+              mode == "references" ? HookValues::kReferences : HookValues::kAsReturned);
   }
-  ChainForwards(*model, manager, 2200);
+  ChainForwards(*model, manager, at::zeros({1}), 2200);
   return 0;
 }
 
