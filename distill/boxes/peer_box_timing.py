@@ -12,7 +12,7 @@ momentum 0.9), one thread. Serves requests, one a line on stdin:
 
   python peer_box_timing.py      (run by //distill/boxes:box_benchmark --peers)
   python peer_box_timing.py --save_teacher=FILE
-                                 (writes the teacher, scripted, for box_benchmark --hand_teacher)
+                                 (writes the teacher, scripted, for box_benchmark --teacher=FILE)
 """
 import logging
 import sys
