@@ -18,6 +18,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/api/module.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -35,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 // 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
@@ -110,6 +112,19 @@ std::string WithRankOneDying(std::string text) {
   pre_forward_proc { key: "die_on_rank_1_at_step_3" })");
   return text;
 }
+// Config() with the student a TorchScript file whose parameter "unused" gets no gradient, and
+// find_unused_parameters as given.
+std::string WithUnusedParameter(std::string text, const std::string& student, bool find) {
+  const size_t native = text.find("  native {");
+  const size_t end = text.find("  dst_ckpt");
+  EXPECT_NE(native, std::string::npos);
+  text.replace(native, end - native, absl::StrCat("  torchscript: \"", student, "\"\n"));
+  const std::string wrapper = "student { wrapper: DISTRIBUTED_DATA_PARALLEL }";
+  text.replace(text.find(wrapper), wrapper.size(),
+               absl::StrCat("student { wrapper: DISTRIBUTED_DATA_PARALLEL find_unused_parameters: ",
+                            find ? "true" : "false", " }"));
+  return text;
+}
 // clang-format on
 
 absl::Status DieOnRankOneAtStepThree(TrainingContext&, Batch&, const Kwargs&) {
@@ -151,7 +166,15 @@ int Worker() {
   const std::string dir = std::getenv("LIBKD_BOX_DIR");
   const std::string rank = std::getenv("RANK");
   absl::Status done;
-  if (const char* variant = std::getenv("LIBKD_BOX_VARIANT"); variant != nullptr) {
+  if (const char* unused = std::getenv("LIBKD_BOX_UNUSED"); unused != nullptr) {
+    // The TorchScript student with an unused parameter, find_unused_parameters as given.
+    const bool find = std::string(unused) == "find";
+    done = RunBox(
+        WithUnusedParameter(Config(16, absl::StrCat(dir, "/unused_", unused, rank, ".pt")),
+                            dir + "/unused_student.pt", find),
+        absl::StrCat(dir, "/unused_", unused, rank));
+    std::ofstream(absl::StrCat(dir, "/unused_", unused, "_rank", rank, ".err")) << done.message();
+  } else if (const char* variant = std::getenv("LIBKD_BOX_VARIANT"); variant != nullptr) {
     const std::string config = std::string(variant) == "evaluation"
                                    ? WithEvaluation(Config(16, dir + "/eval_rank" + rank + ".pt"))
                                    : WithRankOneDying(Config(16, dir + "/die_rank" + rank + ".pt"));
@@ -274,6 +297,45 @@ TEST(BoxDdpTest, ShardedEvaluationGivesTheWholeSetsMetrics) {
     words >> train_loss;
     EXPECT_NEAR(train_loss, single->epochs.back().train_loss, 1e-5) << "rank " << rank;
   }
+}
+
+// find_unused_parameters reaches DDP's Reducer, as in PyTorch's own DDP test of the kwarg: a
+// student with a parameter no step uses trains with it (that parameter untouched, the others
+// equal on both ranks), and without it the Reducer stops the run at the second step, saying
+// that a parameter was not used in producing the loss.
+TEST(BoxDdpTest, FindUnusedParametersReachesTheReducer) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp_unused";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  at::manual_seed(5);
+  const at::Tensor w = at::randn({4, 36}), unused = at::randn({3});
+  torch::jit::Module student("Student");
+  student.register_parameter("w", w.clone(), /*is_buffer=*/false);
+  student.register_parameter("b", at::zeros({4}), /*is_buffer=*/false);
+  student.register_parameter("unused", unused.clone(), /*is_buffer=*/false);
+  student.define("def forward(self, x):\n  return torch.flatten(x, 1) @ self.w.t() + self.b\n");
+  student.save(dir + "/unused_student.pt");
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  for (const std::string find : {"find", "nofind"}) {
+    absl::StatusOr<std::vector<int>> ranks =
+        StartLocalRanks(2, FreeLoopbackPort(), argv,
+                        {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_UNUSED=" + find});
+    ASSERT_THAT(ranks, IsOk());
+    absl::Status waited = WaitForRanks(*ranks);
+    if (find == "find") {
+      ASSERT_THAT(waited, IsOk());
+      const c10::impl::GenericDict rank0 = State(dir + "/unused_find0.pt");
+      const c10::impl::GenericDict rank1 = State(dir + "/unused_find1.pt");
+      EXPECT_TRUE(rank0.at("unused").toTensor().equal(unused));
+      EXPECT_FALSE(rank0.at("w").toTensor().equal(w));  // it trained
+      EXPECT_TRUE(rank0.at("w").toTensor().equal(rank1.at("w").toTensor()));
+    } else {
+      EXPECT_FALSE(waited.ok());
+      EXPECT_FALSE(fs::exists(dir + "/unused_nofind0.pt"));
+    }
+  }
+  EXPECT_THAT(ReadText(dir + "/unused_nofind_rank0.err"), HasSubstr("find_unused_parameters"));
 }
 
 // A rank that dies inside the box's training loop: the other's run fails, within the

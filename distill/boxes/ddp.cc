@@ -260,7 +260,15 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
 
 DataParallel::~DataParallel() = default;
 
-void DataParallel::PrepareForward() { reducer_->prepare_for_forward(); }
+void DataParallel::PrepareForward() {
+  reducer_->prepare_for_forward();
+  // As DDP's _pre_forward: rebuilds the buckets once, in the order the gradients became ready
+  // in the first step, and first checks that the previous step's reduction finished. That
+  // check is what stops a model with a parameter the loss did not use when
+  // find_unused_parameters is off; without it, that parameter's bucket would never be reduced
+  // and its other gradients would silently stay unaveraged.
+  reducer_->rebuild_buckets();
+}
 
 void DataParallel::PrepareBackward(const std::vector<at::Tensor>& outputs) {
   reducer_->prepare_for_backward(outputs);

@@ -87,7 +87,9 @@ class Stage final : public StageRun, public TrainingContext {
     ddp_.reset();
     if (distributed() &&
         config.student().wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
-      absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(*student_, group_);
+      absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(
+          *student_, group_,
+          {.find_unused_parameters = config.student().find_unused_parameters()});
       if (!ddp.ok()) return InField("student.wrapper", ddp.status());
       ddp_ = *std::move(ddp);
     }
@@ -228,11 +230,12 @@ class Stage final : public StageRun, public TrainingContext {
     double loss_sum = 0;
     Clock::time_point window = Clock::now();
     int64_t window_samples = 0, window_step = 0;
+    BatchStream batches(*train_loader_);  // its workers start assembling batches now
     for (int64_t step = 0; step < steps; ++step) {
       Batch batch;
       {
         RECORD_USER_SCOPE("data");
-        batch = train_loader_->GetBatch(step);
+        batch = batches.Next();
         ToDevice(batch);
       }
       KD_RETURN_IF_ERROR((*pre_forward_)(*this, batch));
@@ -302,10 +305,11 @@ class Stage final : public StageRun, public TrainingContext {
     double loss_sum = 0;
     int64_t count = 0;
     loader.SetEpoch(0);
+    BatchStream batches(loader);
     for (int64_t i = 0; i < loader.num_batches(); ++i) {
       if (leaks_.callback != nullptr) leaks_.callback->OnPredictionStep();
       ScopedMemoryAnnotation scope("eval", i + 1);
-      Batch batch = loader.GetBatch(i);
+      Batch batch = batches.Next();
       ToDevice(batch);
       std::optional<AutocastGuard> autocast;
       Autocast(autocast);
