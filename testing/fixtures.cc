@@ -14,12 +14,14 @@
 namespace kd {
 namespace test {
 
-std::string FixturePath(const std::string& name) {
+std::string RunfilePath(const std::string& path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr || workspace == nullptr) return "tests/testdata/" + name;
-  return std::string(srcdir) + "/" + workspace + "/tests/testdata/" + name;
+  if (srcdir == nullptr || workspace == nullptr) return path;
+  return std::string(srcdir) + "/" + workspace + "/" + path;
 }
+
+std::string FixturePath(const std::string& name) { return RunfilePath("tests/testdata/" + name); }
 
 c10::IValue LoadExpected(const std::string& name) {
   const std::string path = FixturePath(name + ".expected.pt");

@@ -15,6 +15,9 @@
 namespace kd {
 namespace test {
 
+// The runfiles path of `path`, relative to the workspace root (a file in the test's `data`).
+std::string RunfilePath(const std::string& path);
+
 // The runfiles path of tests/testdata/`name`.
 std::string FixturePath(const std::string& name);
 

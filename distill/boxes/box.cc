@@ -127,8 +127,12 @@ class BoxImpl final : public Box {
       KD_ASSIGN_OR_RETURN(Kwargs kwargs,
                           PluginKwargs(DatasetRegistry(), dataset.key(), dataset.kwargs(),
                                        absl::StrCat("dataset \"", dataset.key(), "\"")));
+      const std::string field = absl::StrCat("dataset \"", dataset.id(), "\"");
       absl::StatusOr<std::shared_ptr<Dataset>> made = MakeDataset(dataset.key(), kwargs);
-      if (!made.ok()) return InField(absl::StrCat("dataset \"", dataset.id(), "\""), made.status());
+      if (made.ok() && dataset.has_subset()) {
+        made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
+      }
+      if (!made.ok()) return InField(field, made.status());
       datasets_[dataset.id()] = *std::move(made);
     }
     if (config_.has_teacher()) {

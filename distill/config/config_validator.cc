@@ -104,6 +104,15 @@ class Validator : private internal::StageChecker {
                                        it->second.ToString(), ")"));
       }
       CheckPlugin(kDatasetKind, dataset.key(), dataset.kwargs(), loc);
+      if (dataset.has_subset()) {
+        const SubsetConfig& subset = dataset.subset();
+        const ConfigLocator sloc = loc.Nested("subset");
+        AtLeast(sloc, "start", subset.start(), int64_t{0});
+        if (subset.stop() != 0 && subset.stop() <= subset.start()) {
+          Add(sloc.Of("stop"), absl::StrCat("stop must be > start (", subset.start(), "), got ",
+                                            subset.stop(), "; or 0 for the dataset's size"));
+        }
+      }
     }
   }
 

@@ -187,6 +187,14 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
                   At(lines, 12, "grad_accum_step") + "grad_accum_step must be >= 0, got -2",
                   At(lines, 13, "scheduling_step") + "scheduling_step must be >= 0, got -1",
                   At(lines, 16, "weight") + "weight must be finite, got inf"));
+  const Lines subset = Replace(kBase, 2,
+                               {R"(datasets { id: "train" key: "fashion_mnist" )"
+                                R"(subset { start: -1 } } datasets { id: "v" key: "fashion_mnist" )"
+                                R"(subset { start: 5 stop: 5 } })"});
+  EXPECT_THAT(Validate(subset),
+              ElementsAre(At(subset, 2, "start") + "start must be >= 0, got -1",
+                          At(subset, 2, "stop") +
+                              "stop must be > start (5), got 5; or 0 for the dataset's size"));
 }
 
 // The profiler's schedule (torch.profiler.schedule's ranges) and the leak detection's options,

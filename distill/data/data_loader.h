@@ -30,14 +30,14 @@
 //   and a copy per sample); our datasets gather a whole batch with one index_select and
 //   transform it with one call per transform.
 // - Headers: torch/data.h brings in most of torch/torch.h (~15 s per translation unit here).
-// Why no worker threads (LoaderConfig.num_workers is not used): a batch of 128 Fashion-MNIST
-// images costs 0.08 ms to assemble, 0.16-0.24 ms with random crop and flip (medians of
-// data_loader_benchmark, -c opt, one intra-op thread, a shared 2-vCPU machine), against
-// milliseconds for a training step of even a small CNN on it: a prefetch thread could hide a
-// few percent of a step at most. It would compete for the two cores with libtorch's intra-op
-// threads instead, and that competition is costly here: with two OpenMP threads on the busy
-// machine the same plain batch took 5 ms. On a GPU, kernels run asynchronously, so the CPU
-// assembles the next batch while the device computes anyway.
+// Worker threads (num_workers, as torch.utils.data.DataLoader's): BatchStream assembles the
+// next batches on that many background threads while the caller trains on the current one,
+// and hands them out in order. A batch is the same function of (epoch, i) on any thread, so
+// the results are bit-identical to num_workers 0 (tested). Each worker runs its tensor ops
+// without intra-op parallelism (as PyTorch sets torch.set_num_threads(1) in its worker
+// processes), so N workers use N cores besides the training thread's. What they buy depends on
+// the share of a step spent assembling the batch: distill/data/data_loader_benchmark measures it
+// (BM_Epoch: workers 0, 1, 2 over an augmentation-heavy pipeline).
 //
 // Errors: Create returns InvalidArgument for a null dataset, batch_size < 1 or a rank outside
 // [0, num_replicas). GetBatch with
@@ -55,6 +55,7 @@
 
 #include "absl/status/statusor.h"
 #include "distill/data/dataset.h"
+#include "distill/data/sampler.h"
 #include "distill/procs/proc_func.h"
 
 namespace kd {
@@ -69,6 +70,9 @@ struct DataLoaderOptions {
   bool drop_last = false;
   // Seed of the shuffling and of the random transforms. Default: 0.
   uint64_t seed = 0;
+  // The order of an epoch's samples (distill/data/sampler.h), drawn with `seed`; set, it
+  // replaces `shuffle`. Default: none (shuffle's order, or index order).
+  std::shared_ptr<const Sampler> sampler;
   // Multi-process runs: this loader yields the shard of process `rank` of `num_replicas`, as
   // DistributedSampler(num_replicas, rank) gives it — the epoch's order padded by repeating
   // its start to a multiple of num_replicas (or, with drop_uneven, cut to one), then every
@@ -79,6 +83,12 @@ struct DataLoaderOptions {
   // DistributedSampler's drop_last: drop the tail that does not divide evenly among the
   // replicas instead of padding. Default: pad.
   bool drop_uneven = false;
+  // Worker threads that assemble the next batches ahead of a BatchStream (>= 0); 0 assembles
+  // each batch when it is asked for, in the caller's thread. Default: 0.
+  int num_workers = 0;
+  // Batches each worker may have ready ahead of the one the caller takes (PyTorch's
+  // prefetch_factor; >= 1). Default: 2.
+  int prefetch_factor = 2;
   // Evaluation's sharding: every sample in exactly one shard, nothing repeated or dropped, so
   // the shards' metric sums add up to the whole set's (shard sizes differ by at most one;
   // drop_uneven is ignored). Default: DistributedSampler's (above).
@@ -152,6 +162,39 @@ class DataLoader {
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
   at::Tensor order_;  // int64 (N): the dataset indices in this epoch's order
+};
+
+// The batches of one epoch of a loader, in order, assembled ahead by the loader's num_workers
+// threads (none: each when Next asks for it). The stream keeps a copy of the loader as it was
+// when the stream was made (its epoch included). Not copyable or movable; one consumer thread.
+//
+//   kd::BatchStream batches(loader);  // loader.SetEpoch(epoch) first
+//   while (!batches.done()) { kd::Batch batch = batches.Next(); ... }
+class BatchStream {
+ public:
+  // Batches [first, loader.num_batches()) of the loader's current epoch.
+  explicit BatchStream(const DataLoader& loader, int64_t first = 0);
+  // Stops the workers (a batch being assembled is finished first) and joins them.
+  ~BatchStream();
+  BatchStream(const BatchStream&) = delete;
+  BatchStream& operator=(const BatchStream&) = delete;
+
+  // Whether every batch has been taken.
+  bool done() const { return next_ >= end_; }
+  // The index of the batch Next gives.
+  int64_t index() const { return next_; }
+  // The next batch; throws what assembling it threw (c10::Error), in the caller's thread.
+  // Calling it when done() is a programming error (c10::Error).
+  Batch Next();
+
+ private:
+  struct Shared;
+  void Work(int worker);
+
+  const DataLoader loader_;
+  int64_t next_;
+  const int64_t end_;
+  std::unique_ptr<Shared> shared_;  // the workers' queue; null without workers
 };
 
 }  // namespace kd

@@ -1,6 +1,7 @@
 #include "distill/data/data_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -9,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include "distill/data/dataset.h"
 #include "gmock/gmock.h"
@@ -265,6 +267,147 @@ TEST(DataLoaderTest, WorksOnTheSyntheticDataset) {
     seen += batch.targets.toTensor().size(0);
   }
   EXPECT_EQ(seen, 50);
+}
+
+// Batches that BatchStream's workers assemble are GetBatch's, bit for bit, in order: a batch is
+// a function of (epoch, index) on any thread. The noise of IndexDataset stands for random
+// transforms.
+TEST(BatchStreamTest, WorkersGiveGetBatchsBatchesBitForBit) {
+  for (const int workers : {0, 1, 3}) {
+    for (const int prefetch : {1, 2}) {
+      for (const int64_t first : {int64_t{0}, int64_t{5}}) {
+        DataLoader loader = MakeLoader(103, {.batch_size = 8,
+                                             .shuffle = true,
+                                             .seed = 4,
+                                             .num_workers = workers,
+                                             .prefetch_factor = prefetch});
+        loader.SetEpoch(2);
+        BatchStream stream(loader, first);
+        int64_t taken = 0;
+        while (!stream.done()) {
+          const int64_t i = stream.index();
+          const Batch batch = stream.Next();
+          const Batch expected = loader.GetBatch(i);
+          ASSERT_TRUE(batch.samples.toTensor().equal(expected.samples.toTensor()))
+              << "workers " << workers << " batch " << i;
+          ASSERT_TRUE(batch.targets.toTensor().equal(expected.targets.toTensor()));
+          ++taken;
+        }
+        EXPECT_EQ(taken, loader.num_batches() - first) << "workers " << workers;
+      }
+    }
+  }
+}
+
+// The stream keeps the epoch it was made in, whatever the loader does afterwards.
+TEST(BatchStreamTest, KeepsItsEpoch) {
+  DataLoader loader = MakeLoader(40, {.batch_size = 8, .shuffle = true, .num_workers = 2});
+  loader.SetEpoch(1);
+  const Batch expected = loader.GetBatch(0);
+  BatchStream stream(loader);
+  loader.SetEpoch(2);
+  EXPECT_TRUE(stream.Next().samples.toTensor().equal(expected.samples.toTensor()));
+}
+
+// Sample 7 cannot be assembled.
+class FailingDataset final : public Dataset {
+ public:
+  int64_t size() const override { return 40; }
+  int64_t num_classes() const override { return 2; }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator&) const override {
+    TORCH_CHECK(!indices.eq(7).any().item<bool>(), "sample 7 is unreadable");
+    return {indices.to(at::kFloat).view({-1, 1, 1, 1}), indices.remainder(2)};
+  }
+};
+
+// A worker's error reaches the caller at the batch that failed, not before, as c10::Error.
+TEST(BatchStreamTest, AWorkersErrorIsRethrownAtItsBatch) {
+  absl::StatusOr<DataLoader> loader =
+      DataLoader::Create(std::make_shared<FailingDataset>(), {.batch_size = 4, .num_workers = 2});
+  ASSERT_THAT(loader, IsOk());
+  BatchStream stream(*loader);
+  EXPECT_NO_THROW(stream.Next());  // samples 0-3
+  try {
+    stream.Next();  // samples 4-7
+    FAIL() << "no error";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what_without_backtrace(), ::testing::HasSubstr("sample 7 is unreadable"));
+  }
+}
+
+// A stream given up early stops its workers (the test would hang otherwise); Next past the end
+// is a programming error.
+TEST(BatchStreamTest, StopsEarlyAndRefusesPastTheEnd) {
+  DataLoader loader = MakeLoader(1000, {.batch_size = 1, .num_workers = 3});
+  {
+    BatchStream stream(loader);
+    stream.Next();
+  }
+  DataLoader small = MakeLoader(3, {.batch_size = 2, .num_workers = 1});
+  BatchStream stream(small);
+  stream.Next();
+  stream.Next();
+  EXPECT_TRUE(stream.done());
+  EXPECT_THROW(stream.Next(), c10::Error);
+}
+
+// Records the intra-op thread count libtorch gives the threads that assemble batches.
+class ParallelismProbe final : public Dataset {
+ public:
+  int64_t size() const override { return 8; }
+  int64_t num_classes() const override { return 2; }
+  mutable std::atomic<int> one_thread_calls{0}, more_thread_calls{0};
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator&) const override {
+    (at::get_num_threads() == 1 ? one_thread_calls : more_thread_calls)++;
+    return {indices.to(at::kFloat).view({-1, 1, 1, 1}), indices.remainder(2)};
+  }
+};
+
+// Workers run their batches' kernels on one intra-op thread each, so they never start thread
+// teams of their own; the training thread keeps its intra-op threads.
+TEST(BatchStreamTest, WorkersUseOneIntraOpThreadEach) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(2);
+  auto probe = std::make_shared<ParallelismProbe>();
+  absl::StatusOr<DataLoader> loader =
+      DataLoader::Create(probe, {.batch_size = 2, .num_workers = 2});
+  ASSERT_THAT(loader, IsOk());
+  {
+    BatchStream stream(*loader);
+    while (!stream.done()) stream.Next();
+  }
+  EXPECT_EQ(probe->one_thread_calls.load(), 4);
+  EXPECT_EQ(probe->more_thread_calls.load(), 0);
+  EXPECT_EQ(at::get_num_threads(), 2);
+  loader->GetBatch(0);
+  EXPECT_EQ(probe->more_thread_calls.load(), 1);
+  at::set_num_threads(before);
+}
+
+// A loader visits the samples in its sampler's order; Create asks the sampler whether it fits
+// the dataset.
+class FixedOrder final : public Sampler {
+ public:
+  at::Tensor Order(int64_t, uint64_t, int64_t) const override {
+    return at::tensor(std::vector<int64_t>{4, 1, 3}, at::kLong);
+  }
+  absl::Status CheckDatasetSize(int64_t n) const override {
+    return n >= 5 ? absl::OkStatus() : absl::InvalidArgumentError("needs 5 samples");
+  }
+};
+
+TEST(DataLoaderTest, FollowsItsSampler) {
+  DataLoader loader =
+      MakeLoader(6, {.batch_size = 2, .sampler = std::make_shared<FixedOrder>()});
+  EXPECT_THAT(EpochOrder(loader), ElementsAre(4, 1, 3));
+  EXPECT_EQ(loader.num_batches(), 2);
+  EXPECT_THAT(DataLoader::Create(std::make_shared<IndexDataset>(4),
+                                 {.sampler = std::make_shared<FixedOrder>()}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "needs 5 samples"));
 }
 
 }  // namespace

@@ -66,4 +66,39 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
   return (*factory)(kwargs);
 }
 
+namespace {
+
+class Subset final : public Dataset {
+ public:
+  Subset(std::shared_ptr<const Dataset> dataset, int64_t start, int64_t stop)
+      : dataset_(std::move(dataset)), start_(start), stop_(stop) {}
+
+  int64_t size() const override { return stop_ - start_; }
+  int64_t num_classes() const override { return dataset_->num_classes(); }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
+    Batch batch = dataset_->Get(indices + start_, generator);
+    return {batch.samples.toTensor(), batch.targets.toTensor()};
+  }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  int64_t start_, stop_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
+                                                  int64_t start, int64_t stop) {
+  const int64_t size = dataset->size();
+  if (stop == 0) stop = size;
+  if (start < 0 || start >= stop || stop > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("subset [", start, ", ", stop, ") does not fit a dataset of ", size,
+                     " samples: give 0 <= start < stop <= ", size));
+  }
+  return std::make_shared<Subset>(std::move(dataset), start, stop);
+}
+
 }  // namespace kd

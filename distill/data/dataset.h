@@ -84,6 +84,14 @@ Registry<DatasetFactory>& DatasetRegistry();
 absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
                                                      const Kwargs& kwargs);
 
+// The samples [start, stop) of `dataset` as a dataset of their own, as
+// torch.utils.data.Subset(dataset, range(start, stop)): sample i is the dataset's sample
+// start + i, transformed as the dataset transforms it; the batch's supp "indices" count within
+// the subset. `stop` 0 means the dataset's size. InvalidArgument unless
+// 0 <= start < stop <= dataset->size().
+absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
+                                                  int64_t start, int64_t stop);
+
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_DATA_DATASET_H_

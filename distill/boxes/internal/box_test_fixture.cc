@@ -63,6 +63,11 @@ void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
   }
 }
 
+at::Tensor LastStudentTensor(const std::string& dir, const std::string& name) {
+  const auto student = ReadTorchFile(dir + "/ckpt/last.pt")->toGenericDict().at("student");
+  return student.toGenericDict().at(name).toTensor();
+}
+
 void BoxTest::SetUp() { at::set_num_threads(1); }
 
 }  // namespace test

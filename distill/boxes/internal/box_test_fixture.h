@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include <ATen/core/Tensor.h>
+
 #include "distill/config/distill_config.pb.h"
 #include "gtest/gtest.h"
 
@@ -100,6 +102,9 @@ std::string RunDir(const std::string& name);
 
 // The students of two runs' last checkpoints are equal, bit for bit.
 void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b);
+
+// The student's tensor `name` ("fc.weight") in the last checkpoint of the run in `dir`.
+at::Tensor LastStudentTensor(const std::string& dir, const std::string& name);
 
 // One thread, as the boxes' results are compared bit for bit.
 class BoxTest : public ::testing::Test {

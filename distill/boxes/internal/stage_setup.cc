@@ -9,12 +9,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/memory_roots.h"
 #include "distill/config/kwargs.h"
+#include "distill/data/sampler.h"
 
 namespace kd {
 namespace box_internal {
@@ -50,6 +52,16 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
   options.batch_size = loader.batch_size();
   options.shuffle = loader.shuffle();
   options.drop_last = loader.drop_last();
+  options.num_workers = loader.num_workers();
+  if (loader.has_sampler()) {
+    const PluginConfig& sampler = loader.sampler();
+    const std::string owner = absl::StrCat("sampler \"", sampler.key(), "\"");
+    KD_ASSIGN_OR_RETURN(Kwargs kwargs,
+                        PluginKwargs(SamplerRegistry(), sampler.key(), sampler.kwargs(), owner));
+    absl::StatusOr<std::shared_ptr<const Sampler>> made = MakeSampler(sampler.key(), kwargs);
+    if (!made.ok()) return InField(absl::StrCat(field, ".sampler"), made.status());
+    options.sampler = *std::move(made);
+  }
   options.seed = static_cast<uint64_t>(seed);
   options.num_replicas = num_replicas;
   options.rank = rank;
