@@ -4,8 +4,10 @@
 // mahalanobis_cosine (mahal_cosine), relkd_distance, relkd_angle, relkd_distance_angle
 // (relkd_da).
 // The divergences work on the last dimension, every other dimension flattened into tokens, in
-// float32, averaged per token and scaled by T^2, as silverspoon-kd computes them (its
-// chunk_size only bounds memory: the value is the same, so libkd accepts and ignores it).
+// float32, averaged per token and scaled by T^2, as silverspoon-kd computes them. Their
+// chunk_size (0 < chunk_size < tokens) computes them that many tokens at a time, keeping no
+// softmax for the backward (losses/internal/chunked_divergence.h): the same values, less memory.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 #include "base/ivalue_util.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
+#include "distill/losses/internal/chunked_divergence.h"
 #include "distill/losses/loss.h"
 
 namespace kd {
@@ -45,6 +48,11 @@ absl::Status SameShape(absl::string_view key, const at::Tensor& s, const at::Ten
 // (tokens, vocabulary) views in float32.
 std::pair<at::Tensor, at::Tensor> Tokens(const at::Tensor& s, const at::Tensor& t) {
   return {s.reshape({-1, s.size(-1)}).to(at::kFloat), t.reshape({-1, t.size(-1)}).to(at::kFloat)};
+}
+
+// silverspoon-kd's rule: chunk when 0 < chunk_size < the number of tokens.
+bool Chunked(int64_t chunk, const at::Tensor& x) {
+  return chunk > 0 && x.dim() >= 1 && chunk < x.numel() / std::max<int64_t>(1, x.size(-1));
 }
 
 PairFn Mse(const Kwargs& kwargs) {
@@ -78,7 +86,11 @@ PairFn SmoothL1(const Kwargs& kwargs) {
 
 PairFn KlDivergence(const Kwargs& kwargs) {
   const double temp = NumberKwarg(kwargs, "temperature", 1.0);
-  return [temp](const at::Tensor& student, const at::Tensor& teacher) {
+  const auto chunk = static_cast<int64_t>(NumberKwarg(kwargs, "chunk_size", 0));
+  return [temp, chunk](const at::Tensor& student, const at::Tensor& teacher) {
+    if (Chunked(chunk, student)) {
+      return losses_internal::ChunkedKlDivergence(student, teacher, temp, chunk);
+    }
     const auto [s, t] = Tokens(student, teacher);
     const at::Tensor kl = at::kl_div(at::log_softmax(s / temp, -1), at::softmax(t / temp, -1),
                                      at::Reduction::Sum) / s.size(0);
@@ -91,7 +103,11 @@ PairFn KlDivergence(const Kwargs& kwargs) {
 PairFn Jsd(const Kwargs& kwargs) {
   const double temp = NumberKwarg(kwargs, "temperature", 1.0);
   const double beta = NumberKwarg(kwargs, "beta", 0.5);
-  return [temp, beta](const at::Tensor& student, const at::Tensor& teacher) {
+  const auto chunk = static_cast<int64_t>(NumberKwarg(kwargs, "chunk_size", 0));
+  return [temp, beta, chunk](const at::Tensor& student, const at::Tensor& teacher) {
+    if (Chunked(chunk, student)) {
+      return losses_internal::ChunkedJsd(student, teacher, temp, beta, chunk);
+    }
     const auto [s, t] = Tokens(student, teacher);
     const at::Tensor s_log = at::log_softmax(s / temp, -1), t_log = at::log_softmax(t / temp, -1);
     const at::Tensor log_m = at::logaddexp(t_log + std::log(beta), s_log + std::log(1 - beta));
@@ -344,7 +360,8 @@ const KwargSpec kReduction = ReductionKwargSpec();
 const KwargSpec kTemperature = {.name = "temperature", .type = KwargType::kNumber,
                                 .doc = "softening T; 1", .min = 0, .min_exclusive = true};
 const KwargSpec kChunkSize = {.name = "chunk_size", .type = KwargType::kInteger,
-                              .doc = "silverspoon-kd's memory bound; same value", .min = 0};
+                              .doc = "tokens computed at a time (less memory, same value); 0: all",
+                              .min = 0};
 
 KD_REGISTER(LossRegistry(), "mse", Factory("mse", Mse), {kReduction});
 KD_REGISTER(LossRegistry(), "normalized_mse", Factory("normalized_mse", NormalizedMse),

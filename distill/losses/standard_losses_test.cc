@@ -11,6 +11,7 @@
 #include "distill/losses/criterion.h"
 #include "distill/losses/loss.h"
 #include "google/protobuf/text_format.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"
@@ -243,6 +244,46 @@ TEST(StandardLossesTest, JsdIsSymmetricAtOneHalf) {
   };
   EXPECT_NEAR(value(*half, a, b), value(*half, b, a), 1e-6);
   EXPECT_GT(std::abs(value(*skew, a, b) - value(*skew, b, a)), 1e-4);
+}
+
+// silverspoon-kd's chunk_size: the divergences computed chunk by chunk (with a backward that
+// recomputes each chunk) equal the whole computation, in value and in both inputs' gradients,
+// for chunks that divide the tokens or not, and for bfloat16 inputs (upcast per chunk).
+TEST(StandardLossesTest, ChunkedDivergencesEqualTheWholeComputation) {
+  at::manual_seed(4);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor s0 = (3 * at::randn({3, 7, 50})).to(dtype);
+    const at::Tensor t0 = (3 * at::randn({3, 7, 50})).to(dtype);
+    for (const std::string key : {"kl_divergence", "jsd"}) {
+      Kwargs kwargs = {{"temperature", 2.5}};
+      if (key == "jsd") kwargs["beta"] = 0.3;
+      auto run = [&](int64_t chunk) {
+        Kwargs with = kwargs;
+        with["chunk_size"] = chunk;
+        auto loss = MakeLoss(key, with);
+        EXPECT_THAT(loss, IsOk());
+        const at::Tensor s = s0.clone().requires_grad_(true), t = t0.clone().requires_grad_(true);
+        at::Tensor value = *(*loss)->Forward({{"student", s}, {"teacher", t}});
+        (value * 1.7).backward();
+        return std::vector<at::Tensor>{value.detach(), s.grad(), t.grad()};
+      };
+      const std::vector<at::Tensor> whole = run(0);
+      ASSERT_GT(whole[0].item<double>(), 0.1);
+      for (const int64_t chunk : {1, 4, 20}) {  // 21 tokens: ragged and single chunks
+        SCOPED_TRACE(absl::StrCat(key, " chunk ", chunk, " ", c10::toString(dtype)));
+        const std::vector<at::Tensor> chunked = run(chunk);
+        EXPECT_EQ(chunked[0].scalar_type(), at::kFloat);
+        EXPECT_NEAR(chunked[0].item<double>(), whole[0].item<double>(),
+                    1e-6 * whole[0].item<double>());
+        for (int i : {1, 2}) {
+          EXPECT_EQ(chunked[i].scalar_type(), dtype);
+          EXPECT_TRUE(chunked[i].to(at::kFloat).allclose(whole[i].to(at::kFloat), 1e-4, 1e-6))
+              << (i == 1 ? "student" : "teacher") << " gradient, max difference "
+              << (chunked[i] - whole[i]).abs().max().item<double>();
+        }
+      }
+    }
+  }
 }
 
 TEST(StandardLossesTest, MistakesAreNamed) {

@@ -273,6 +273,9 @@ def main():
              silverspoon("kl_div", temperature=3.0, chunk_size=2)),
         case("jsd", {"temperature": 2.0, "beta": 0.3}, {"student": seq_s, "teacher": seq_t},
              silverspoon("jsd", temperature=2.0, beta=0.3)),
+        case("jsd", {"temperature": 2.0, "beta": 0.3, "chunk_size": 4},
+             {"student": seq_s, "teacher": seq_t},
+             silverspoon("jsd", temperature=2.0, beta=0.3, chunk_size=4)),
         # torchdistill's FSP, SPKD, CCKD and CRD, its own classes.
         case("FSPLoss", {}, {"student_first": torch.randn(4, 3, 6, 6),
                              "student_second": torch.randn(4, 5, 3, 3),
