@@ -1,7 +1,8 @@
 #!/bin/bash
 # The bad-input tables of the tools (tools/testdata/bad_inputs/<tool>.txt): each row a command
-# line, the exit code it must give and the exact first line it must print (stderr's, or
-# stdout's when stderr is empty: validate_config lists problems on stdout). The bad files the
+# line, the exit code it must give and the exact line it must print: stderr's, which must hold
+# that one line and nothing else, or stdout's first when stderr is empty (validate_config lists
+# problems on stdout, one a line). The bad files the
 # rows name are made here, in $T; $D is the fixtures folder. Rows are added with each fix.
 #
 # Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T, $D, $R (the runfiles root) and
@@ -33,7 +34,7 @@ sed 's/^  name: "kd"$/  name: "hint"/' "$configs/fashion_mnist_two_stage.pbtxt" 
 sed 's/number: 4.0 }/number: nan }/' "$kd" >"$T/nan_kwarg.pbtxt"
 sed 's|torchscript: "tests/testdata/small_cnn.pt"|torchscript: "tests/testdata/small_cnn.state.pt"|' \
   "$kd" >"$T/state_as_model.pbtxt"
-head -c -2 "$kd" | sed '$d' >"$T/unclosed.pbtxt"  # the last line ("}" of checkpoint) removed
+sed -n '1,/^checkpoint {/p' "$kd" >"$T/unclosed.pbtxt"  # ends with "checkpoint {", unclosed
 {
   printf 'student { native { key: "fashion_cnn" '
   for _ in $(seq 3000); do printf 'kwargs { name: "a" dict { '; done
@@ -63,7 +64,13 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
     args=${args//\$R/$root}
     # shellcheck disable=SC2086  # the args split on spaces by design
     out=$(cd "$root" && timeout 60 "$tool" $args 2>"$T/stderr" </dev/null); rc=$?
-    if [[ -s "$T/stderr" ]]; then line=$(head -n 1 "$T/stderr"); else line=$(head -n 1 <<<"$out"); fi
+    if [[ -s "$T/stderr" ]]; then
+      line=$(head -n 1 "$T/stderr")
+      # The contract is one line: nothing may follow it (a trace, a second message).
+      check "$name row $n: stderr is one line" test "$(grep -c '' "$T/stderr")" -eq 1
+    else
+      line=$(head -n 1 <<<"$out")
+    fi
     check "$name row $n: exit $want_rc" test "$rc" -eq "$want_rc"
     check "$name row $n: first line" test "$line" = "$want_line"
     if [[ "$rc" -ne "$want_rc" || "$line" != "$want_line" ]]; then

@@ -294,8 +294,8 @@ int DefaultJob() {
   std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
                                "test top-5", "time");
   for (const RunSummary& s : summaries) {
-    // The test set's metrics where the config has one, else the last validation (the default
-    // configs validate on the test split, as torchdistill's Fashion-MNIST/CIFAR examples do).
+    // The test set's metrics (the default configs have one: validation is a split of the
+    // training images), else the last validation's.
     const auto& metrics = s.test_metrics().empty() ? s.final_metrics() : s.test_metrics();
     auto metric = [&](const char* name) {
       auto it = metrics.find(name);

@@ -277,6 +277,8 @@ class BoxImpl final : public Box {
       last_stage = std::move(run);
     }
     if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Stop());  // an open window is saved
+    // The run's student from here on is the one validation chose.
+    KD_RETURN_IF_ERROR(ChooseStudent(result));
     for (const auto& [model, config] :
          {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
           std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
@@ -324,21 +326,26 @@ class BoxImpl final : public Box {
     return stage;
   }
 
-  // The test set's metrics of the best student by validation (best.pt, written by this run or
-  // the one it resumes), or of the final one without validation. `last_stage` is null when a
-  // resumed run had no stage left to train: the last stage is built for testing then.
-  absl::Status Test(std::unique_ptr<StageRun> last_stage, RunResult& result) {
-    if (last_stage == nullptr) {
-      KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
-    }
+  // Puts the best student by validation (best.pt, written by this run or the one it resumes)
+  // in the student's place, as torchdistill's scripts keep the best checkpoint; without
+  // validation (or best.pt) the final one stays. Every rank gets rank 0's choice.
+  absl::Status ChooseStudent(RunResult& result) {
     const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
     if (!std::isnan(best_) && rank_ == 0 && fs::exists(best)) {
       KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(best));
       KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), best));
       result.tested_checkpoint = best;
     }
-    // Every rank tests its shard of rank 0's student (only rank 0 has the checkpoints).
     if (group_) KD_RETURN_IF_ERROR(BroadcastFromRankZero(*student_, *group_));
+    return absl::OkStatus();
+  }
+
+  // The test set's metrics of the chosen student (ChooseStudent). `last_stage` is null when a
+  // resumed run had no stage left to train: the last stage is built for testing then.
+  absl::Status Test(std::unique_ptr<StageRun> last_stage, RunResult& result) {
+    if (last_stage == nullptr) {
+      KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
+    }
     KD_ASSIGN_OR_RETURN(result.test_metrics,
                         last_stage->Test(config_.test_data_loader(), datasets_, seed_));
     return absl::OkStatus();

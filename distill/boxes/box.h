@@ -101,10 +101,11 @@ struct RunResult {
   std::vector<EpochReport> epochs;
   // The last stage's validation metrics after its last epoch ("loss", "accuracy", "top5"...).
   std::map<std::string, double> final_metrics;
-  // With a test_data_loader: the test metrics, of the student in
-  // `tested_checkpoint` ("best.pt" under the checkpoint dir) or, when that is
-  // empty, of the final student.
+  // With a test_data_loader: the test metrics of the student the run ends with.
   std::map<std::string, double> test_metrics;
+  // The checkpoint whose student the run ends with, tests and saves to dst_ckpt: the best by
+  // validation ("best.pt" under the checkpoint dir), or empty for the final student (no
+  // validation).
   std::string tested_checkpoint;
   double seconds = 0;
   // Epochs run by this call (fewer than the config's after a resume).

@@ -231,10 +231,12 @@ TEST_F(BoxTest, MixedPrecisionLearns) {
 // validation. Tested on the validation data itself, it must give the best
 // epoch's validation metrics exactly.
 TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
-  const DistillConfig config =
+  DistillConfig config =
       Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 4, kCe), "}",
                          R"pb(test_data_loader { dataset_id: "val" batch_size: 50 })pb"));
-  auto result = (*MakeBox(config, {.run_dir = RunDir("test_set")}))->Run();
+  const std::string dir = RunDir("test_set");
+  config.mutable_student()->set_dst_ckpt(dir + "/student.pt");
+  auto result = (*MakeBox(config, {.run_dir = dir}))->Run();
   ASSERT_THAT(result, IsOk());
   EXPECT_THAT(result->tested_checkpoint, HasSubstr("best.pt"));
   const EpochReport* best = &result->epochs.front();
@@ -243,6 +245,16 @@ TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
   }
   EXPECT_EQ(result->test_metrics.at("accuracy"), best->metrics.at("accuracy"));
   EXPECT_NEAR(result->test_metrics.at("loss"), best->metrics.at("loss"), 1e-6);
+  // dst_ckpt holds that student too, as torchdistill's scripts save the best one.
+  const auto saved = ReadTorchFile(dir + "/student.pt");
+  const auto chosen = ReadTorchFile(dir + "/ckpt/best.pt");
+  ASSERT_THAT(saved, IsOk());
+  ASSERT_THAT(chosen, IsOk());
+  for (const auto& entry : chosen->toGenericDict().at("student").toGenericDict()) {
+    EXPECT_TRUE(at::equal(saved->toGenericDict().at(entry.key()).toTensor(),
+                          entry.value().toTensor()))
+        << entry.key().toStringRef();
+  }
 }
 
 // An auxiliary module (a linear projection of the student's hidden features to the teacher's
