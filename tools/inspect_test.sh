@@ -26,10 +26,15 @@ if command -v python3 >/dev/null; then
   check "json parses" python3 -c 'import json,sys; assert len(json.load(sys.stdin)) == 5' <<<"$out"
 fi
 
-# CUDA: the tool links libtorch's CUDA backend; without a GPU it says so, with one it runs.
-if err=$("$tool" --model="$data/small_cnn.pt" --input_shape=2,1,28,28 --device=cuda:0 2>&1 >/dev/null); then
-  check "runs on cuda:0" true
+# CUDA: the tool links libtorch's CUDA backend; without a GPU it says so, with one it gives the
+# CPU's table (the same modules, parameters and output shapes).
+cpu_out=$("$tool" --model="$data/small_cnn.pt" --input_shape=2,1,28,28)
+if cuda_out=$("$tool" --model="$data/small_cnn.pt" --input_shape=2,1,28,28 --device=cuda:0 \
+              2>"$TEST_TMPDIR/cuda_err"); then
+  check "on cuda:0: the CPU's table" test "$cuda_out" = "$cpu_out"
+  check "on cuda:0: fc output shape" grep -qE '^fc +Linear +170 +float32\[2, 10\]$' <<<"$cuda_out"
 else
+  err=$(cat "$TEST_TMPDIR/cuda_err")
   # No GPU, or (a lean install without torch's CUDA libraries) no CUDA backend: one clear line.
   check "cuda:0 unavailable: one clear line" grep -qxE \
     "inspect: --device: device cuda:0: (no CUDA device is available here \(no GPU, or no driver\); use cpu|this binary has no CUDA backend .*)" <<<"$err"
