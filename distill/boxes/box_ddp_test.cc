@@ -112,6 +112,75 @@ std::string WithRankOneDying(std::string text) {
   pre_forward_proc { key: "die_on_rank_1_at_step_3" })");
   return text;
 }
+// 256 synthetic samples, `batch` per process: a student whose auxiliary module "proj" maps its
+// hidden features to the teacher's, and a teacher that trains too (an MSE hint between the two
+// beside the student's cross-entropy), both wrapped in DDP. Final models in
+// <dir>/aux_{student,teacher}_<tag>.pt.
+std::string AuxConfig(int batch, const std::string& dir, const std::string& tag) {
+  return absl::StrCat(R"(
+run { name: "aux" seed: 3 }
+datasets {
+  id: "train"
+  key: "synthetic"
+  kwargs { name: "num_samples" integer: 256 }
+  kwargs { name: "num_classes" integer: 4 }
+  kwargs { name: "height" integer: 6 }
+  kwargs { name: "width" integer: 6 }
+}
+teacher {
+  native {
+    key: "mlp"
+    kwargs { name: "in_features" integer: 36 }
+    kwargs { name: "hidden" integers { values: [ 16 ] } }
+    kwargs { name: "num_classes" integer: 4 }
+  }
+  dst_ckpt: ")", dir, "/aux_teacher_", tag, R"(.pt"
+}
+student {
+  native {
+    key: "mlp"
+    kwargs { name: "in_features" integer: 36 }
+    kwargs { name: "hidden" integers { values: [ 32 ] } }
+    kwargs { name: "num_classes" integer: 4 }
+  }
+  dst_ckpt: ")", dir, "/aux_student_", tag, R"(.pt"
+}
+train {
+  num_epochs: 2
+  train_data_loader { dataset_id: "train" batch_size: )", batch, R"( shuffle: true }
+  teacher {
+    requires_grad: true
+    wrapper: DISTRIBUTED_DATA_PARALLEL
+    find_unused_parameters: true  # its logits feed no loss: fc gets no gradient
+    forward_hooks { module_path: "hidden.0" requires_output: true }
+  }
+  student {
+    wrapper: DISTRIBUTED_DATA_PARALLEL
+    forward_hooks { module_path: "hidden.0" requires_output: true }
+    auxiliary_modules {
+      name: "proj"
+      key: "linear"
+      kwargs { name: "in_features" integer: 32 }
+      kwargs { name: "out_features" integer: 16 }
+      input { source: STUDENT path: "hidden.0" }
+    }
+  }
+  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
+  criterion {
+    terms {
+      key: "CrossEntropyLoss"
+      inputs { arg: "input" source: STUDENT }
+      inputs { arg: "target" source: TARGETS }
+    }
+    terms {
+      key: "MSELoss"
+      inputs { arg: "input" source: STUDENT path: "proj" }
+      inputs { arg: "target" source: TEACHER path: "hidden.0" }
+    }
+  }
+})");
+}
+
 // Config() with the student a TorchScript file whose parameter "unused" gets no gradient, and
 // find_unused_parameters as given.
 std::string WithUnusedParameter(std::string text, const std::string& student, bool find) {
@@ -166,7 +235,9 @@ int Worker() {
   const std::string dir = std::getenv("LIBKD_BOX_DIR");
   const std::string rank = std::getenv("RANK");
   absl::Status done;
-  if (const char* unused = std::getenv("LIBKD_BOX_UNUSED"); unused != nullptr) {
+  if (std::getenv("LIBKD_BOX_AUX") != nullptr) {
+    done = RunBox(AuxConfig(16, dir, "rank" + rank), dir + "/aux_rank" + rank);
+  } else if (const char* unused = std::getenv("LIBKD_BOX_UNUSED"); unused != nullptr) {
     // The TorchScript student with an unused parameter, find_unused_parameters as given.
     const bool find = std::string(unused) == "find";
     done = RunBox(
@@ -297,6 +368,43 @@ TEST(BoxDdpTest, ShardedEvaluationGivesTheWholeSetsMetrics) {
     words >> train_loss;
     EXPECT_NEAR(train_loss, single->epochs.back().train_loss, 1e-5) << "rank " << rank;
   }
+}
+
+// What trains beside the student is kept in sync too: a teacher that trains (wrapped as the
+// student is) and the student's auxiliary module, as Python's DDP keeps them inside the
+// models it wraps. Both ranks end with one teacher, and rank 0's teacher, student and auxiliary
+// module equal those of one process training on the global batches.
+TEST(BoxDdpTest, ATrainingTeacherAndAuxiliaryModulesStayInSync) {
+  const std::string dir = ::testing::TempDir() + "/box_ddp_aux";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, FreeLoopbackPort(), argv,
+      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_AUX=1"});
+  ASSERT_THAT(ranks, IsOk());
+  ASSERT_THAT(WaitForRanks(*ranks), IsOk());
+  ASSERT_THAT(RunBox(AuxConfig(32, dir, "single"), dir + "/aux_single"), IsOk());
+  const auto close = [](const c10::impl::GenericDict& a, const c10::impl::GenericDict& b,
+                        const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (const auto& entry : b) {
+      EXPECT_TRUE(a.at(entry.key()).toTensor().allclose(entry.value().toTensor(), 0, 1e-5))
+          << what << " " << entry.key().toStringRef();
+    }
+  };
+  const c10::impl::GenericDict teacher0 = State(dir + "/aux_teacher_rank0.pt");
+  const c10::impl::GenericDict teacher1 = State(dir + "/aux_teacher_rank1.pt");
+  for (const auto& entry : teacher0) {
+    EXPECT_TRUE(entry.value().toTensor().equal(teacher1.at(entry.key()).toTensor()))
+        << "teacher " << entry.key().toStringRef();
+  }
+  close(teacher0, State(dir + "/aux_teacher_single.pt"), "teacher");
+  close(State(dir + "/aux_student_rank0.pt"), State(dir + "/aux_student_single.pt"), "student");
+  close(State(dir + "/aux_rank0/ckpt/last.pt").at("auxiliary_modules").toGenericDict(),
+        State(dir + "/aux_single/ckpt/last.pt").at("auxiliary_modules").toGenericDict(),
+        "auxiliary module");
 }
 
 // find_unused_parameters reaches DDP's Reducer, as in PyTorch's own DDP test of the kwarg: a

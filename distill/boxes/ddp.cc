@@ -223,14 +223,30 @@ absl::Status BroadcastFromRankZero(Model& model, c10d::ProcessGroup& group) {
 }
 
 absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
-    Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
+    const std::vector<Model*>& models, c10::intrusive_ptr<c10d::ProcessGroup> group,
     const DataParallelOptions& options) {
   std::unique_ptr<DataParallel> ddp(new DataParallel());
   ddp->group_ = std::move(group);
   std::vector<at::Tensor> params;
   // Everyone starts from rank 0's weights and buffers.
-  KD_RETURN_IF_ERROR(BroadcastFromRankZero(model, *ddp->group_));
-  for (const auto& [name, p] : model.NamedParameters()) {
+  for (Model* model : models) {
+    KD_RETURN_IF_ERROR(BroadcastFromRankZero(*model, *ddp->group_));
+    for (const auto& [name, p] : model->NamedParameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+  }
+  const absl::Status broadcast = CallTorch([&] {
+    at::NoGradGuard no_grad;
+    for (const at::Tensor& tensor : options.extra_parameters) {
+      std::vector<at::Tensor> one = {tensor};
+      ddp->group_->broadcast(one)->wait();
+    }
+  });
+  if (!broadcast.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("broadcasting rank 0's parameters failed: ", broadcast.message()));
+  }
+  for (const at::Tensor& p : options.extra_parameters) {
     if (p.requires_grad()) params.push_back(p);
   }
   if (params.empty()) {
@@ -256,6 +272,12 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
     return absl::InternalError(absl::StrCat("DataParallel: c10d::Reducer: ", ErrorText(error)));
   }
   return ddp;
+}
+
+absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
+    Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
+    const DataParallelOptions& options) {
+  return Create(std::vector<Model*>{&model}, std::move(group), options);
 }
 
 DataParallel::~DataParallel() = default;

@@ -85,14 +85,23 @@ struct DataParallelOptions {
   double bucket_cap_mb = 25;
   // Parameters that get no gradient in a step are tolerated (DDP's find_unused_parameters).
   bool find_unused_parameters = false;
+  // Tensors that train beside the models (auxiliary modules, a loss's own parameters): broadcast
+  // from rank 0 and averaged with the models' gradients, as they would be inside a model that
+  // Python's DDP wraps. Those that do not require grad are only broadcast.
+  std::vector<at::Tensor> extra_parameters;
 };
 
-// A model's trainable parameters kept in sync across the group's processes.
+// Models' trainable parameters kept in sync across the group's processes.
 class DataParallel {
  public:
-  // Broadcasts the model's parameters and buffers from rank 0, then builds the Reducer over its
-  // trainable parameters (buckets from compute_bucket_assignment_by_size, in reverse order of
-  // registration, as DDP assigns them).
+  // Broadcasts the models' parameters and buffers (and the options' extra parameters) from rank
+  // 0, then builds one Reducer over their trainable parameters (buckets from
+  // compute_bucket_assignment_by_size, in reverse order of registration, as DDP assigns them).
+  // InvalidArgument when nothing trains.
+  static absl::StatusOr<std::unique_ptr<DataParallel>> Create(
+      const std::vector<Model*>& models, c10::intrusive_ptr<c10d::ProcessGroup> group,
+      const DataParallelOptions& options = {});
+  // One model.
   static absl::StatusOr<std::unique_ptr<DataParallel>> Create(
       Model& model, c10::intrusive_ptr<c10d::ProcessGroup> group,
       const DataParallelOptions& options = {});

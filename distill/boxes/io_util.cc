@@ -21,15 +21,8 @@ absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelC
   return absl::OkStatus();
 }
 
-absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device device,
-                       bool distributed) {
+absl::Status WrapModel(Model& model, const StageModelConfig&, c10::Device device, bool) {
   model.To(device);
-  if (config.wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL && distributed &&
-      device.is_cuda()) {
-    return absl::UnimplementedError(
-        "wrapper DISTRIBUTED_DATA_PARALLEL on CUDA (NCCL) is not in libkd yet (libkd#15); "
-        "train on cpu (Gloo), or set wrapper: NO_WRAPPER");
-  }
   return absl::OkStatus();
 }
 

@@ -32,10 +32,11 @@ namespace kd {
 // Errors name the module path (with the nearest existing ones) and the entry.
 absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelConfig& config);
 
-// Moves `model` to `device` and checks the wrapper of `config`. NO_WRAPPER runs as it is;
-// DISTRIBUTED_DATA_PARALLEL takes effect in a distributed run only (as torchdistill's
-// wrap_model), where the box's stage wraps the student in kd::DataParallel (distill/boxes/ddp.h)
-// on the CPU too (torchdistill wraps on CUDA only); CUDA (NCCL) is Unimplemented for now.
+// Moves `model` to `device`. The wrapper of `config` is the box's stage's to apply:
+// DISTRIBUTED_DATA_PARALLEL takes effect in a distributed run only, on a model that trains (as
+// torchdistill's wrap_model), where the stage keeps the wrapped models' gradients (and those of
+// the auxiliary modules and losses training beside them) in sync with kd::DataParallel
+// (distill/boxes/ddp.h): Gloo on the CPU (torchdistill wraps on CUDA only), NCCL on CUDA.
 absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device device,
                        bool distributed);
 

@@ -83,9 +83,8 @@ TEST(IoUtilTest, ExtractIoDictPopsOntoTheTargetAndClearKeepsTheHooks) {
   EXPECT_EQ(kept->at("fc").count(kOutput), 1u);
 }
 
-// wrap_model: the model is moved; DISTRIBUTED_DATA_PARALLEL outside a
-// distributed CUDA run leaves it as it is (torchdistill's rule).
-TEST(IoUtilTest, WrapModelWrapsOnlyDistributedCudaRuns) {
+// wrap_model: the model is moved; the wrapper itself is the box's stage's (box_ddp_test).
+TEST(IoUtilTest, WrapModelMovesTheModel) {
   std::unique_ptr<Model> model = Mlp();
   StageModelConfig config;
   config.set_wrapper(StageModelConfig::DISTRIBUTED_DATA_PARALLEL);

@@ -81,18 +81,9 @@ class Stage final : public StageRun, public TrainingContext {
     if (with_teacher) {
       KD_RETURN_IF_ERROR(SetRequiresGrad(*teacher_, config.teacher(), false, "teacher"));
     }
-    // Wrappers (torchdistill's wrap_model: none in a single-process run).
+    // Devices (torchdistill's wrap_model; the wrappers come once the optimizer's are known).
     KD_RETURN_IF_ERROR(
         InFieldIfError("student", WrapModel(*student_, config.student(), device_, distributed())));
-    ddp_.reset();
-    if (distributed() &&
-        config.student().wrapper() == StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
-      absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(
-          *student_, group_,
-          {.find_unused_parameters = config.student().find_unused_parameters()});
-      if (!ddp.ok()) return InField("student.wrapper", ddp.status());
-      ddp_ = *std::move(ddp);
-    }
     if (with_teacher) {
       KD_RETURN_IF_ERROR(InFieldIfError(
           "teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
@@ -128,6 +119,7 @@ class Stage final : public StageRun, public TrainingContext {
         if (p.requires_grad()) own.push_back(p);
       }
     }
+    KD_RETURN_IF_ERROR(WrapForDataParallel(config, own));
     KD_ASSIGN_OR_RETURN(
         std::vector<ParamGroup> groups,
         BuildParamGroups(optimizer, student_, teacher_, teacher_trains_, std::move(own)));
@@ -178,6 +170,32 @@ class Stage final : public StageRun, public TrainingContext {
       KD_ASSIGN_OR_RETURN(std::unique_ptr<Metric> made, MakeMetric(metric.key(), kwargs));
       metrics_.emplace_back(metric.name().empty() ? metric.key() : metric.name(), std::move(made));
     }
+    return absl::OkStatus();
+  }
+
+  // DISTRIBUTED_DATA_PARALLEL in a multi-process run, as torchdistill's wrap_model: each
+  // wrapped model that trains (the teacher only with requires_grad), with what trains beside
+  // them (`own`: auxiliary modules, the losses' parameters, which Python's DDP would hold inside
+  // the wrapped model), kept in sync by one Reducer.
+  absl::Status WrapForDataParallel(const StageConfig& config, const std::vector<at::Tensor>& own) {
+    ddp_.reset();
+    if (!distributed()) return absl::OkStatus();
+    constexpr auto kDdp = StageModelConfig::DISTRIBUTED_DATA_PARALLEL;
+    std::vector<Model*> models;
+    bool find_unused = false;
+    if (config.student().wrapper() == kDdp) {
+      models.push_back(student_);
+      find_unused = config.student().find_unused_parameters();
+    }
+    if (teacher_trains_ && config.teacher().wrapper() == kDdp) {
+      models.push_back(teacher_);
+      find_unused = find_unused || config.teacher().find_unused_parameters();
+    }
+    if (models.empty()) return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(
+        models, group_, {.find_unused_parameters = find_unused, .extra_parameters = own});
+    if (!ddp.ok()) return InField("wrapper", ddp.status());
+    ddp_ = *std::move(ddp);
     return absl::OkStatus();
   }
 
@@ -423,6 +441,7 @@ class Stage final : public StageRun, public TrainingContext {
     Autocast(autocast);
     CriterionInputs in;
     IoDict teacher_io, student_io;
+    if (ddp_ != nullptr) ddp_->PrepareForward();
     if (teacher_ != nullptr) {
       RECORD_USER_SCOPE("teacher_forward");
       c10::IValue output;
@@ -439,7 +458,6 @@ class Stage final : public StageRun, public TrainingContext {
       in.teacher_io = &teacher_io;
       in.teacher_model = teacher_;
     }
-    if (ddp_ != nullptr) ddp_->PrepareForward();
     {
       RECORD_USER_SCOPE("student_forward");
       KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
@@ -465,7 +483,7 @@ class Stage final : public StageRun, public TrainingContext {
   Model* student_;
   c10::Device device_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
-  std::unique_ptr<DataParallel> ddp_;             // the student's, when wrapped
+  std::unique_ptr<DataParallel> ddp_;             // the wrapped models', in a multi-process run
   ForwardHookManager teacher_hooks_, student_hooks_;
   StageConfig config_;
   std::string name_;
