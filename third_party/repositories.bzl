@@ -152,7 +152,8 @@ def _libtorch_impl(ctx):
     ctx.template("BUILD.bazel", ctx.attr.build_file_template, {
         "%{LIB_DIR}": lib_dir,
         "%{CUDA_LINKOPTS}": (
-            '"-Wl,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-Wl,--as-needed"' if has_cuda else ""
+            '"-Wl,--push-state,--no-as-needed", "-ltorch_cuda", "-lc10_cuda", "-Wl,--pop-state"'
+            if has_cuda else ""
         ),
         "%{VERSION}": version,
         "%{FOUND_BY}": found_by,

@@ -19,6 +19,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/cuda.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -77,6 +78,15 @@ train {
     }
   }
 })");
+}
+
+// `text` on the device LIBKD_BOX_DEVICE names (e.g. "cuda": each rank on cuda:LOCAL_RANK), or as
+// it is.
+std::string OnDevice(std::string text) {
+  const char* device = std::getenv("LIBKD_BOX_DEVICE");
+  if (device == nullptr) return text;
+  const std::string run = "run { name: \"ddp\" seed: 3";
+  return text.replace(text.find(run), run.size(), absl::StrCat(run, " device: \"", device, "\""));
 }
 
 // The text after which a stage's fields can be added.
@@ -261,7 +271,8 @@ int Worker() {
     done = RunBox(Config(16, dir + "/shared_rank" + rank + ".pt", epochs), shared,
                   std::getenv("LIBKD_BOX_RESUME") != nullptr);
   } else {
-    done = RunBox(Config(16, dir + "/student_rank" + rank + ".pt"), dir + "/run" + rank);
+    done = RunBox(OnDevice(Config(16, dir + "/student_rank" + rank + ".pt")),
+                  dir + "/run" + rank);
   }
   if (!done.ok()) std::cerr << "rank " << rank << ": " << done.message() << "\n";
   return done.ok() ? 0 : 1;
@@ -271,6 +282,35 @@ c10::impl::GenericDict State(const std::string& path) {
   absl::StatusOr<c10::IValue> state = ReadTorchFile(path);
   EXPECT_THAT(state, IsOk()) << path;
   return state->toGenericDict();
+}
+
+// The same on CUDA, where the group reduces through NCCL: each rank on the GPU of its
+// LOCAL_RANK. NCCL gives each rank a GPU of its own, so this needs two; without them it skips
+// (tools/gpu_checks.sh runs it on a GPU machine).
+TEST(BoxDdpTest, TwoRanksOnCudaTrainLikeOneProcess) {
+  if (torch::cuda::device_count() < 2) {
+    GTEST_SKIP() << "needs 2 CUDA devices (NCCL puts each rank on its own); found "
+                 << static_cast<int>(torch::cuda::device_count());
+  }
+  const std::string dir = ::testing::TempDir() + "/box_ddp_cuda";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  char self[] = "/proc/self/exe";
+  char* const argv[] = {self, nullptr};
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, FreeLoopbackPort(), argv,
+      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_DEVICE=cuda"});
+  ASSERT_THAT(ranks, IsOk());
+  ASSERT_THAT(WaitForRanks(*ranks), IsOk());
+  ASSERT_THAT(RunBox(Config(32, dir + "/student_single.pt"), dir + "/single"), IsOk());
+  const c10::impl::GenericDict rank0 = State(dir + "/student_rank0.pt");
+  const c10::impl::GenericDict rank1 = State(dir + "/student_rank1.pt");
+  for (const auto& entry : State(dir + "/student_single.pt")) {
+    const at::Tensor mine = rank0.at(entry.key()).toTensor();
+    EXPECT_TRUE(mine.equal(rank1.at(entry.key()).toTensor())) << entry.key().toStringRef();
+    // CUDA's kernels against the CPU's: float32 rounding apart.
+    EXPECT_TRUE(mine.allclose(entry.value().toTensor(), 1e-4, 1e-4)) << entry.key().toStringRef();
+  }
 }
 
 TEST(BoxDdpTest, TwoRanksTrainLikeOneProcessOnTheGlobalBatches) {
