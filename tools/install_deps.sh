@@ -63,20 +63,35 @@ for p in "${PACKAGES[@]}"; do
 done
 
 # --- the virtual environment ---------------------------------------------------------------------
-# A stamp of the lock files' contents: a changed pin reinstalls, an unchanged one is left alone.
-want_stamp="$(cat "$LOCK" $( ((peers)) && echo "$PEERS_LOCK") | sha256sum | cut -c1-16)"
-have_stamp="$(cat "$VENV/.libkd-lock" 2>/dev/null || true)"
+# Stamps of the lock files' contents: a changed pin reinstalls, an unchanged one is left alone.
+# torch's lock and the peers' have a stamp each, so adding the peers to an environment adds
+# them and touches nothing else (a build beside it keeps its libtorch).
+stamp() { sha256sum "$1" | cut -c1-16; }
+# Environments made before the stamps were split hold one stamp of both locks (or of torch's
+# alone, hashed with cat): rewritten to today's, nothing reinstalled.
+old_stamp="$(cat "$VENV/.libkd-lock" 2>/dev/null || true)"
+if [[ -n "$old_stamp" && ! -e "$VENV/.libkd-peers-lock" ]]; then
+  if [[ "$old_stamp" == "$(cat "$LOCK" "$PEERS_LOCK" | sha256sum | cut -c1-16)" ]]; then
+    stamp "$LOCK" > "$VENV/.libkd-lock"
+    stamp "$PEERS_LOCK" > "$VENV/.libkd-peers-lock"
+  elif [[ "$old_stamp" == "$(cat "$LOCK" | sha256sum | cut -c1-16)" ]]; then
+    stamp "$LOCK" > "$VENV/.libkd-lock"
+  fi
+fi
 venv_ok=0
-if [[ -x "$VENV/bin/python" && "$have_stamp" == "$want_stamp" ]]; then venv_ok=1; fi
-# A stamp made with the peers also covers a request without them.
-if [[ $venv_ok -eq 0 && $peers -eq 0 && -x "$VENV/bin/python" ]]; then
-  if [[ "$have_stamp" == "$(cat "$LOCK" "$PEERS_LOCK" | sha256sum | cut -c1-16)" ]]; then venv_ok=1; fi
+if [[ -x "$VENV/bin/python" && "$(cat "$VENV/.libkd-lock" 2>/dev/null)" == "$(stamp "$LOCK")" ]]; then
+  venv_ok=1
+fi
+peers_ok=1
+if ((peers)) && [[ "$(cat "$VENV/.libkd-peers-lock" 2>/dev/null)" != "$(stamp "$PEERS_LOCK")" ]]; then
+  peers_ok=0
 fi
 
 if [[ "$mode" == check ]]; then
   problems=()
   [[ ${#missing[@]} -eq 0 ]] || problems+=("Debian packages: ${missing[*]}")
   [[ $venv_ok -eq 1 ]] || problems+=("virtual environment $VENV (missing or not at the pinned lock)")
+  [[ $peers_ok -eq 1 ]] || problems+=("the peers in $VENV (missing or not at $PEERS_LOCK)")
   if [[ ${#problems[@]} -eq 0 ]]; then echo "install_deps: everything is installed"; exit 0; fi
   echo "install_deps: missing: $(IFS=';'; echo "${problems[*]}")"
   exit 1
@@ -98,8 +113,21 @@ else
   echo "install_deps: all ${#PACKAGES[@]} Debian packages are installed"
 fi
 
+pip_args=(--quiet --disable-pip-version-check --require-hashes --no-deps)
+
+# The peers alone, into an environment at the pinned lock: pip adds them (their pins only).
+install_peers() {
+  echo "install_deps: adding torchdistill and silverspoon-kd to $VENV ($PEERS_LOCK)"
+  "$VENV/bin/python" -m pip install "${pip_args[@]}" -r "$PEERS_LOCK" ||
+    die "pip install -r $PEERS_LOCK failed (PyPI unreachable, or a hash mismatch)"
+  "$VENV/bin/python" -c 'import torchdistill, silverspoon_kd' ||
+    die "torchdistill or silverspoon_kd does not import in $VENV"
+  stamp "$PEERS_LOCK" > "$VENV/.libkd-peers-lock"
+}
+
 if [[ $venv_ok -eq 1 ]]; then
   echo "install_deps: $VENV is at the pinned lock ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
+  if [[ $peers_ok -eq 0 ]]; then install_peers; fi
   exit 0
 fi
 
@@ -118,12 +146,10 @@ echo "install_deps: installing $(grep -m1 '^torch==' "$LOCK" | cut -d' ' -f1) in
 rm -rf "$VENV"
 mkdir -p "$(dirname "$VENV")"
 "$python" -m venv "$VENV" || die "could not create the virtual environment $VENV"
-pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps)
-"${pip[@]}" -r "$LOCK" || die "pip install -r $LOCK failed (PyPI unreachable, or a hash mismatch)"
-if ((peers)); then
-  "${pip[@]}" -r "$PEERS_LOCK" || die "pip install -r $PEERS_LOCK failed"
-fi
+"$VENV/bin/python" -m pip install "${pip_args[@]}" -r "$LOCK" ||
+  die "pip install -r $LOCK failed (PyPI unreachable, or a hash mismatch)"
 "$VENV/bin/python" -c 'import torch, torchvision' || die "torch does not import in $VENV"
-echo "$want_stamp" > "$VENV/.libkd-lock"
+stamp "$LOCK" > "$VENV/.libkd-lock"
+if ((peers)); then install_peers; fi
 echo "install_deps: $VENV ready in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1)); " \
      "if Bazel built against an older torch before, run: bazel sync --only=libtorch"
