@@ -6,13 +6,20 @@
 //
 //   bazel run -c opt //hooks:forward_hook_manager_benchmark
 //
+// With --peers it runs libkd's hooks against torchdistill's ForwardHookManager instead, both
+// sides in one run (needs tools/install_deps.sh --peers; see PeersMain):
+//
+//   bazel run -c opt //hooks:forward_hook_manager_benchmark -- --peers
+//
 // With --chain_only=plain|references|as_returned it runs only the native chain, plain or hooked
 // with those values, 2200 forwards (each hooked one popped) in ChainForwards, and exits: for
 // instruction counts, which the machine's noise does not move. Per hooked call, what values as
 // returned add = (as_returned - references) / 11000 of:
 //   valgrind --tool=callgrind --toggle-collect='*ChainForwards*'
 //       bazel-out/k8-opt/bin/hooks/forward_hook_manager_benchmark --chain_only=as_returned
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +33,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/nn/module.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
 #include "hooks/forward_hook_manager.h"
@@ -33,6 +41,7 @@
 #include "hooks/native_model.h"
 #include "hooks/torchscript_model.h"
 #include "testing/bench_models.h"
+#include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"
 #include "testing/small_cnn.h"
 
@@ -151,6 +160,130 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
   return seconds * 1e9 / (kForwardsPerRun * kHookedCalls);
 }
 
+// Thread CPU time of `forwards` forwards of `model` (each popped from `manager` if it has hooks),
+// per forward; with `grad`, on an input that requires grad (autograd records the graph).
+double SecondsPerForward(Model& model, ForwardHookManager& manager, const at::Tensor& input,
+                         bool grad, int forwards) {
+  const at::Tensor x = grad ? input.clone().requires_grad_(true) : input;
+  std::optional<at::NoGradGuard> no_grad;
+  if (!grad) no_grad.emplace();
+  const bool hooked = !manager.HookedKeys().empty();
+  const double start = test::ThreadSeconds();
+  for (int i = 0; i < forwards; ++i) {
+    model.Forward({x});
+    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
+  }
+  return (test::ThreadSeconds() - start) / forwards;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// --peers: libkd's ForwardHookManager against torchdistill's (hooks/peer_hook_timing.py, a
+// Python process of libkd's virtual environment), on the same models, hooked paths and inputs,
+// without and with autograd, in rounds that alternate libkd plain, libkd hooked, torchdistill
+// plain, torchdistill hooked. Prints, per model: the cost of one hooked call on each side
+// ((hooked - plain) / 5 hooked calls, medians over the rounds), the median of the per-round
+// ratios torchdistill / libkd, and each side's hooked / plain.
+int PeersMain() {
+  test::PeerProcess peer;
+  if (!peer.Start({.script = "hooks/peer_hook_timing.py"}) ||
+      !peer.Ask("time chain5 0 0 1").has_value()) {
+    std::fprintf(stderr, "the peer script did not answer (is torchdistill installed? "
+                         "tools/install_deps.sh --peers)\n");
+    return 1;
+  }
+  struct Case {
+    std::string peer_model;  // the script's name
+    std::string libkd;       // libkd's model kind, for the output
+    std::function<std::shared_ptr<Model>()> make;
+    at::Tensor input;
+    std::vector<std::string> paths;
+    int forwards;  // per timing
+  };
+  auto small_cnn_native = [] {
+    std::shared_ptr<Model> m = MakeNativeModel(test::SmallCnn().ptr());
+    m->SetTraining(false);
+    return m;
+  };
+  auto small_cnn_torchscript = [] {
+    return test::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt");
+  };
+  const std::vector<std::string> chain_paths = {"m0", "m1", "m2", "m3", "m4"};
+  const std::vector<std::string> cnn_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
+                                              "fc"};
+  std::vector<Case> cases = {
+      {"chain5", "native", NativeChain, at::zeros({1}), chain_paths, 2000},
+      {"chain5", "torchscript", TorchScriptChain, at::zeros({1}), chain_paths, 2000},
+      {"small_cnn", "native", small_cnn_native, at::randn({32, 1, 28, 28}), cnn_paths, 40},
+      {"small_cnn", "torchscript", small_cnn_torchscript, at::randn({32, 1, 28, 28}), cnn_paths,
+       40},
+  };
+  if (absl::StatusOr<std::string> resnet = test::GeneratedResNet18(); resnet.ok()) {
+    cases.push_back({"resnet18", "torchscript",
+                     [path = *resnet] { return test::LoadTorchScriptOrDie(path); },
+                     at::randn({1, 3, 224, 224}),
+                     {"layer1", "layer2.0", "layer3.1.conv2", "layer4", "fc"}, 4});
+  }
+  constexpr int kRounds = 15;
+  std::printf(
+      "libkd's ForwardHookManager (values as returned, its default) against torchdistill's, "
+      "inputs and outputs of 5 modules recorded, the I/O dict popped every forward; one thread, "
+      "eval mode, %d alternating rounds, thread CPU time, medians:\n"
+      "%-10s %-12s %-8s %14s %14s %10s %16s %16s\n",
+      kRounds, "model", "libkd model", "autograd", "libkd ns/call", "peer ns/call",
+      "peer/libkd", "libkd hooked/plain", "peer hooked/plain");
+  for (const Case& c : cases) {
+    for (const bool grad : {false, true}) {
+      std::shared_ptr<Model> plain = c.make(), hooked = c.make();
+      ForwardHookManager no_hooks, manager;
+      for (const std::string& path : c.paths) {
+        if (!manager.AddHook(*hooked, path).ok()) return 2;
+      }
+      std::vector<double> libkd_ns, peer_ns, ratios, libkd_over, peer_over;
+      auto peer_time = [&](int hooked_flag) {
+        const std::string request =
+            absl::StrCat("time ", c.peer_model, " ", hooked_flag, " ", grad ? 1 : 0, " ",
+                         c.forwards);
+        const std::optional<std::vector<double>> answer = peer.Ask(request);
+        if (!answer.has_value() || answer->size() != 1) {
+          std::fprintf(stderr, "the peer script failed on \"%s\"\n", request.c_str());
+          std::exit(1);
+        }
+        return answer->front();
+      };
+      // One untimed round each side.
+      SecondsPerForward(*plain, no_hooks, c.input, grad, c.forwards);
+      SecondsPerForward(*hooked, manager, c.input, grad, c.forwards);
+      peer_time(0);
+      peer_time(1);
+      for (int round = 0; round < kRounds; ++round) {
+        const double lp = SecondsPerForward(*plain, no_hooks, c.input, grad, c.forwards);
+        const double lh = SecondsPerForward(*hooked, manager, c.input, grad, c.forwards);
+        const double pp = peer_time(0);
+        const double ph = peer_time(1);
+        const double libkd_call = (lh - lp) / static_cast<double>(c.paths.size());
+        const double peer_call = (ph - pp) / static_cast<double>(c.paths.size());
+        libkd_ns.push_back(libkd_call * 1e9);
+        peer_ns.push_back(peer_call * 1e9);
+        ratios.push_back(peer_call / libkd_call);
+        libkd_over.push_back(lh / lp);
+        peer_over.push_back(ph / pp);
+      }
+      std::printf("%-10s %-12s %-8s %14.0f %14.0f %10.1f %16.4f %16.4f\n", c.peer_model.c_str(),
+                  c.libkd.c_str(), grad ? "yes" : "no", Median(libkd_ns), Median(peer_ns),
+                  Median(ratios), Median(libkd_over), Median(peer_over));
+      std::fflush(stdout);
+    }
+  }
+  std::printf(
+      "(ns/call: (hooked - plain) / 5 per forward; where a forward takes milliseconds, the "
+      "difference is within its noise and hooked/plain is the figure to read)\n");
+  return 0;
+}
+
 // --chain_only=MODE: see the top of this file.
 int ChainOnly(std::string_view mode) {
   std::shared_ptr<Model> model = NativeChain();
@@ -170,6 +303,7 @@ int ChainOnly(std::string_view mode) {
 
 int Main(int argc, char** argv) {
   at::set_num_threads(1);
+  if (argc > 1 && std::string_view(argv[1]) == "--peers") return PeersMain();
   constexpr std::string_view kChainOnly = "--chain_only=";
   if (argc > 1 && std::string_view(argv[1]).starts_with(kChainOnly)) {
     return ChainOnly(std::string_view(argv[1]).substr(kChainOnly.size()));

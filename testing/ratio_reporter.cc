@@ -55,6 +55,12 @@ bool HasFlag(int argc, char** argv, const char* prefix) {
 
 }  // namespace
 
+double ThreadSeconds() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
 namespace {
 
 // Thread CPU seconds of each of `pairs` alternating runs (a b, b a, ...) after `warmup` pairs.
@@ -62,11 +68,9 @@ std::vector<std::pair<double, double>> PairedCpuSeconds(const std::function<void
                                                         const std::function<void()>& b,
                                                         int pairs, int warmup) {
   auto cpu_seconds = [](const std::function<void()>& fn) {
-    timespec start, end;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    const double start = ThreadSeconds();
     fn();
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
-    return (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) * 1e-9;
+    return ThreadSeconds() - start;
   };
   for (int i = 0; i < warmup; ++i) {
     a();

@@ -24,6 +24,10 @@ struct Ratio {
   std::function<std::string(double numerator_s, double denominator_s)> derived;
 };
 
+// The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID), which another process's
+// load leaves alone.
+double ThreadSeconds();
+
 // Runs `a` and `b` in alternating pairs (a b, b a, a b, ...) after `warmup` untimed pairs and
 // returns the median over `pairs` of cpu_time(b) / cpu_time(a), thread CPU time: a paired
 // statistic that cancels the drift of a shared machine better than two separate medians.

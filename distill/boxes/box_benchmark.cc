@@ -27,8 +27,6 @@
 //       --optimize_teacher    (one line)
 //   (--peers needs tools/install_deps.sh --peers)
 #include <dlfcn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -49,16 +47,14 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "distill/boxes/box.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
 #include "google/protobuf/text_format.h"
+#include "testing/peer_process.h"
 
 ABSL_FLAG(int, pairs, 7,
           "alternating (box, hand) or, with --peers, (libkd, torchdistill) "
@@ -191,65 +187,6 @@ const char* MallocName() {
   return dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc";
 }
 
-// torchdistill's DistillationBox, timed by peer_box_timing.py in a Python
-// process that answers one request line at a time (see the script): libkd's own
-// epochs run while it waits, so both sides see the same machine state.
-class PeerServer {
- public:
-  bool Start(const std::string& python) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      dup2(to_child[0], STDIN_FILENO);
-      dup2(from_child[1], STDOUT_FILENO);
-      close(to_child[1]);
-      close(from_child[0]);
-      if (absl::GetFlag(FLAGS_peer_tcmalloc)) {
-        setenv("LD_PRELOAD", kTcmalloc, 1);
-      }
-      const std::string script = "distill/boxes/peer_box_timing.py";
-      execl(python.c_str(), python.c_str(), script.c_str(), nullptr);
-      _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    in_ = fdopen(to_child[1], "w");
-    out_ = fdopen(from_child[0], "r");
-    return in_ != nullptr && out_ != nullptr;
-  }
-
-  // The numbers of the answer to `request`, whose first word must equal the
-  // request's.
-  std::optional<std::vector<double>> Ask(const std::string& request) {
-    fprintf(in_, "%s\n", request.c_str());
-    fflush(in_);
-    char line[512];
-    if (fgets(line, sizeof(line), out_) == nullptr) return std::nullopt;
-    const std::vector<std::string> words =
-        absl::StrSplit(absl::StripAsciiWhitespace(line), ' ', absl::SkipEmpty());
-    const std::vector<std::string> asked = absl::StrSplit(request, ' ');
-    if (words.empty() || words[0] != asked[0]) return std::nullopt;
-    std::vector<double> numbers(words.size() - 1);
-    for (size_t i = 1; i < words.size(); ++i) {
-      if (!absl::SimpleAtod(words[i], &numbers[i - 1])) return std::nullopt;
-    }
-    return numbers;
-  }
-
-  ~PeerServer() {
-    if (in_ != nullptr) fclose(in_);  // end of input: the script exits
-    if (out_ != nullptr) fclose(out_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* in_ = nullptr;
-  FILE* out_ = nullptr;
-};
-
 int64_t NumParams(int64_t width) {
   auto model = *MakeRegisteredModel("fashion_cnn", {{"width", width}});
   int64_t n = 0;
@@ -268,10 +205,15 @@ int64_t TeacherParams() {
 
 // libkd's DistillationBox against torchdistill's, alternating epochs.
 int PeersMain(const DistillConfig& config, int samples, int batch) {
-  PeerServer peer;
-  // bazel run's working folder is the main repository's runfiles; @libtorch's
-  // are beside it.
-  if (!peer.Start("../libtorch/python.sh")) {
+  // torchdistill's DistillationBox, timed by peer_box_timing.py, which answers one request
+  // line at a time: libkd's own epochs run while it waits, so both sides see the same machine
+  // state.
+  test::PeerProcess peer;
+  test::PeerProcess::Options peer_options{.script = "distill/boxes/peer_box_timing.py"};
+  if (absl::GetFlag(FLAGS_peer_tcmalloc)) {
+    peer_options.env.push_back(absl::StrCat("LD_PRELOAD=", kTcmalloc));
+  }
+  if (!peer.Start(peer_options)) {
     std::cerr << "could not start the peer script\n";
     return 1;
   }

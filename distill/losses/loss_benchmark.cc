@@ -20,8 +20,6 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -39,6 +37,7 @@
 #include "base/torch_file.h"
 #include "distill/losses/criterion.h"
 #include "google/protobuf/text_format.h"
+#include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"
 
 ABSL_FLAG(int, pairs, 25, "timed pairs (criterion, inline) per loss");
@@ -280,56 +279,16 @@ double MedianSeconds(const std::function<void()>& fn, int runs) {
   return times[times.size() / 2];
 }
 
-// The peer script serving timings: it loads the saved inputs, then for each request line
-// "case runs" answers "case seconds" (median of `runs` forward + backward steps; "-" when no
-// peer has the loss). Requests alternate with libkd's own timings, so both sides see the same
-// machine state: the ratio is a median of paired ratios, as for criterion / inline.
-class PeerServer {
- public:
-  bool Start(const std::string& python, const std::string& inputs_path) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return false;
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      dup2(to_child[0], STDIN_FILENO);
-      dup2(from_child[1], STDOUT_FILENO);
-      close(to_child[1]);
-      close(from_child[0]);
-      const std::string script = "distill/losses/peer_loss_timing.py";
-      execl(python.c_str(), python.c_str(), script.c_str(), inputs_path.c_str(), nullptr);
-      _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    in_ = fdopen(to_child[1], "w");
-    out_ = fdopen(from_child[0], "r");
-    return in_ != nullptr && out_ != nullptr;
-  }
-
-  // Median seconds of the peer's loss `name` over `runs` steps; nullopt without a peer.
-  std::optional<double> Time(const std::string& name, int runs) {
-    fprintf(in_, "%s %d\n", name.c_str(), runs);
-    fflush(in_);
-    char line[512];
-    if (fgets(line, sizeof(line), out_) == nullptr) return std::nullopt;
-    std::vector<std::string> parts = absl::StrSplit(absl::StripAsciiWhitespace(line), ' ');
-    double seconds = 0;
-    if (parts.size() != 2 || !absl::SimpleAtod(parts[1], &seconds)) return std::nullopt;
-    return seconds;
-  }
-
-  ~PeerServer() {
-    if (in_ != nullptr) fclose(in_);
-    if (out_ != nullptr) fclose(out_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* in_ = nullptr;
-  FILE* out_ = nullptr;
-};
+// The peer script (peer_loss_timing.py) serving timings: it loads the saved inputs, then for
+// each request line "case runs" answers "case seconds" (median of `runs` forward + backward
+// steps; "-" when no peer has the loss). Requests alternate with libkd's own timings, so both
+// sides see the same machine state: the ratio is a median of paired ratios, as for criterion /
+// inline.
+std::optional<double> PeerSeconds(test::PeerProcess& peer, const std::string& name, int runs) {
+  const std::optional<std::vector<double>> answer = peer.Ask(absl::StrCat(name, " ", runs));
+  if (!answer.has_value() || answer->size() != 1) return std::nullopt;
+  return answer->front();
+}
 
 int Main() {
   at::set_num_threads(1);
@@ -345,7 +304,7 @@ int Main() {
                                }),
                 cases.end());
   }
-  std::unique_ptr<PeerServer> peers;
+  std::unique_ptr<test::PeerProcess> peers;
   if (absl::GetFlag(FLAGS_peers)) {
     c10::impl::GenericDict all(c10::StringType::get(), c10::AnyType::get());
     for (const Case& c : cases) {
@@ -359,8 +318,8 @@ int Main() {
       return 1;
     }
     // bazel run's working folder is the main repository's runfiles; @libtorch's are beside it.
-    peers = std::make_unique<PeerServer>();
-    if (!peers->Start("../libtorch/python.sh", path)) {
+    peers = std::make_unique<test::PeerProcess>();
+    if (!peers->Start({.script = "distill/losses/peer_loss_timing.py", .args = {path}})) {
       std::cerr << "could not start the peer script\n";
       return 1;
     }
@@ -378,7 +337,7 @@ int Main() {
       // Rounds of 5 steps each side, alternating; the median of the rounds' ratios.
       std::vector<double> ratios;
       for (int round = 0; round < std::max(3, pairs / 5); ++round) {
-        const std::optional<double> peer = peers->Time(c.name, 5);
+        const std::optional<double> peer = PeerSeconds(*peers, c.name, 5);
         if (!peer.has_value()) break;
         ratios.push_back(MedianSeconds(step.criterion, 5) / *peer);
       }
