@@ -18,7 +18,7 @@ B="$root/tools/testdata/bad_inputs"
 # --- the bad files ---------------------------------------------------------------------------
 mkfifo "$T/fifo"
 printf 'not a model' >"$T/garbage.pt"
-size=$(stat -c %s "$D/small_cnn.pt")
+size=$(stat -L -c %s "$D/small_cnn.pt")  # -L: the runfile is a symlink
 head -c $((size / 2)) "$D/small_cnn.pt" >"$T/truncated.pt"
 # One byte of the tensor record small_cnn/data/7 changed (100 bytes after its name in the local
 # header: past the alignment padding, inside its 2304 bytes).
