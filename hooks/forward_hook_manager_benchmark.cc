@@ -18,11 +18,11 @@
 //   valgrind --tool=callgrind --toggle-collect='*ChainForwards*'
 //       bazel-out/k8-opt/bin/hooks/forward_hook_manager_benchmark --chain_only=as_returned
 #include <algorithm>
-#include <functional>
-#include <optional>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -153,10 +153,10 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
   ForwardHookManager no_hooks, manager;
   HookChain(*hooked, manager, values);
   const at::Tensor one = at::zeros({1});
-  const double seconds = test::MedianPairedDifference(
-      [&] { ChainForwards(*plain, no_hooks, one, kForwardsPerRun); },
-      [&] { ChainForwards(*hooked, manager, one, kForwardsPerRun); },
-      /*pairs=*/101);
+  const double seconds =
+      test::MedianPairedDifference([&] { ChainForwards(*plain, no_hooks, one, kForwardsPerRun); },
+                                   [&] { ChainForwards(*hooked, manager, one, kForwardsPerRun); },
+                                   /*pairs=*/101);
   return seconds * 1e9 / (kForwardsPerRun * kHookedCalls);
 }
 
@@ -176,11 +176,6 @@ double SecondsPerForward(Model& model, ForwardHookManager& manager, const at::Te
   return (test::ThreadSeconds() - start) / forwards;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // --peers: libkd's ForwardHookManager against torchdistill's (hooks/peer_hook_timing.py, a
 // Python process of libkd's virtual environment), on the same models, hooked paths and inputs,
 // without and with autograd, in rounds that alternate libkd plain, libkd hooked, torchdistill
@@ -191,8 +186,9 @@ int PeersMain() {
   test::PeerProcess peer;
   if (!peer.Start({.script = "hooks/peer_hook_timing.py"}) ||
       !peer.Ask("time chain5 0 0 1").has_value()) {
-    std::fprintf(stderr, "the peer script did not answer (is torchdistill installed? "
-                         "tools/install_deps.sh --peers)\n");
+    std::fprintf(stderr,
+                 "the peer script did not answer (is torchdistill installed? "
+                 "tools/install_deps.sh --peers)\n");
     return 1;
   }
   struct Case {
@@ -212,8 +208,7 @@ int PeersMain() {
     return test::LoadTorchScriptOrDie("tests/testdata/small_cnn.pt");
   };
   const std::vector<std::string> chain_paths = {"m0", "m1", "m2", "m3", "m4"};
-  const std::vector<std::string> cnn_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
-                                              "fc"};
+  const std::vector<std::string> cnn_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1", "fc"};
   std::vector<Case> cases = {
       {"chain5", "native", NativeChain, at::zeros({1}), chain_paths, 2000},
       {"chain5", "torchscript", TorchScriptChain, at::zeros({1}), chain_paths, 2000},
@@ -222,10 +217,12 @@ int PeersMain() {
        40},
   };
   if (absl::StatusOr<std::string> resnet = test::GeneratedResNet18(); resnet.ok()) {
-    cases.push_back({"resnet18", "torchscript",
+    cases.push_back({"resnet18",
+                     "torchscript",
                      [path = *resnet] { return test::LoadTorchScriptOrDie(path); },
                      at::randn({1, 3, 224, 224}),
-                     {"layer1", "layer2.0", "layer3.1.conv2", "layer4", "fc"}, 4});
+                     {"layer1", "layer2.0", "layer3.1.conv2", "layer4", "fc"},
+                     4});
   }
   constexpr int kRounds = 15;
   std::printf(
@@ -233,8 +230,8 @@ int PeersMain() {
       "inputs and outputs of 5 modules recorded, the I/O dict popped every forward; one thread, "
       "eval mode, %d alternating rounds, thread CPU time, medians:\n"
       "%-10s %-12s %-8s %14s %14s %10s %16s %16s\n",
-      kRounds, "model", "libkd model", "autograd", "libkd ns/call", "peer ns/call",
-      "peer/libkd", "libkd hooked/plain", "peer hooked/plain");
+      kRounds, "model", "libkd model", "autograd", "libkd ns/call", "peer ns/call", "peer/libkd",
+      "libkd hooked/plain", "peer hooked/plain");
   for (const Case& c : cases) {
     for (const bool grad : {false, true}) {
       std::shared_ptr<Model> plain = c.make(), hooked = c.make();
@@ -244,9 +241,8 @@ int PeersMain() {
       }
       std::vector<double> libkd_ns, peer_ns, ratios, libkd_over, peer_over;
       auto peer_time = [&](int hooked_flag) {
-        const std::string request =
-            absl::StrCat("time ", c.peer_model, " ", hooked_flag, " ", grad ? 1 : 0, " ",
-                         c.forwards);
+        const std::string request = absl::StrCat("time ", c.peer_model, " ", hooked_flag, " ",
+                                                 grad ? 1 : 0, " ", c.forwards);
         const std::optional<std::vector<double>> answer = peer.Ask(request);
         if (!answer.has_value() || answer->size() != 1) {
           std::fprintf(stderr, "the peer script failed on \"%s\"\n", request.c_str());
@@ -273,8 +269,9 @@ int PeersMain() {
         peer_over.push_back(ph / pp);
       }
       std::printf("%-10s %-12s %-8s %14.0f %14.0f %10.1f %16.4f %16.4f\n", c.peer_model.c_str(),
-                  c.libkd.c_str(), grad ? "yes" : "no", Median(libkd_ns), Median(peer_ns),
-                  Median(ratios), Median(libkd_over), Median(peer_over));
+                  c.libkd.c_str(), grad ? "yes" : "no", test::Median(libkd_ns),
+                  test::Median(peer_ns), test::Median(ratios), test::Median(libkd_over),
+                  test::Median(peer_over));
       std::fflush(stdout);
     }
   }

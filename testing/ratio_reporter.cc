@@ -91,12 +91,12 @@ std::vector<std::pair<double, double>> PairedCpuSeconds(const std::function<void
   return times;
 }
 
+}  // namespace
+
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
 }
-
-}  // namespace
 
 double MedianPairedRatio(const std::function<void()>& a, const std::function<void()>& b,
                          int pairs, int warmup) {

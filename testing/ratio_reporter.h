@@ -24,6 +24,9 @@ struct Ratio {
   std::function<std::string(double numerator_s, double denominator_s)> derived;
 };
 
+// The median of `values` (the upper one of an even count); `values` must not be empty.
+double Median(std::vector<double> values);
+
 // The calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID), which another process's
 // load leaves alone.
 double ThreadSeconds();

@@ -87,7 +87,7 @@ KD_REGISTER(DatasetRegistry(), "recorded",
 // validation on 64 samples of its own.
 DistillConfig Config(const std::string& train_dataset, const std::string& train_loader) {
   return Parse(absl::StrCat(
-      R"pb(run { name: "t" seed: 3 } )pb", train_dataset,
+      R"pb(run { name: "t" seed: 3 })pb", train_dataset,
       R"pb(datasets {
              id: "val"
              key: "recorded"
@@ -97,7 +97,7 @@ DistillConfig Config(const std::string& train_dataset, const std::string& train_
            evaluation { metrics { key: "accuracy" } })pb",
       kStudent, "train { name: \"s\" num_epochs: 2 train_data_loader { dataset_id: \"train\" ",
       train_loader,
-      R"pb( }
+      R"pb(}
            val_data_loader { dataset_id: "val" batch_size: 16 }
            optimizer {
              key: "SGD"
@@ -107,7 +107,9 @@ DistillConfig Config(const std::string& train_dataset, const std::string& train_
 }
 
 std::string TrainDataset(const std::string& tag, const std::string& subset = "") {
-  return absl::StrCat(R"pb(datasets { id: "train" key: "recorded" kwargs { name: "num_samples" integer: 256 } kwargs { name: "tag" str: ")pb",
+  return absl::StrCat(R"pb(datasets { id: "train" key: "recorded"
+                                      kwargs { name: "num_samples" integer: 256 }
+                                      kwargs { name: "tag" str: ")pb",
                       tag, "\" } ", subset, " }");
 }
 
@@ -143,10 +145,10 @@ TEST_F(BoxTest, TheSamplerDecidesWhatAnEpochVisits) {
   const std::string shuffled = RunDir("shuffled"), random = RunDir("random");
   ASSERT_THAT(RunConfig(Config(TrainDataset("shuffled"), "batch_size: 32 shuffle: true"), shuffled),
               IsOk());
-  ASSERT_THAT(RunConfig(Config(TrainDataset("random"),
-                               "batch_size: 32 sampler { key: \"RandomSampler\" }"),
-                        random),
-              IsOk());
+  ASSERT_THAT(
+      RunConfig(Config(TrainDataset("random"), "batch_size: 32 sampler { key: \"RandomSampler\" }"),
+                random),
+      IsOk());
   ExpectSameStudent(shuffled, random);
 
   const std::string sequential = RunDir("sequential");
@@ -176,12 +178,12 @@ TEST_F(BoxTest, ASubsetReadsOnlyItsSamples) {
   EXPECT_EQ(seen.size(), 80u);  // 40 samples, 2 epochs
   EXPECT_THAT(seen, Each(Ge(200)));
   EXPECT_THAT(seen, Each(Lt(240)));
-  EXPECT_THAT(MakeBox(Config(TrainDataset("big", "subset { start: 200 stop: 300 }"),
-                             "batch_size: 8"),
-                      {.run_dir = RunDir("big")}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("dataset \"train\": subset [200, 300) does not fit a dataset of "
-                                 "256 samples")));
+  EXPECT_THAT(
+      MakeBox(Config(TrainDataset("big", "subset { start: 200 stop: 300 }"), "batch_size: 8"),
+              {.run_dir = RunDir("big")}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("dataset \"train\": subset [200, 300) does not fit a dataset of "
+                         "256 samples")));
 }
 
 }  // namespace

@@ -40,11 +40,9 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
 // clang-format off (clang-format reflows text-proto raw strings)
-std::string Config(int batch, const std::string& dst, int epochs = 2) {
-  return absl::StrCat(R"(
-run { name: "ddp" seed: 3 }
+// The training data of every config here: 256 synthetic samples of 4 classes.
+constexpr char kTrainData[] = R"(
 datasets {
   id: "train"
   key: "synthetic"
@@ -53,6 +51,12 @@ datasets {
   kwargs { name: "height" integer: 6 }
   kwargs { name: "width" integer: 6 }
 }
+)";
+
+// 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
+std::string Config(int batch, const std::string& dst, int epochs = 2) {
+  return absl::StrCat(R"(
+run { name: "ddp" seed: 3 })", kTrainData, R"(
 student {
   native {
     key: "mlp"
@@ -128,15 +132,7 @@ std::string WithRankOneDying(std::string text) {
 // <dir>/aux_{student,teacher}_<tag>.pt.
 std::string AuxConfig(int batch, const std::string& dir, const std::string& tag) {
   return absl::StrCat(R"(
-run { name: "aux" seed: 3 }
-datasets {
-  id: "train"
-  key: "synthetic"
-  kwargs { name: "num_samples" integer: 256 }
-  kwargs { name: "num_classes" integer: 4 }
-  kwargs { name: "height" integer: 6 }
-  kwargs { name: "width" integer: 6 }
-}
+run { name: "aux" seed: 3 })", kTrainData, R"(
 teacher {
   native {
     key: "mlp"

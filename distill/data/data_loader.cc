@@ -61,8 +61,8 @@ void DataLoader::SetEpoch(int64_t epoch) {
   }
   const int64_t n = order.size(0);
   const int64_t replicas = options_.num_replicas;
-  const bool drop_uneven =
-      options_.drop_uneven || (options_.sampler != nullptr && options_.sampler->drops_uneven_tail());
+  const bool drop_uneven = options_.drop_uneven ||
+                           (options_.sampler != nullptr && options_.sampler->drops_uneven_tail());
   if (replicas > 1 && options_.exact_shards) {
     order = order.slice(/*dim=*/0, options_.rank, n, replicas).contiguous();
   } else if (replicas > 1 && n > 0) {
@@ -191,7 +191,8 @@ Batch BatchStream::Next() {
   if (shared_ == nullptr) return loader_.GetBatch(next_++);
   Shared& shared = *shared_;
   std::unique_lock<std::mutex> lock(shared.mu);
-  shared.changed.wait(lock, [&] { return shared.ready.count(next_) || shared.failed.count(next_); });
+  shared.changed.wait(lock,
+                      [&] { return shared.ready.count(next_) || shared.failed.count(next_); });
   if (auto it = shared.failed.find(next_); it != shared.failed.end()) {
     std::rethrow_exception(it->second);
   }

@@ -73,9 +73,8 @@ TEST(SamplerTest, OrdersEqualPythons) {
   ASSERT_EQ(python.size(), 12u);
   EXPECT_THAT(Order("RandomSampler", {}, 3, 0), ElementsAreArray(python.at("random_s3_e0")));
   EXPECT_THAT(Order("RandomSampler", {}, 3, 1), ElementsAreArray(python.at("random_s3_e1")));
-  EXPECT_THAT(
-      Order("RandomSampler", {{"replacement", true}, {"num_samples", int64_t{70}}}, 3, 2),
-      ElementsAreArray(python.at("random_replacement70_s3_e2")));
+  EXPECT_THAT(Order("RandomSampler", {{"replacement", true}, {"num_samples", int64_t{70}}}, 3, 2),
+              ElementsAreArray(python.at("random_replacement70_s3_e2")));
   EXPECT_THAT(Order("RandomSampler", {{"num_samples", int64_t{25}}}, 7, 0),
               ElementsAreArray(python.at("random_num25_s7_e0")));
   EXPECT_THAT(Order("SequentialSampler", {}, 5, 5), ElementsAreArray(python.at("sequential")));
@@ -103,9 +102,8 @@ TEST(SamplerTest, OrdersEqualPythons) {
 // cut with drop_last.
 TEST(SamplerTest, ALoaderShardsAsDistributedSamplerDoes) {
   const std::map<std::string, std::vector<int64_t>> python = PythonOrders();
-  absl::StatusOr<std::shared_ptr<Dataset>> data =
-      MakeDataset("synthetic", {{"num_samples", int64_t{10}}, {"height", int64_t{2}},
-                                {"width", int64_t{2}}});
+  absl::StatusOr<std::shared_ptr<Dataset>> data = MakeDataset(
+      "synthetic", {{"num_samples", int64_t{10}}, {"height", int64_t{2}}, {"width", int64_t{2}}});
   ASSERT_THAT(data, IsOk());
   auto shard = [&](const Kwargs& kwargs, uint64_t seed, int64_t rank, int64_t epoch) {
     DataLoaderOptions options{.batch_size = 10, .seed = seed, .num_replicas = 3, .rank = rank};
@@ -125,22 +123,22 @@ TEST(SamplerTest, ALoaderShardsAsDistributedSamplerDoes) {
 // `shuffle: true` and RandomSampler give one order: both are randperm(n) seeded with seed +
 // epoch.
 TEST(SamplerTest, ShuffleIsRandomSampler) {
-  absl::StatusOr<std::shared_ptr<Dataset>> data =
-      MakeDataset("synthetic", {{"num_samples", int64_t{10}}, {"height", int64_t{2}},
-                                {"width", int64_t{2}}});
+  absl::StatusOr<std::shared_ptr<Dataset>> data = MakeDataset(
+      "synthetic", {{"num_samples", int64_t{10}}, {"height", int64_t{2}}, {"width", int64_t{2}}});
   ASSERT_THAT(data, IsOk());
   absl::StatusOr<DataLoader> shuffled =
       DataLoader::Create(*data, {.batch_size = 10, .shuffle = true, .seed = 3});
   ASSERT_THAT(shuffled, IsOk());
   shuffled->SetEpoch(1);
-  EXPECT_THAT(Values(shuffled->BatchIndices(0)), ElementsAreArray(Order("RandomSampler", {}, 3, 1)));
+  EXPECT_THAT(Values(shuffled->BatchIndices(0)),
+              ElementsAreArray(Order("RandomSampler", {}, 3, 1)));
 }
 
 TEST(SamplerTest, BadKwargsAndSizesAreNamed) {
-  EXPECT_THAT(MakeSampler("RandomSampeler", {}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("did you mean \"RandomSampler\"?"),
-                             HasSubstr("WeightedRandomSampler"))));
+  EXPECT_THAT(
+      MakeSampler("RandomSampeler", {}),
+      StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("did you mean \"RandomSampler\"?"),
+                                                  HasSubstr("WeightedRandomSampler"))));
   EXPECT_THAT(MakeSampler("DistributedSampler", {{"num_replicas", int64_t{2}}}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_replicas")));
   EXPECT_THAT(MakeSampler("WeightedRandomSampler", {{"weights", c10::List<double>({1.0, 0.0})},

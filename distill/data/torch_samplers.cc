@@ -50,7 +50,9 @@ class RandomSampler final : public Sampler {
       }
       parts.push_back(at::randint(n, {count % 32}, generator, at::kLong));
     } else {  // whole permutations, then the start of one more
-      for (int64_t i = 0; i < count / n; ++i) parts.push_back(at::randperm(n, generator, at::kLong));
+      for (int64_t i = 0; i < count / n; ++i) {
+        parts.push_back(at::randperm(n, generator, at::kLong));
+      }
       parts.push_back(at::randperm(n, generator, at::kLong).slice(/*dim=*/0, 0, count % n));
     }
     return at::cat(parts);
@@ -173,55 +175,52 @@ absl::Status CheckWeights(const KwargsView& view) {
   }
   const bool replacement = BoolValue(view.kwargs, "replacement", true);
   if (!replacement && num_samples > positive) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "without replacement, \"num_samples\" (", num_samples,
-        ") cannot exceed the number of positive weights (", positive, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("without replacement, \"num_samples\" (", num_samples,
+                     ") cannot exceed the number of positive weights (", positive, ")"));
   }
   return absl::OkStatus();
 }
 
 KD_REGISTER(SamplerRegistry(), "SequentialSampler", MakeSequential, {});
-KD_REGISTER(SamplerRegistry(), "RandomSampler", MakeRandom,
-            {{.name = "replacement",
-              .type = KwargType::kBool,
-              .doc = "draw with replacement; false"},
-             {.name = "num_samples",
-              .type = KwargType::kInteger,
-              .doc = "samples an epoch draws; the dataset's size",
-              .min = 1}});
+KD_REGISTER(
+    SamplerRegistry(), "RandomSampler", MakeRandom,
+    {{.name = "replacement", .type = KwargType::kBool, .doc = "draw with replacement; false"},
+     {.name = "num_samples",
+      .type = KwargType::kInteger,
+      .doc = "samples an epoch draws; the dataset's size",
+      .min = 1}});
 KD_REGISTER(SamplerRegistry(), "SubsetRandomSampler", MakeSubsetRandom,
             {{.name = "indices",
               .type = KwargType::kIntegerList,
               .doc = "the dataset indices to shuffle, each epoch anew; required",
               .min = 0,
               .required = true}});
-KD_REGISTER(SamplerRegistry(), "WeightedRandomSampler", MakeWeightedRandom,
-            {{.name = "weights",
-              .type = KwargType::kNumberList,
-              .doc = "a weight per sample (index 0, 1, ...), not necessarily summing to 1; "
-                     "required",
-              .min = 0,
-              .required = true},
-             {.name = "num_samples",
-              .type = KwargType::kInteger,
-              .doc = "samples an epoch draws; required",
-              .min = 1,
-              .required = true},
-             {.name = "replacement",
-              .type = KwargType::kBool,
-              .doc = "draw with replacement; true"}},
-            CheckWeights);
-KD_REGISTER(SamplerRegistry(), "DistributedSampler", MakeDistributed,
-            {{.name = "shuffle",
-              .type = KwargType::kBool,
-              .doc = "a new random order every epoch; true"},
-             {.name = "seed",
-              .type = KwargType::kInteger,
-              .doc = "seed of the order (seed + epoch); the run's seed (Python's default: 0)"},
-             {.name = "drop_last",
-              .type = KwargType::kBool,
-              .doc = "drop the tail that does not divide among the processes instead of "
-                     "padding; false"}});
+KD_REGISTER(
+    SamplerRegistry(), "WeightedRandomSampler", MakeWeightedRandom,
+    {{.name = "weights",
+      .type = KwargType::kNumberList,
+      .doc = "a weight per sample (index 0, 1, ...), not necessarily summing to 1; "
+             "required",
+      .min = 0,
+      .required = true},
+     {.name = "num_samples",
+      .type = KwargType::kInteger,
+      .doc = "samples an epoch draws; required",
+      .min = 1,
+      .required = true},
+     {.name = "replacement", .type = KwargType::kBool, .doc = "draw with replacement; true"}},
+    CheckWeights);
+KD_REGISTER(
+    SamplerRegistry(), "DistributedSampler", MakeDistributed,
+    {{.name = "shuffle", .type = KwargType::kBool, .doc = "a new random order every epoch; true"},
+     {.name = "seed",
+      .type = KwargType::kInteger,
+      .doc = "seed of the order (seed + epoch); the run's seed (Python's default: 0)"},
+     {.name = "drop_last",
+      .type = KwargType::kBool,
+      .doc = "drop the tail that does not divide among the processes instead of "
+             "padding; false"}});
 
 }  // namespace
 }  // namespace kd

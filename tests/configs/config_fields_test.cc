@@ -55,9 +55,9 @@ std::string Read(const std::string& path) {
 
 bool CallsAccessor(const std::string& text, const std::string& name) {
   for (const std::string& pattern :
-       {absl::StrCat(".", name, "()"), absl::StrCat("->", name, "()"),
-        absl::StrCat(".", name, "("), absl::StrCat("has_", name, "()"),
-        absl::StrCat(name, "_size()"), absl::StrCat("\"", name, "\"")}) {
+       {absl::StrCat(".", name, "()"), absl::StrCat("->", name, "()"), absl::StrCat(".", name, "("),
+        absl::StrCat("has_", name, "()"), absl::StrCat(name, "_size()"),
+        absl::StrCat("\"", name, "\"")}) {
     if (absl::StrContains(text, pattern)) return true;
   }
   return false;

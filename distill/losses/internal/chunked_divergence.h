@@ -6,7 +6,8 @@
 //   KL:  dL/ds = T/N (p_s - p_t)                      dL/dt = T/N p_t (a - sum(p_t a)),
 //        a = log p_t - log p_s
 //   JSD: dL/ds = T/N p_s (b_s - sum(p_s b_s))        dL/dt = T/N p_t (b_t - sum(p_t b_t)),
-//        b_s = (1 - beta)(log p_s - log m), b_t = beta (log p_t - log m), m = beta p_t + (1 - beta) p_s
+//        b_s = (1 - beta)(log p_s - log m), b_t = beta (log p_t - log m), m = beta p_t + (1 - beta)
+//        p_s
 // (p = softmax(x / T) per token in float32, N tokens). The values equal the unchunked
 // computation up to float32 summation order (tested, with the gradients); memory beyond the
 // inputs and their gradients is a few (chunk, V) float tensors (loss_benchmark's
