@@ -6,7 +6,7 @@
 # fails the run; under a sanitizer the tools link its allocator, not tcmalloc.
 #
 #   tools/sanitize.sh                  # ASan and UBSan, every test
-#   tools/sanitize.sh asan [TARGET...] # one sanitizer; targets default to //...
+#   tools/sanitize.sh asan [TARGET...] # one sanitizer; targets default to every package's
 #   tools/sanitize.sh --ci             # what .ci/run runs: the fuzz replays (every corpus
 #                                      # file, crashes found earlier included) under ASan
 #
@@ -15,12 +15,22 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# Every package's targets, as //... means them. Not //... itself: a Bazel server of another
+# output base would walk into the workspace's bazel-* links, which point into the regular one.
+every_package() {
+  git ls-files 'BUILD.bazel' '*/BUILD.bazel' | grep -v '^tests/consumer/' | xargs -n1 dirname |
+    sort -u |
+    sed 's|^\.$||; s|^|//|; s|$|:all|'
+}
+
 run() {  # run SANITIZER TARGET...
   local sanitizer=$1; shift
   local base="${XDG_CACHE_HOME:-$HOME/.cache}/libkd-$sanitizer-output"
   local log
   log=$(mktemp)
-  bazel --output_base="$base" test --config="$sanitizer" --keep_going "$@" 2>&1 | tee "$log"
+  # --symlink_prefix=/: the workspace's bazel-* links keep pointing at the regular build.
+  bazel --output_base="$base" test --config="$sanitizer" --keep_going --symlink_prefix=/ \
+    -- "$@" 2>&1 | tee "$log"
   local passed failed
   passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
   failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|FLAKY|INCOMPLETE|FAILED TO BUILD)' "$log")
@@ -33,10 +43,11 @@ case "${1:-}" in
   --ci) run asan //fuzz:all ;;
   asan|ubsan)
     sanitizer=$1; shift
-    [[ $# -gt 0 ]] || set -- //...
+    [[ $# -gt 0 ]] || set -- $(every_package)
     run "$sanitizer" "$@"
     ;;
-  "") status=0; run asan //... || status=1; run ubsan //... || status=1; exit $status ;;
+  "") status=0; run asan $(every_package) || status=1; run ubsan $(every_package) || status=1
+      exit $status ;;
   -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "sanitize: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac

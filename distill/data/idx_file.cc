@@ -172,7 +172,9 @@ absl::StatusOr<at::Tensor> ReadIdxFile(const std::string& path) {
                                 " make no tensor: ", made.status().message()));
   }
   at::Tensor data = *std::move(made);
-  std::memcpy(data.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  // An empty tensor's data pointer is null, which memcpy must not get even for 0 bytes (UBSan
+  // found it, on a corpus file with a zero dimension).
+  if (!bytes.empty()) std::memcpy(data.data_ptr<uint8_t>(), bytes.data(), bytes.size());
   uint8_t extra[1];
   const int64_t extra_read = ReadFully(file.get(), extra, 1, &gzip_error);
   if (extra_read < 0) return bad_gzip();

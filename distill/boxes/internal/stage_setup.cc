@@ -237,7 +237,7 @@ absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* r
 
 at::Tensor BytesTensor(const std::string& bytes) {
   at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());  // else null
   return t;
 }
 
