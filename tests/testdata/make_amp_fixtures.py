@@ -7,7 +7,15 @@ Writes, next to this file:
   amp_data/                 64 random 28x28 images and labels as Fashion-MNIST's gzip IDX files
                             (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz)
   amp.expected.pt           {"bf16": {...}, "fp16": {...}, "fp32": {...}}, each the losses of the
-                            4 steps and the state dict after them
+                            4 steps and the state dict after them; and "fp16_variants": a list of
+                            {"cpu": ..., "losses": ..., "state": ...}, fp16 recorded on other
+                            kinds of CPU
+fp16's CPU kernels round differently on different CPUs (a machine with AVX512-FP16 against an
+AMD EPYC without it: the step-1 loss 1.65e-4 apart, weights up to 0.017 after 4 steps, Python
+against Python), so fp16 is recorded per kind of CPU; bf16 and fp32 agreed across them. On a
+machine whose fp16 steps match none of the recordings, add its own:
+
+  ~/.cache/libkd/venv/bin/python tests/testdata/make_amp_fixtures.py --add_fp16_variant
 The steps: batches of 16 in order, pixels / 255, cross-entropy, SGD(lr 0.1, momentum 0.9), one
 thread; bf16 and fp16 under torch.autocast("cpu"), fp16 with torch.amp.GradScaler("cpu").
 
@@ -16,7 +24,9 @@ thread; bf16 and fp16 under torch.autocast("cpu"), fp16 with torch.amp.GradScale
 import copy
 import gzip
 import os
+import platform
 import struct
+import sys
 
 import torch
 import torch.nn as nn
@@ -78,14 +88,40 @@ def train(model, images, labels, precision):
     return {"losses": torch.tensor(losses, dtype=torch.float64), "state": state}
 
 
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def add_fp16_variant(model, images, labels):
+    """Appends this machine's fp16 steps to amp.expected.pt unless a recording equals them."""
+    path = os.path.join(HERE, "amp.expected.pt")
+    expected = torch.load(path)
+    mine = train(model, images, labels, "fp16")
+    variants = expected.setdefault("fp16_variants", [])
+    for recorded in [expected["fp16"]] + variants:
+        if torch.equal(recorded["losses"], mine["losses"]):
+            print("this machine's fp16 steps are recorded already")
+            return
+    variants.append({"cpu": cpu_name(), **mine})
+    torch.save(expected, path)
+    print("added fp16 of", cpu_name(), [round(v, 6) for v in mine["losses"].tolist()])
+
+
 def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = FashionCnn(4)
-    torch.jit.script(model).save(os.path.join(HERE, "amp_student.pt"))
     generator = torch.Generator().manual_seed(1)
     images = torch.randint(0, 256, (64, 28, 28), dtype=torch.uint8, generator=generator)
     labels = torch.randint(0, 10, (64,), dtype=torch.uint8, generator=generator)
+    if "--add_fp16_variant" in sys.argv[1:]:
+        add_fp16_variant(model, images, labels)
+        return
+    torch.jit.script(model).save(os.path.join(HERE, "amp_student.pt"))
     data = os.path.join(HERE, "amp_data")
     os.makedirs(data, exist_ok=True)
     write_idx(os.path.join(data, "train-images-idx3-ubyte.gz"), images, 0x08)
