@@ -19,6 +19,12 @@ namespace kd {
 namespace {
 
 absl::Status ErrnoStatus(int err, absl::string_view what, const std::string& path) {
+  if (err == ELOOP) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": its symbolic links form a loop (or a chain of more than 40); give the path of "
+        "the file itself"));
+  }
   std::string message = absl::StrCat(path, ": cannot ", what, ": ", std::strerror(err));
   switch (err) {
     case ENOENT:
@@ -114,10 +120,37 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
   return data;
 }
 
+absl::Status CheckWritablePath(const std::string& path) {
+  // Only a regular file is replaced: renaming over a FIFO or a device node (/dev/null, as root)
+  // would put a regular file in its place.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": is ", FileKind(st.st_mode),
+                     "; libkd writes only regular files (replacing them whole): give the path of "
+                     "a file"));
+  }
+  const std::string dir(Dirname(path));
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot write it: its folder ", dir, " does not exist"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
+  if (absl::Status writable = CheckWritablePath(path); !writable.ok()) return writable;
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "create", tmp);
+  if (fd < 0) {
+    // Named by the file asked for, not the temporary one beside it.
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(
+          absl::StrCat(path, ": cannot write it: its folder ", Dirname(path), " does not exist"));
+    }
+    return ErrnoStatus(err, "write", path);
+  }
   size_t written = 0;
   while (written < data.size()) {
     const ssize_t n = ::write(fd, data.data() + written, data.size() - written);

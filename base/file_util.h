@@ -34,8 +34,14 @@ absl::Status CheckRegularFile(const std::string& path);
 // "1.5 GiB", "64 MiB", "300 bytes".
 std::string HumanBytes(int64_t bytes);
 
+// OK if WriteFileAtomically could put a file at `path`: nothing there or a regular file
+// (InvalidArgument for a FIFO, a device or a folder: only regular files are replaced), in a
+// folder that exists (NotFound naming `path` and the folder). For checks before work starts.
+absl::Status CheckWritablePath(const std::string& path);
+
 // Writes `data` to a temporary file next to `path`, flushes it to disk, and renames it over
 // `path`, so a reader (or a crash) sees either the old file or the new one, never a mix.
+// Refuses what CheckWritablePath refuses.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
 
 // Whether `a` and `b` name the same file: the same inode when both exist (hard links and

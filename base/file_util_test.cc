@@ -1,15 +1,16 @@
 #include "base/file_util.h"
 
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
-#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace kd {
 namespace {
@@ -42,9 +43,40 @@ TEST(FileUtilTest, FailedWriteKeepsOldFile) {
   const std::string path = TempPath("kept.bin");
   ASSERT_THAT(WriteFileAtomically(path, "old"), IsOk());
   // A folder in the way of the temporary file makes the write fail before the rename.
+  // A missing folder is named with the file asked for, not the temporary file beside it.
   EXPECT_THAT(WriteFileAtomically("/nonexistent-dir/kept.bin", "x"),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("cannot create")));
+              StatusIs(absl::StatusCode::kNotFound,
+                       "/nonexistent-dir/kept.bin: cannot write it: its folder /nonexistent-dir "
+                       "does not exist"));
   EXPECT_THAT(ReadFile(path), IsOkAndHolds("old"));
+}
+
+// Renaming over a FIFO or a device node would replace it with a regular file (as root,
+// /dev/null itself): only regular files are replaced, and the node stays what it was.
+TEST(FileUtilTest, OnlyRegularFilesAreReplaced) {
+  const std::string fifo = TempPath("out_fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(WriteFileAtomically(fifo, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       fifo + ": is a FIFO (named pipe); libkd writes only regular files "
+                              "(replacing them whole): give the path of a file"));
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  // A device node of the test's own (never /dev/null itself: a wrong write would replace the
+  // machine's), where the test may make one.
+  const std::string device = TempPath("out_null");
+  ::unlink(device.c_str());
+  if (::mknod(device.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    EXPECT_THAT(WriteFileAtomically(device, "x"),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(": is a character device; libkd writes only")));
+    ASSERT_EQ(::stat(device.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode));
+  }
+  EXPECT_THAT(WriteFileAtomically(TempPath(""), "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a folder")));
 }
 
 TEST(FileUtilTest, OnlyRegularFilesAreRead) {

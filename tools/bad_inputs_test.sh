@@ -6,7 +6,8 @@
 # rows name are made here, in $T; $D is the fixtures folder. Rows are added with each fix.
 #
 # Row syntax:  EXIT | FIRST LINE | ARGS (split on spaces; $T, $D, $R (the runfiles root) and
-# $B (the tables' folder, with the files made once by hand) substituted)
+# $B (the tables' folder, with the files made once by hand) substituted; in FIRST LINE also $C,
+# this machine's cores, and $M, 4 per core)
 set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
@@ -43,6 +44,17 @@ sed -n '1,/^checkpoint {/p' "$kd" >"$T/unclosed.pbtxt"  # ends with "checkpoint 
 } >"$T/deep.pbtxt"
 printf 'train { num_epochs: 1 }\n' >"$T/minimal.pbtxt"
 printf 'not a folder' >"$T/a_file"
+# Issue 31's: flag files, run folders, outputs that are inputs.
+printf '# a comment\n--confi=x\n' >"$T/unknown.flags"
+mkdir -p "$T/done" && printf '{}\n' >"$T/done/summary.json"
+sed 's|  name: "fashion_mnist_kd"|  name: "../../x"|' "$kd" >"$T/name_path.pbtxt"
+sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "tests/../tests/testdata/small_cnn.pt"|' \
+  "$kd" >"$T/dst_is_teacher.pbtxt"
+sed "s|  dst_ckpt: \"runs/fashion_mnist_kd/student.pt\"|  dst_ckpt: \"$T/dst_is_config.pbtxt\"|" \
+  "$kd" >"$T/dst_is_config.pbtxt"
+# Bounds that scale with the machine: C cores, M = 4 per core.
+C=$(getconf _NPROCESSORS_ONLN)
+M=$((4 * C))
 
 # --- the tables ------------------------------------------------------------------------------
 for table in "$root"/tools/testdata/bad_inputs/*.txt; do
@@ -58,6 +70,8 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
     args=${rest#* | }
     want_line=${want_line//\$T/$T}
     want_line=${want_line//\$D/$D}
+    want_line=${want_line//\$C/$C}
+    want_line=${want_line//\$M/$M}
     args=${args//\$T/$T}
     args=${args//\$D/$D}
     args=${args//\$B/$B}

@@ -264,6 +264,11 @@ int Main(int argc, char** argv) {
                                       "another --out"));
     }
   }
+  if (!out.empty()) {
+    if (absl::Status writable = CheckWritablePath(ResolveUserPath(out)); !writable.ok()) {
+      return Fail(kTool, absl::StrCat("--out: ", writable.message()));
+    }
+  }
 
   auto model = LoadTorchScriptModel(ResolveUserPath(model_path));
   if (!model.ok()) return Fail(kTool, model.status().message());
@@ -304,4 +309,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kd
 
-int main(int argc, char** argv) { return kd::Main(argc, argv); }
+int main(int argc, char** argv) { return kd::FinishOutput(kd::kTool, kd::Main(argc, argv)); }

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ATen/Parallel.h>
@@ -22,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/device.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
@@ -46,14 +48,20 @@ ABSL_FLAG(std::string, run_dir, "",
           "Folder for checkpoints, metrics.jsonl and summary.json. Default: the "
           "config's "
           "run.run_dir, else runs/<run.name> (the default job: runs/default/<job>).");
-ABSL_FLAG(bool, resume, false, "Continue from the run folder's last checkpoint.");
+ABSL_FLAG(bool, resume, false,
+          "Continue the run in the run folder from its last checkpoint (an error when it has "
+          "none).");
+ABSL_FLAG(bool, overwrite, false,
+          "Replace the run the run folder holds (its metrics.jsonl, summary.json and "
+          "checkpoints). Without --resume or --overwrite a folder that holds a run is refused.");
 ABSL_FLAG(int, nproc_per_node, 0,
           "Start this many processes on this machine as the ranks of one run (torchrun's "
           "environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, "
           "MASTER_PORT), each on its shard of the training data; a student with wrapper "
           "DISTRIBUTED_DATA_PARALLEL averages gradients across them; rank 0 logs and writes. "
           "0: one process (or the ranks torchrun started).");
-ABSL_FLAG(int, master_port, 0, "With --nproc_per_node: the rendezvous port (0: a free one).");
+ABSL_FLAG(int, master_port, 0,
+          "With --nproc_per_node: the rendezvous port, 1-65535 (0: a free one).");
 ABSL_FLAG(std::string, profile_dir, "",
           "Profile the training steps with libtorch's Kineto profiler: Chrome traces "
           "(trace_step_<N>.json, one per active window) go to DIR/<job>/. The schedule is the "
@@ -62,9 +70,8 @@ ABSL_FLAG(std::string, profile_dir, "",
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "Overrides run.seed.");
 ABSL_FLAG(std::string, device, "", "Overrides run.device: cpu, cuda or cuda:N.");
 ABSL_FLAG(int, threads, 0,
-          "libtorch's intra-op CPU threads; 0: libtorch's default (one per "
-          "core). On a busy "
-          "machine 1 is often faster: OpenMP threads wait on each other.");
+          "libtorch's intra-op CPU threads, at most 4 per core; 0: libtorch's default (one per "
+          "core). On a busy machine 1 is often faster: OpenMP threads wait on each other.");
 
 namespace kd {
 namespace {
@@ -207,14 +214,17 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
     options.profile_dir = ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)) + "/" + job;
   }
   // In a multi-process run only rank 0 reports and writes metrics.jsonl and summary.json.
+  options.overwrite = absl::GetFlag(FLAGS_overwrite);
   KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
+  // metrics.jsonl is opened once the box holds the run folder (an earlier run's is removed by
+  // --overwrite, and a folder in use is refused before anything is written to it).
   std::optional<Reporter> reporter;
   if (env.rank == 0) {
-    reporter.emplace(run_dir, job);
     options.on_step = [&](const StepReport& r) { reporter->Step(r); };
     options.on_epoch = [&](const EpochReport& r) { reporter->Epoch(r); };
   }
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box, MakeBox(config, options));
+  if (env.rank == 0) reporter.emplace(run_dir, job);
   KD_ASSIGN_OR_RETURN(RunResult result, box->Run());
   RunSummary summary;
   summary.set_name(job);
@@ -342,6 +352,47 @@ int Launch(int nproc, char** argv) {
   return 0;
 }
 
+// Every flag checked against its bounds before any work starts.
+absl::Status CheckFlags() {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int max_per_core = 4;
+  auto bounded = [&](const char* name, int value, int most, const char* what) {
+    if (value < 0 || value > most) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, " must be 0-", most, " (", what, "), got ", value));
+    }
+    return absl::OkStatus();
+  };
+  const std::string cap =
+      absl::StrCat("at most ", max_per_core, " per core, ", cores, " cores here");
+  KD_RETURN_IF_ERROR(bounded("nproc_per_node", absl::GetFlag(FLAGS_nproc_per_node),
+                             max_per_core * cores, cap.c_str()));
+  KD_RETURN_IF_ERROR(
+      bounded("threads", absl::GetFlag(FLAGS_threads), max_per_core * cores, cap.c_str()));
+  KD_RETURN_IF_ERROR(
+      bounded("master_port", absl::GetFlag(FLAGS_master_port), 65535, "0: a free port"));
+  if (absl::GetFlag(FLAGS_resume) && absl::GetFlag(FLAGS_overwrite)) {
+    return absl::InvalidArgumentError(
+        "--resume continues the run folder's run and --overwrite replaces it: give one");
+  }
+  if (const std::string device = absl::GetFlag(FLAGS_device); !device.empty()) {
+    absl::StatusOr<c10::Device> parsed = ParseDevice(device);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--device: ", parsed.status().message()));
+    }
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_profile_dir); !dir.empty()) {
+    std::error_code error;
+    const std::string resolved = ResolveUserPath(dir);
+    if (std::filesystem::exists(resolved, error) &&
+        !std::filesystem::is_directory(resolved, error)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profile_dir ", resolved, ": is a file; give a folder for the traces"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int DistillMain(int argc, char** argv) {
@@ -353,10 +404,7 @@ int DistillMain(int argc, char** argv) {
       "[--resume] "
       "[--seed=N] [--device=cpu|cuda:N]");
   ParseFlagsOrExit(argc, argv, kTool);
-  if (absl::GetFlag(FLAGS_nproc_per_node) < 0) {
-    return Fail(
-        absl::StrCat("--nproc_per_node must be >= 0, got ", absl::GetFlag(FLAGS_nproc_per_node)));
-  }
+  if (absl::Status flags = CheckFlags(); !flags.ok()) return Fail(flags.message());
   if (absl::GetFlag(FLAGS_nproc_per_node) > 1 && std::getenv("LIBKD_LAUNCHED") == nullptr) {
     return Launch(absl::GetFlag(FLAGS_nproc_per_node), argv);
   }
@@ -368,7 +416,7 @@ int DistillMain(int argc, char** argv) {
     // "The main job").
     at::set_num_threads(1);
   }
-  return Main();
+  return FinishOutput(kTool, Main());
 }
 
 }  // namespace kd

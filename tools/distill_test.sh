@@ -71,7 +71,7 @@ check "nproc: one summary" test "$(grep -c '"box":"TrainingBox"' <<<"$out")" -eq
 check "nproc: rank 0's epoch lines" test "$(grep -c '"epoch":{' "$TEST_TMPDIR/d/metrics.jsonl")" -eq 2
 check "nproc: half the steps each" test "$(grep -c '"step":{' "$TEST_TMPDIR/d/metrics.jsonl")" -eq 2
 check "nproc: checkpoint" test -s "$TEST_TMPDIR/d/ckpt/last.pt"
-expect_error "nproc: negative" "--nproc_per_node must be >= 0, got -1" --nproc_per_node=-1
+expect_error "nproc: negative" "--nproc_per_node must be 0-" --nproc_per_node=-1
 
 # torchrun (the venv's torch.distributed.run) launches the tool itself: the same run, the same
 # final metrics as --nproc_per_node=2.
@@ -101,5 +101,47 @@ sed 's/"mlp"/"mlpp"/' "$TEST_TMPDIR/syn.pbtxt" >"$TEST_TMPDIR/unknown.pbtxt"
 err=$("$tool" --config="$TEST_TMPDIR/unknown.pbtxt" --run_dir="$TEST_TMPDIR/u" 2>&1 >/dev/null); rc=$?
 check "unknown model: nonzero exit" test "$rc" -ne 0
 check "unknown model: named" grep -q 'did you mean "mlp"' <<<"$err"
+
+
+# A run folder belongs to one run. Two runs at once: the second is refused naming the first's
+# pid, and the first finishes with its own metrics only.
+sed 's/num_epochs: 2/num_epochs: 400/' "$TEST_TMPDIR/syn.pbtxt" >"$TEST_TMPDIR/long.pbtxt"
+both="$TEST_TMPDIR/both"
+"$tool" --config="$TEST_TMPDIR/long.pbtxt" --run_dir="$both" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 300); do
+  [[ "$(cat "$both/.libkd.lock" 2>/dev/null)" == "$first" ]] && break
+  sleep 0.1
+done
+expect_exact_error "second run" \
+  "distill: run folder $both is in use by another run (pid $first); wait for it to end, or give another --run_dir" \
+  --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$both" --overwrite
+wait "$first"; rc=$?
+check "first run: exit 0" test "$rc" -eq 0
+check "first run: its epochs only" test "$(grep -c '"epoch":{' "$both/metrics.jsonl")" -eq 400
+# A finished run is kept unless replaced: --overwrite starts afresh (metrics of this run only).
+expect_error "finished run" "holds an earlier run (metrics.jsonl, summary.json, ckpt/best.pt, ckpt/last.pt, ckpt/stage0.pt)" \
+  --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$both"
+"$tool" --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$both" --overwrite >/dev/null 2>&1; rc=$?
+check "overwrite: exit 0" test "$rc" -eq 0
+check "overwrite: this run's epochs only" test "$(grep -c '"epoch":{' "$both/metrics.jsonl")" -eq 2
+
+# What a tool prints is never lost silently: a full stdout is exit 1 and one line.
+"$tool" --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$TEST_TMPDIR/full" >/dev/full \
+  2>"$TEST_TMPDIR/full_err"; rc=$?
+check "full stdout: exit 1" test "$rc" -eq 1
+check "full stdout: named" test "$(tail -n 1 "$TEST_TMPDIR/full_err")" = \
+  "distill: cannot write to standard output: No space left on device"
+
+# --help is the usage and the tool's flags, exit 0.
+help=$("$tool" --help 2>/dev/null); rc=$?
+check "help: exit 0" test "$rc" -eq 0
+check "help: lists --overwrite" grep -qF -- "--overwrite (Replace the run" <<<"$help"
+
+# A CUDA device on a machine without one: the flag is refused before any work, in one line.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_error "cuda without a GPU" "distill: --device: " --config="$TEST_TMPDIR/syn.pbtxt" \
+    --run_dir="$TEST_TMPDIR/cuda" --device=cuda:0
+fi
 
 finish distill_test

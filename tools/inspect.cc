@@ -58,9 +58,9 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(const std::string& text) {
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     int64_t dim;
     if (!absl::SimpleAtoi(part, &dim) || dim <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--input_shape=", text, ": \"", part,
-          "\" is not a positive integer; give dimensions like 1,3,32,32"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input_shape=", text, ": \"", part,
+                       "\" is not a positive integer; give dimensions like 1,3,32,32"));
     }
     shape.push_back(dim);
   }
@@ -87,10 +87,10 @@ absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_
   KD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ParseShape(input_shape));
   std::vector<HookHandle> taps;
   for (Row& row : rows) {
-    auto tap = model.AddHook(row.module.path, [&row](const std::vector<c10::IValue>&,
-                                                    const c10::IValue& output) {
-      if (row.calls++ == 0) row.output = DescribeValue(output);
-    });
+    auto tap = model.AddHook(row.module.path,
+                             [&row](const std::vector<c10::IValue>&, const c10::IValue& output) {
+                               if (row.calls++ == 0) row.output = DescribeValue(output);
+                             });
     if (tap.ok()) {
       taps.push_back(*std::move(tap));
     } else {
@@ -115,7 +115,8 @@ void PrintText(const std::vector<Row>& rows, bool with_outputs) {
     type_width = std::max(type_width, r.module.type.size());
   }
   auto pad = [](const std::string& s, size_t w) { return s + std::string(w - s.size() + 2, ' '); };
-  std::cout << pad("path", path_width) << pad("type", type_width) << (with_outputs ? "params      output" : "params") << "\n";
+  std::cout << pad("path", path_width) << pad("type", type_width)
+            << (with_outputs ? "params      output" : "params") << "\n";
   for (const Row& r : rows) {
     std::string params = std::to_string(r.params);
     std::cout << pad(r.module.path.empty() ? "(root)" : r.module.path, path_width)
@@ -159,8 +160,7 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return Fail(kTool, absl::StrCat("--device: ", device.status().message()));
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      LoadTorchScriptModel(ResolveUserPath(model_flag));
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadTorchScriptModel(ResolveUserPath(model_flag));
   if (!model.ok()) return Fail(kTool, model.status().message());
   const std::string shape = absl::GetFlag(FLAGS_input_shape);
   absl::StatusOr<std::vector<Row>> rows = Inspect(**model, shape, *device);
@@ -176,4 +176,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace kd
 
-int main(int argc, char** argv) { return kd::Main(argc, argv); }
+int main(int argc, char** argv) { return kd::FinishOutput(kd::kTool, kd::Main(argc, argv)); }

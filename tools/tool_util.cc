@@ -1,13 +1,18 @@
 #include "tools/tool_util.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file_util.h"
 #include "base/ivalue_util.h"
 #include "base/nearest.h"
 
@@ -36,6 +42,7 @@ int ExitCodeOf(const absl::Status& status) {
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kDataLoss:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kAlreadyExists:  // a run folder in use or holding another run
       return 2;
     default:
       return 1;
@@ -68,44 +75,140 @@ std::vector<std::string> ProgramFlags() {
 
 }  // namespace
 
-void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
-  for (int i = 1; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::StartsWith(arg, "-") || arg == "-") {
-      std::exit(Fail(tool, absl::StrCat("unexpected argument \"", arg,
-                                        "\": give every input as a flag, --name=value (see "
-                                        "--help)")));
-    }
-    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
-    const size_t eq = body.find('=');
-    const absl::string_view name = body.substr(0, eq);
-    if (IsBuiltinFlag(name)) continue;
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
-      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
-      if (negated != nullptr && negated->IsOfType<bool>()) continue;  // --noflag
-    }
-    if (flag == nullptr || flag->IsRetired()) {
-      std::exit(Fail(tool, absl::StrCat("unknown flag --", name, "; ",
-                                        Suggest(absl::StrCat("--", name), ProgramFlags()))));
-    }
-    std::string value;
-    if (eq != absl::string_view::npos) {
-      value = std::string(body.substr(eq + 1));
-    } else if (flag->IsOfType<bool>()) {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];  // --flag value, as absl reads it
-    } else {
-      std::exit(Fail(tool, absl::StrCat("--", name, " needs a value: --", name, "=...")));
-    }
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      std::exit(Fail(tool, absl::StrCat("--", name, ": ", error)));
+namespace {
+
+// --help: the usage message and this tool's flags on stdout, exit 0 (absl's exits 1).
+[[noreturn]] void PrintHelpAndExit() {
+  std::string text = absl::StrCat(absl::ProgramUsageMessage(), "\n\nFlags:\n");
+  std::vector<std::pair<std::string, const absl::CommandLineFlag*>> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "tools/")) flags.emplace_back(std::string(name), flag);
+  }
+  std::sort(flags.begin(), flags.end());
+  for (const auto& [name, flag] : flags) {
+    absl::StrAppend(&text, "  --", name, " (", flag->Help(), "); default: \"", flag->DefaultValue(),
+                    "\";\n");
+  }
+  absl::StrAppend(&text,
+                  "  --flagfile (flags read from files, --flagfile=A,B: one --name=value per "
+                  "line, '#' starts a comment);\n");
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::exit(std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1);
+}
+
+// Checks one flag argument of `args` at `*i` (advancing past a separate value); `where` prefixes
+// messages (a flag file's "file:line: "). Exits 2 on a problem.
+void CheckFlag(const std::vector<std::string>& args, size_t* i, absl::string_view tool,
+               absl::string_view where) {
+  const absl::string_view arg = args[*i];
+  if (!absl::StartsWith(arg, "-") || arg == "-") {
+    std::exit(Fail(tool, absl::StrCat(where, "unexpected argument \"", arg,
+                                      "\": give every input as a flag, --name=value (see "
+                                      "--help)")));
+  }
+  absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+  const size_t eq = body.find('=');
+  const absl::string_view name = body.substr(0, eq);
+  if (name == "help" || name == "helpfull" || name == "helpshort") PrintHelpAndExit();
+  if (IsBuiltinFlag(name)) return;
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
+    absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+    if (negated != nullptr && negated->IsOfType<bool>()) return;  // --noflag
+  }
+  if (flag == nullptr || flag->IsRetired()) {
+    std::exit(Fail(tool, absl::StrCat(where, "unknown flag --", name, "; ",
+                                      Suggest(absl::StrCat("--", name), ProgramFlags()))));
+  }
+  std::string value;
+  if (eq != absl::string_view::npos) {
+    value = std::string(body.substr(eq + 1));
+  } else if (flag->IsOfType<bool>()) {
+    value = "true";
+  } else if (*i + 1 < args.size()) {
+    value = args[++*i];  // --flag value, as absl reads it
+  } else {
+    std::exit(Fail(tool, absl::StrCat(where, "--", name, " needs a value: --", name, "=...")));
+  }
+  std::string error;
+  if (!flag->ParseFrom(value, &error)) {
+    std::exit(Fail(tool, absl::StrCat(where, "--", name, ": ", error)));
+  }
+}
+
+// The flags of the flag files `spec` names (comma-separated), read through libkd's capped
+// reader: a FIFO, a device or a file over 64 MiB is refused, not read.
+std::vector<std::string> ReadFlagFiles(absl::string_view spec, absl::string_view tool) {
+  std::vector<std::string> flags;
+  for (absl::string_view file : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    const std::string path = ResolveUserPath(std::string(file));
+    absl::StatusOr<std::string> text = ReadFile(path, kMaxTextBytes);
+    if (!text.ok()) std::exit(Fail(tool, absl::StrCat("--flagfile: ", text.status().message())));
+    std::vector<std::string> lines = absl::StrSplit(*text, '\n');
+    for (size_t n = 0; n < lines.size(); ++n) {
+      const std::string line(absl::StripAsciiWhitespace(lines[n]));
+      if (line.empty() || line[0] == '#') continue;
+      const std::string where = absl::StrCat(path, ":", n + 1, ": ");
+      if (absl::StartsWith(line, "--flagfile") || absl::StartsWith(line, "-flagfile")) {
+        std::exit(Fail(tool, absl::StrCat(where,
+                                          "a flag file cannot name another; give every "
+                                          "file in the first --flagfile=A,B")));
+      }
+      std::vector<std::string> one = {line};
+      size_t i = 0;
+      CheckFlag(one, &i, tool, where);
+      flags.push_back(line);
     }
   }
-  absl::ParseCommandLine(argc, argv);
+  return flags;
+}
+
+}  // namespace
+
+void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> expanded = {argv[0]};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      expanded.insert(expanded.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    const absl::string_view arg = args[i];
+    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+    if (absl::StartsWith(arg, "-") && (body == "flagfile" || absl::StartsWith(body, "flagfile="))) {
+      std::string spec;
+      if (body == "flagfile") {
+        if (i + 1 >= args.size())
+          std::exit(Fail(tool, "--flagfile needs a value: --flagfile=FILE"));
+        spec = args[++i];
+      } else {
+        spec = std::string(body.substr(9));
+      }
+      for (std::string& flag : ReadFlagFiles(spec, tool)) expanded.push_back(std::move(flag));
+      continue;
+    }
+    const size_t first = i;
+    CheckFlag(args, &i, tool, "");
+    expanded.insert(expanded.end(), args.begin() + static_cast<std::ptrdiff_t>(first),
+                    args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  }
+  // Kept for the process's life: absl may keep pointers into the argv it parsed.
+  static std::vector<std::string>* const kept = new std::vector<std::string>();
+  *kept = std::move(expanded);
+  std::vector<char*> pointers;
+  for (std::string& arg : *kept) pointers.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(pointers.size()), pointers.data());
+}
+
+int FinishOutput(absl::string_view tool, int code) {
+  std::cout.flush();
+  if (!std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    std::cerr << tool << ": cannot write to standard output: "
+              << (err != 0 ? std::strerror(err) : "write failed") << std::endl;
+    return code == 0 ? 1 : code;
+  }
+  return code;
 }
 
 std::string ErrorSummary(absl::string_view message) {

@@ -15,15 +15,24 @@ namespace kd {
 int Fail(absl::string_view tool, absl::string_view message);
 
 // The exit code of a tool that stops on `status`: 2 for bad input (InvalidArgument, NotFound,
-// PermissionDenied, DataLoss, OutOfRange: something the user gave is wrong), 1 for a failure
+// PermissionDenied, DataLoss, OutOfRange, AlreadyExists: something the user gave is wrong or
+// taken), 1 for a failure
 // of the run itself.
 int ExitCodeOf(const absl::Status& status);
 
 // absl::ParseCommandLine, after checking the command line the way the tools promise: any bad
 // input exits with 2 and one line naming the flag (absl's own parser exits 1, with several).
 // An unknown flag gets the nearest of this tool's flags; a bad value absl's reason; a
-// positional argument the flag syntax. --help and absl's other built-in flags pass through.
+// positional argument the flag syntax. --help prints the usage and this tool's flags to stdout
+// and exits 0. --flagfile=A[,B] is read here, through kd::ReadFile's cap (a FIFO, a device or a
+// file over 64 MiB is refused), each line checked as a command-line flag and named by
+// file:line when bad; flag files do not nest.
 void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool);
+
+// Flushes stdout and returns `code`, or 1 with one line on stderr when what the tool printed
+// could not be written (a full disk, /dev/full, a closed pipe): output is never lost silently.
+//   return kd::FinishOutput(kTool, Run());
+int FinishOutput(absl::string_view tool, int code);
 
 // The error itself from a libtorch message: its last non-empty line (after a TorchScript
 // traceback), or for a call its schema refused, the reason and the declaration.

@@ -93,5 +93,5 @@ int main(int argc, char** argv) {
       "Usage: bazel run //tools:validate_config -- --config=path.pbtxt "
       "[--check_files]");
   kd::ParseFlagsOrExit(argc, argv, kd::kTool);
-  return kd::Run();
+  return kd::FinishOutput(kd::kTool, kd::Run());
 }

@@ -116,8 +116,16 @@ expect_exact_error "missing file" \
   "validate_config: /nonexistent.pbtxt: cannot open: No such file or directory" \
   --config=/nonexistent.pbtxt
 
-help=$("$tool" --help 2>&1)
+help=$("$tool" --help 2>/dev/null); rc=$?
+check "help: exit 0" test "$rc" -eq 0
 check "help: config" grep -qF -- "-config (Path of the config to check" <<<"$help"
 check "help: check_files" grep -qF -- "-check_files (Also check that the files the config reads exist" <<<"$help"
+
+
+# Output to a full stdout is exit 1, named, never lost silently.
+"$tool" --config="$root/tools/configs/fashion_mnist_kd.pbtxt" >/dev/full 2>"$TEST_TMPDIR/full_err"; rc=$?
+check "full stdout: exit 1" test "$rc" -eq 1
+check "full stdout: named" test "$(cat "$TEST_TMPDIR/full_err")" = \
+  "validate_config: cannot write to standard output: No space left on device"
 
 finish validate_config_test

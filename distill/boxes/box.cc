@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/device.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/torch_file.h"
@@ -25,6 +27,7 @@
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/boxes/rank_monitor.h"
+#include "distill/boxes/run_folder.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
@@ -71,6 +74,12 @@ absl::Status LoadStateDict(Model& model, const c10::IValue& value, absl::string_
                                                        ShapeString(saved), ", the model's ",
                                                        ShapeString(tensor)));
       }
+      if (saved.is_floating_point() && saved.numel() > 0 && !saved.isfinite().all().item<bool>()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": \"", name,
+            "\" holds NaN or infinite values: the checkpoint was saved from a run that diverged; "
+            "resume from an earlier one"));
+      }
       at::Tensor target = tensor;
       target.copy_(saved);
     }
@@ -94,8 +103,13 @@ class BoxImpl final : public Box {
     seed_ = options_.seed.value_or(config_.run().seed());
     const std::string device =
         options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
-    KD_ASSIGN_OR_RETURN(device_, CallTorch([&] { return c10::Device(device); },
-                                           absl::StatusCode::kInvalidArgument));
+    // Checked here as the tools check it: a CUDA device on a machine without one is one line.
+    absl::StatusOr<c10::Device> parsed = ParseDevice(device);
+    if (!parsed.ok()) {
+      return absl::Status(parsed.status().code(),
+                          absl::StrCat("run.device: ", parsed.status().message()));
+    }
+    device_ = *parsed;
     // A multi-process run (torchrun's environment, WORLD_SIZE > 1) joins its process group.
     KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
     rank_ = env.rank;
@@ -122,6 +136,21 @@ class BoxImpl final : public Box {
     ckpt_dir_ = (fs::path(run_dir_) /
                  (config_.checkpoint().dir().empty() ? "ckpt" : config_.checkpoint().dir()))
                     .string();
+    if (rank_ == 0) {  // the rank that writes holds the folder for the run
+      RunFolderOptions folder{
+          .resume = options_.resume || !config_.checkpoint().resume_from().empty(),
+          .overwrite = options_.overwrite,
+          .checkpoint_dir = ckpt_dir_};
+      for (const ModelConfig* model : {&config_.teacher(), &config_.student()}) {
+        for (const std::string& file : {model->torchscript(), model->src_ckpt()}) {
+          if (!file.empty()) folder.inputs.push_back(Resolve(options_.base_dir, file));
+        }
+      }
+      if (!config_.checkpoint().resume_from().empty()) {
+        folder.inputs.push_back(Resolve(options_.base_dir, config_.checkpoint().resume_from()));
+      }
+      KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, folder));
+    }
     at::manual_seed(seed_);
     for (const DatasetConfig& dataset : config_.datasets()) {
       KD_ASSIGN_OR_RETURN(Kwargs kwargs,
@@ -215,6 +244,10 @@ class BoxImpl final : public Box {
       }
     } else if (!config_.checkpoint().resume_from().empty()) {
       return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", resume_path));
+    } else if (options_.resume) {
+      return absl::NotFoundError(absl::StrCat("--resume: run folder ", run_dir_,
+                                              " has no checkpoint to resume (", resume_path,
+                                              "); drop --resume to start a fresh run"));
     }
     const int log_every =
         config_.run().log_every_n_steps() > 0 ? config_.run().log_every_n_steps() : 50;
@@ -436,6 +469,7 @@ class BoxImpl final : public Box {
   int rank_ = 0;                                  // this process's; only rank 0 writes
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
   std::unique_ptr<RankMonitor> monitor_;          // with group_
+  std::optional<RunFolder> folder_;               // rank 0's, held for the box's life
 };
 
 }  // namespace

@@ -86,8 +86,11 @@ struct BoxOptions {
   // Override run.seed / run.device.
   std::optional<int64_t> seed;
   std::optional<std::string> device;
-  // Continue from the run folder's last checkpoint, if there is one.
+  // Continue from the run folder's last checkpoint (NotFound when it has none).
   bool resume = false;
+  // Replace the run the folder holds (its metrics, summary and checkpoints). Without resume or
+  // overwrite, a folder that holds a run is refused (distill/boxes/run_folder.h).
+  bool overwrite = false;
   // Profile the training steps into this folder (//tools:distill --profile_dir): with the
   // config's `profiler` settings, or silverspoon-kd's defaults when it has none. Default: only
   // a config's `profiler` profiles, into its output_dir or "<run_dir>/profile".

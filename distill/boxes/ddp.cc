@@ -1,7 +1,9 @@
 #include "distill/boxes/ddp.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -9,13 +11,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -47,7 +54,110 @@ absl::StatusOr<int> EnvInt(const char* name, int fallback) {
   return value;
 }
 
-std::string ErrorText(const c10::Error& error) { return error.what_without_backtrace(); }
+// A libtorch error's first line: its message without the trace libtorch appends.
+std::string ErrorText(const c10::Error& error) {
+  const std::string text = error.what_without_backtrace();
+  return text.substr(0, text.find('\n'));
+}
+
+// A point in time a rendezvous must be done by.
+class Deadline {
+ public:
+  explicit Deadline(std::chrono::milliseconds timeout)
+      : end_(std::chrono::steady_clock::now() + timeout) {}
+  // What is left, at least 1 ms (libtorch reads 0 as "no timeout").
+  std::chrono::milliseconds Left() const {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        end_ - std::chrono::steady_clock::now()));
+  }
+  bool Passed() const { return std::chrono::steady_clock::now() >= end_; }
+
+ private:
+  std::chrono::steady_clock::time_point end_;
+};
+
+// `host`'s first address (IPv4 preferred, as libtorch's store tries), or Unavailable naming
+// the host and the resolver's reason.
+absl::StatusOr<sockaddr_storage> Resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "MASTER_ADDR=", host,
+        " cannot be resolved: ", rc == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(rc),
+        " (give rank 0's host name or address)"));
+  }
+  const addrinfo* chosen = found;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      chosen = a;
+      break;
+    }
+  }
+  sockaddr_storage address{};
+  std::memcpy(&address, chosen->ai_addr, chosen->ai_addrlen);
+  ::freeaddrinfo(found);
+  return address;
+}
+
+// Connects to `address` until it answers or the deadline passes; 0, or the last errno.
+int ReachBefore(const sockaddr_storage& address, const Deadline& deadline) {
+  const socklen_t length =
+      address.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  int last = ETIMEDOUT;
+  while (true) {
+    const int fd = ::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    int err = 0;
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        pollfd p{fd, POLLOUT, 0};
+        const int wait_ms = static_cast<int>(std::min<int64_t>(deadline.Left().count(), 1000));
+        if (::poll(&p, 1, wait_ms) == 1) {
+          socklen_t size = sizeof(err);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &size);
+        } else {
+          err = ETIMEDOUT;
+        }
+      }
+    }
+    ::close(fd);
+    if (err == 0) return 0;
+    last = err;
+    if (deadline.Passed()) return last;
+    std::this_thread::sleep_for(std::min(std::chrono::milliseconds(100), deadline.Left()));
+  }
+}
+
+std::string ConnectCause(int err) {
+  switch (err) {
+    case ECONNREFUSED:
+      return "nothing listens there (connection refused)";
+    case ETIMEDOUT:
+      return "no answer (timed out)";
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return absl::StrCat("no route to the host (", std::strerror(err), ")");
+    default:
+      return std::strerror(err);
+  }
+}
+
+// Raises libtorch's log level to errors for its lifetime.
+class QuietTorchLogs {
+ public:
+  QuietTorchLogs() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 2; }
+  ~QuietTorchLogs() { FLAGS_caffe2_log_level = saved_; }
+  QuietTorchLogs(const QuietTorchLogs&) = delete;
+  QuietTorchLogs& operator=(const QuietTorchLogs&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace
 
@@ -80,6 +190,27 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
     return absl::InvalidArgumentError(
         absl::StrCat("MASTER_PORT=", env.master_port, " is not a port (1..65535)"));
   }
+  // The environment as a whole, as torchrun sets it: a rank of several names itself.
+  if (env.world_size > 1) {
+    const char* rank = std::getenv("RANK");
+    if (rank == nullptr || *rank == '\0') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WORLD_SIZE=", env.world_size, " without RANK: each of the processes needs its RANK (0..",
+          env.world_size - 1,
+          "); torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and "
+          "MASTER_PORT together"));
+    }
+  }
+  if (env.local_world_size < 1 || env.local_world_size > env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("LOCAL_WORLD_SIZE=", env.local_world_size,
+                                                   " is not in [1, WORLD_SIZE=", env.world_size,
+                                                   "]"));
+  }
+  if (env.local_rank < 0 || env.local_rank >= env.local_world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LOCAL_RANK=", env.local_rank,
+                     " is not in [0, LOCAL_WORLD_SIZE=", env.local_world_size, ")"));
+  }
   return env;
 }
 
@@ -91,7 +222,23 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
         "multi-process training on CUDA needs NCCL, which this binary does not link: add "
         "//distill/boxes:nccl to its deps (//tools:distill has it), or train on cpu (Gloo)");
   }
+  // One deadline for the whole rendezvous: resolving the master, reaching it, the store, Gloo.
+  const Deadline deadline(timeout);
   const std::string where = absl::StrCat(env.master_addr, ":", env.master_port);
+  KD_ASSIGN_OR_RETURN(const sockaddr_storage master, Resolve(env.master_addr, env.master_port));
+  if (env.rank != 0) {
+    // Reached by a plain connect first, retried until the deadline: the cause of a failure is
+    // then known (nothing listening, no route, no answer), and the time is the deadline's.
+    const int err = ReachBefore(master, deadline);
+    if (err != 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", env.rank, " cannot reach the master at ", where, " within ", timeout.count(),
+          " ms: ", ConnectCause(err), " (is rank 0 running? MASTER_ADDR, MASTER_PORT)"));
+    }
+  }
+  // libtorch's socket warnings (an IPv6 listen that fell back, each retry) are not this run's
+  // output: the outcome is this function's one status.
+  const QuietTorchLogs quiet;
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions options;
@@ -99,7 +246,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     options.isServer = env.rank == 0;
     options.numWorkers = static_cast<size_t>(env.world_size);
     options.waitWorkers = false;
-    options.timeout = timeout;
+    options.timeout = deadline.Left();
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const c10::Error& error) {
     if (env.rank == 0) {
@@ -113,7 +260,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
   // As Python's init_process_group("cpu:gloo,cuda:nccl"): Gloo for CPU tensors, NCCL for
   // CUDA ones on a CUDA device, each backend under its device's prefix in the store.
   try {
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    auto options = c10d::ProcessGroupGloo::Options::create(deadline.Left());
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("cpu/", store), env.rank, env.world_size, options);
@@ -123,7 +270,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     if (device.is_cuda()) {
       c10::intrusive_ptr<c10d::Backend> backend =
           nccl(c10::make_intrusive<c10d::PrefixStore>("cuda/", store), env.rank, env.world_size,
-               timeout);
+               deadline.Left());
       group->setBackend(c10::kCUDA, c10d::ProcessGroup::NCCL, backend);
       group->setDefaultBackend(c10d::ProcessGroup::NCCL);
     }

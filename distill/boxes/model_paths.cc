@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <utility>
 
+#include <ATen/ATen.h>
 #include <torch/csrc/jit/api/module.h>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +120,25 @@ class PathChecker {
   std::vector<ConfigProblem> problems_;
 };
 
+// A model's loaded weights must be finite: a file saved from a run that diverged would
+// otherwise show only as a NaN loss at the first step. Names the first tensor that is not.
+absl::Status CheckFinite(const Model& model, absl::string_view what, const std::string& file) {
+  for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
+    for (const auto& [name, tensor] : list) {
+      if (!tensor.is_floating_point() || tensor.numel() == 0) continue;
+      const at::Tensor bad = tensor.isfinite().logical_not();
+      const int64_t count = bad.sum().item<int64_t>();
+      if (count > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": ", file, ": tensor \"", name, "\" holds ", count,
+                         " NaN or infinite value", count == 1 ? "" : "s", " (of ", tensor.numel(),
+                         "): it was saved from a run that diverged; give weights from before it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
@@ -128,6 +148,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
   if (!config.src_ckpt().empty()) {
     absl::Status loaded = model->LoadState(Resolve(base_dir, config.src_ckpt()));
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);
+    KD_RETURN_IF_ERROR(
+        CheckFinite(*model, absl::StrCat(role, ".src_ckpt"), Resolve(base_dir, config.src_ckpt())));
+  } else if (config.has_torchscript()) {
+    KD_RETURN_IF_ERROR(CheckFinite(*model, absl::StrCat(role, ".torchscript"),
+                                   Resolve(base_dir, config.torchscript())));
   }
   return model;
 }

@@ -1,6 +1,9 @@
 #include "distill/data/idx_file.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdint>
@@ -120,6 +123,45 @@ TEST(ReadIdxFileTest, AHugeHeaderOnASmallFileIsTruncatedNotAnAllocation) {
               StatusIs(absl::StatusCode::kDataLoss,
                        AllOf(HasSubstr("truncated: the header gives dimensions 65535x65535x255"),
                              HasSubstr("the file has 3"))));
+}
+
+// A gzip file holds far more than its size (zeros compress ~1000:1): a small file may claim
+// gigabytes, all of them there. The reader allocates the data once, after its first 16 MiB
+// were read, and a claim the process cannot allocate is refused by name (it ended in bad_alloc,
+// exit 134, when the data went into a growing buffer). A child process under an address-space
+// limit 1 GiB above what it maps now reads a 20 MiB file claiming 2 GiB.
+TEST(ReadIdxFileTest, AClaimBeyondWhatCanBeAllocatedIsRefused) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan reserves terabytes of address space: an address-space limit cannot hold";
+#endif
+  Bytes zeros(20 << 20, 0);
+  const std::string path = WriteGzip("claims_2gib.gz", Idx(0x08, {2048, 1024, 1024}, zeros));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::ifstream statm("/proc/self/statm");
+    long pages = 0;
+    statm >> pages;
+    const rlim_t limit = static_cast<rlim_t>(pages) * ::sysconf(_SC_PAGESIZE) + (rlim_t{1} << 30);
+    const rlimit rl{limit, limit};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) std::_Exit(3);
+    absl::StatusOr<at::Tensor> read = ReadIdxFile(path);
+    const bool named =
+        read.status().code() == absl::StatusCode::kResourceExhausted &&
+        read.status().message() ==
+            path +
+                ": the header gives dimensions 2048x1024x1024 (2.0 GiB of data), more memory "
+                "than this process can allocate";
+    std::_Exit(named ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Without the limit the same file is a truncated one, read to its end.
+  EXPECT_THAT(ReadIdxFile(path),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("(2147483648 bytes of data), the file has 20971520")));
 }
 
 // Found by //fuzz:idx_fuzzer (its corpus keeps the input): dimensions whose product overflows

@@ -1,0 +1,191 @@
+#include "distill/boxes/run_folder.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/file_util.h"
+
+namespace kd {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The files a run leaves in its folder (besides checkpoints), as the tools and boxes name them.
+constexpr const char* kRunFiles[] = {"metrics.jsonl", "summary.json"};
+
+absl::Status Unwritable(const std::string& what, int err) {
+  const std::string message = absl::StrCat(what, ": cannot write it: ", std::strerror(err),
+                                           "; give --run_dir (or run.run_dir) a folder you can "
+                                           "write");
+  if (err == EACCES || err == EPERM || err == EROFS) return absl::PermissionDeniedError(message);
+  if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
+  return absl::InvalidArgumentError(message);
+}
+
+bool IsInput(const std::string& file, const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) {
+    if (SameFile(file, input)) return true;
+  }
+  return false;
+}
+
+// A pid written after ".tmp." by WriteFileAtomically, if `name` is such a temporary file.
+bool TemporaryOfPid(const std::string& name, pid_t* pid) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos) return false;
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(name.substr(at + 5), &value) || value <= 0) return false;
+  *pid = static_cast<pid_t>(value);
+  return true;
+}
+
+bool Running(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+// Regular files directly in `dir` (none if it is missing).
+std::vector<fs::path> FilesIn(const std::string& dir) {
+  std::vector<fs::path> files;
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error)) files.push_back(it->path());
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
+                                           const RunFolderOptions& options) {
+  std::error_code error;
+  fs::create_directories(path, error);
+  if (error || !fs::is_directory(path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run folder ", path,
+        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
+        "; give --run_dir (or run.run_dir) a folder"));
+  }
+  // The lock: flock is released with the descriptor, so a killed run never leaves the folder
+  // locked; the pid in the file is only for the message.
+  const std::string lock_path = (fs::path(path) / kLockName).string();
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Unwritable(absl::StrCat("run folder ", path), errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buffer[32] = {};
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return Unwritable(lock_path, err);
+    const std::string holder(absl::StripAsciiWhitespace(std::string(buffer, n > 0 ? n : 0)));
+    return absl::AlreadyExistsError(absl::StrCat(
+        "run folder ", path, " is in use by another run (pid ", holder.empty() ? "?" : holder,
+        "); wait for it to end, or give another --run_dir"));
+  }
+  RunFolder folder(path, fd);
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    return Unwritable(lock_path, errno);
+  }
+
+  const std::string ckpt_dir =
+      options.checkpoint_dir.empty() ? (fs::path(path) / "ckpt").string() : options.checkpoint_dir;
+  // Temporary files a killed writer left between write and rename.
+  for (const std::string& dir : {path, ckpt_dir}) {
+    for (const fs::path& file : FilesIn(dir)) {
+      pid_t owner = 0;
+      if (TemporaryOfPid(file.filename().string(), &owner) && !Running(owner)) {
+        fs::remove(file, error);
+      }
+    }
+  }
+
+  // An earlier run in the folder: its files, and its checkpoints (never an input of this run).
+  std::vector<fs::path> earlier;
+  for (const char* name : kRunFiles) {
+    const fs::path file = fs::path(path) / name;
+    if (fs::exists(fs::symlink_status(file, error))) earlier.push_back(file);
+  }
+  std::vector<fs::path> checkpoints = FilesIn(ckpt_dir);
+  std::sort(checkpoints.begin(), checkpoints.end());
+  for (const fs::path& file : checkpoints) {
+    if (file.extension() == ".pt" && !IsInput(file.string(), options.inputs)) {
+      earlier.push_back(file);
+    }
+  }
+  if (!earlier.empty() && !options.resume) {
+    if (!options.overwrite) {
+      constexpr size_t kNamed = 5;
+      std::vector<std::string> names;
+      for (size_t i = 0; i < earlier.size() && i < kNamed; ++i) {
+        names.push_back(earlier[i].lexically_relative(path).string());
+      }
+      if (earlier.size() > kNamed) names.push_back(absl::StrCat(earlier.size() - kNamed, " more"));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "run folder ", path, " holds an earlier run (", absl::StrJoin(names, ", "),
+          "): give --resume to continue it, --overwrite to replace it, or another --run_dir"));
+    }
+    for (const fs::path& file : earlier) {
+      if (!fs::remove(file, error) && error) {
+        return Unwritable(file.string(), error.value());
+      }
+    }
+  }
+
+  // What the run will write: the checkpoint folder, and the run files where they exist.
+  fs::create_directories(ckpt_dir, error);
+  if (error || !fs::is_directory(ckpt_dir)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint folder ", ckpt_dir,
+        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
+        "; give checkpoint.dir a folder"));
+  }
+  if (::access(ckpt_dir.c_str(), W_OK) != 0) {
+    return Unwritable(absl::StrCat("checkpoint folder ", ckpt_dir), errno);
+  }
+  for (const char* name : kRunFiles) {
+    const std::string file = (fs::path(path) / name).string();
+    struct stat st;
+    if (::lstat(file.c_str(), &st) != 0) continue;
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": is not a regular file; the run writes its ", name,
+                       " there: move it away, or give another --run_dir"));
+    }
+    if (::access(file.c_str(), W_OK) != 0) return Unwritable(file, errno);
+  }
+  return folder;
+}
+
+RunFolder::RunFolder(RunFolder&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+RunFolder& RunFolder::operator=(RunFolder&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+RunFolder::~RunFolder() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+}  // namespace kd

@@ -1,0 +1,153 @@
+#include "distill/boxes/run_folder.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace kd {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string FreshDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+void Touch(const std::string& path, const std::string& text = "x") {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+TEST(RunFolderTest, SecondRunIsRefusedNamingTheHolder) {
+  const std::string dir = FreshDir("locked");
+  absl::StatusOr<RunFolder> first = RunFolder::Claim(dir);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_THAT(
+      RunFolder::Claim(dir, {.resume = true}),
+      StatusIs(absl::StatusCode::kAlreadyExists,
+               absl::StrCat("run folder ", dir, " is in use by another run (pid ", ::getpid(),
+                            "); wait for it to end, or give another --run_dir")));
+  // Released with the claim.
+  *first = RunFolder::Claim(FreshDir("other")).value();
+  EXPECT_THAT(RunFolder::Claim(dir), IsOk());
+}
+
+// The lock goes with its process however the process ends: a run killed with SIGKILL leaves the
+// folder free for the next one.
+TEST(RunFolderTest, KilledHolderLeavesTheFolderFree) {
+  const std::string dir = FreshDir("killed");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    absl::StatusOr<RunFolder> held = RunFolder::Claim(dir);
+    const char byte = held.ok() ? 'y' : 'n';
+    (void)!::write(ready[1], &byte, 1);
+    ::pause();
+    std::_Exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 'y');
+  EXPECT_THAT(RunFolder::Claim(dir), StatusIs(absl::StatusCode::kAlreadyExists,
+                                              HasSubstr(absl::StrCat("(pid ", child, ")"))));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_THAT(RunFolder::Claim(dir), IsOk());
+}
+
+TEST(RunFolderTest, EarlierRunIsRefusedUnlessResumedOrOverwritten) {
+  const std::string dir = FreshDir("earlier");
+  Touch(dir + "/metrics.jsonl", "{\"old\":1}\n");
+  Touch(dir + "/summary.json");
+  Touch(dir + "/ckpt/last.pt");
+  Touch(dir + "/ckpt/best.pt");
+  EXPECT_THAT(RunFolder::Claim(dir),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       absl::StrCat("run folder ", dir,
+                                    " holds an earlier run (metrics.jsonl, summary.json, "
+                                    "ckpt/best.pt, ckpt/last.pt): give --resume to continue it, "
+                                    "--overwrite to replace it, or another --run_dir")));
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/last.pt"));
+  {
+    // Resuming keeps everything.
+    ASSERT_THAT(RunFolder::Claim(dir, {.resume = true}), IsOk());
+    EXPECT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+    EXPECT_TRUE(fs::exists(dir + "/ckpt/best.pt"));
+  }
+  // Overwriting removes the earlier run's files, but never a file this run reads.
+  Touch(dir + "/ckpt/teacher.pt");
+  Touch(dir + "/notes.txt");
+  ASSERT_THAT(RunFolder::Claim(dir, {.overwrite = true, .inputs = {dir + "/ckpt/teacher.pt"}}),
+              IsOk());
+  EXPECT_FALSE(fs::exists(dir + "/metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(dir + "/summary.json"));
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/last.pt"));
+  EXPECT_FALSE(fs::exists(dir + "/ckpt/best.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/ckpt/teacher.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
+  // An input is not an earlier run's file: the folder is free for a fresh run now.
+  EXPECT_THAT(RunFolder::Claim(dir, {.inputs = {dir + "/ckpt/teacher.pt"}}), IsOk());
+}
+
+// A kill between a checkpoint's write and its rename leaves <file>.tmp.<pid>; the next claim
+// removes those whose writer is gone and keeps a live writer's.
+TEST(RunFolderTest, StaleTemporariesAreRemoved) {
+  const std::string dir = FreshDir("stale");
+  const pid_t dead = ::fork();
+  if (dead == 0) std::_Exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = absl::StrCat(dir, "/ckpt/last.pt.tmp.", dead);
+  const std::string stale_top = absl::StrCat(dir, "/summary.json.tmp.", dead);
+  const std::string live = absl::StrCat(dir, "/ckpt/best.pt.tmp.", ::getppid());
+  Touch(stale);
+  Touch(stale_top);
+  Touch(live);
+  ASSERT_THAT(RunFolder::Claim(dir), IsOk());
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(stale_top));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+TEST(RunFolderTest, WhatTheRunWritesIsCheckedFirst) {
+  const std::string dir = FreshDir("unwritable");
+  fs::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir + "/metrics.jsonl").c_str(), 0600), 0);
+  EXPECT_THAT(RunFolder::Claim(dir, {.resume = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat(dir,
+                                    "/metrics.jsonl: is not a regular file; the run writes "
+                                    "its metrics.jsonl there: move it away, or give another "
+                                    "--run_dir")));
+  const std::string file = FreshDir("a_file");
+  Touch(file);
+  EXPECT_THAT(
+      RunFolder::Claim(file + "/run"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cannot create it: Not a directory")));
+  const std::string ckpt_file = FreshDir("ckpt_file");
+  Touch(ckpt_file + "/ckpt");
+  EXPECT_THAT(RunFolder::Claim(ckpt_file),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("checkpoint folder ", ckpt_file,
+                                    "/ckpt: cannot create it: Not a directory; give "
+                                    "checkpoint.dir a folder")));
+}
+
+}  // namespace
+}  // namespace kd
