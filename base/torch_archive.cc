@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -413,9 +414,17 @@ absl::StatusOr<TorchArchive> InspectTorchArchive(absl::string_view bytes) {
   // Each entry takes at least kCentralSize bytes: a count beyond that is damage, not a reason
   // to reserve.
   archive.records.reserve(std::min<uint64_t>(count, size / kCentralSize));
+  // Record names are unique: with two records of one name, which one a reader takes is its own
+  // choice (miniz takes the first, Python's zipfile the last), so the archive means two things.
+  absl::flat_hash_set<std::string> names;
   for (uint64_t i = 0; i < count; ++i) {
     absl::StatusOr<TorchArchive::Record> rec = ReadEntry(r, &p, offset + size);
     if (!rec.ok()) return rec.status();
+    if (!names.insert(rec->name).second) {
+      return Invalid(absl::StrCat("a damaged zip archive: record \"", rec->name,
+                                  "\" appears twice, and readers disagree on which one counts; "
+                                  "save the file again"));
+    }
     archive.records.push_back(*std::move(rec));
   }
   bool data_pkl = false, code = false;

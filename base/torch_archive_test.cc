@@ -96,6 +96,38 @@ TEST(TorchArchiveTest, NamesWhatIsNotAnArchive) {
                                                 StartsWith("not a zip archive (0 bytes)")));
 }
 
+// Two records of one name: miniz reads the first, Python's zipfile the last; refused.
+TEST(TorchArchiveTest, DuplicateRecordNamesAreRefused) {
+  std::string bytes = Fixture("small_cnn.state.pt");
+  absl::StatusOr<TorchArchive> archive = InspectTorchArchive(bytes);
+  ASSERT_THAT(archive, IsOk());
+  // A record whose name is in no other record's name (so its last occurrence in the file is its
+  // central directory entry, which comes after the records' data) renamed after another record
+  // of a name as long.
+  const TorchArchive::Record* first = nullptr;
+  const TorchArchive::Record* second = nullptr;
+  for (const TorchArchive::Record& r : archive->records) {
+    bool inside_another = false;
+    for (const TorchArchive::Record& o : archive->records) {
+      inside_another |= &o != &r && o.name.find(r.name) != std::string::npos;
+    }
+    if (inside_another) continue;
+    for (const TorchArchive::Record& o : archive->records) {
+      if (&o != &r && o.name.size() == r.name.size()) first = &o, second = &r;
+    }
+    if (second != nullptr) break;
+  }
+  ASSERT_NE(second, nullptr);
+  const size_t at = bytes.rfind(second->name);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, first->name.size(), first->name);
+  EXPECT_THAT(InspectTorchArchive(bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "a damaged zip archive: record \"" + first->name +
+                           "\" appears twice, and readers disagree on which one counts; save the "
+                           "file again"));
+}
+
 TEST(TorchArchiveTest, DirectoryOutsideTheFileIsDamage) {
   std::string bytes = Fixture("small_cnn.state.pt");
   // The end record's directory offset (its bytes 16..19) pointed past the end.
