@@ -105,7 +105,7 @@ check "unknown model: named" grep -q 'did you mean "mlp"' <<<"$err"
 
 # A run folder belongs to one run. Two runs at once: the second is refused naming the first's
 # pid, and the first finishes with its own metrics only.
-sed 's/num_epochs: 2/num_epochs: 400/' "$TEST_TMPDIR/syn.pbtxt" >"$TEST_TMPDIR/long.pbtxt"
+sed 's/num_epochs: 2/num_epochs: 150/' "$TEST_TMPDIR/syn.pbtxt" >"$TEST_TMPDIR/long.pbtxt"
 both="$TEST_TMPDIR/both"
 "$tool" --config="$TEST_TMPDIR/long.pbtxt" --run_dir="$both" >/dev/null 2>&1 &
 first=$!
@@ -118,7 +118,7 @@ expect_exact_error "second run" \
   --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$both" --overwrite
 wait "$first"; rc=$?
 check "first run: exit 0" test "$rc" -eq 0
-check "first run: its epochs only" test "$(grep -c '"epoch":{' "$both/metrics.jsonl")" -eq 400
+check "first run: its epochs only" test "$(grep -c '"epoch":{' "$both/metrics.jsonl")" -eq 150
 # A finished run is kept unless replaced: --overwrite starts afresh (metrics of this run only).
 expect_error "finished run" "holds an earlier run (metrics.jsonl, summary.json, ckpt/best.pt, ckpt/last.pt, ckpt/stage0.pt)" \
   --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$both"
