@@ -51,7 +51,7 @@ if [[ -z "$teacher" ]]; then
     >"$out/teacher.pbtxt"
   sed -i "s|^  native {|  dst_ckpt: \"$out/teacher/model.pt\"\n  native {|" "$out/teacher.pbtxt"
   echo "kd_sweep: training the teacher (seed $seed)"
-  "$distill" --config="$out/teacher.pbtxt" --seed="$seed" --threads=1 >/dev/null \
+  "$distill" --config="$out/teacher.pbtxt" --seed="$seed" --threads=1 --overwrite >/dev/null \
     2>"$out/teacher.log"
   teacher="$out/teacher/model.pt"
   echo "teacher: best validation top-1 $(best_val "$out/teacher")%"
@@ -66,7 +66,7 @@ for t in $temperatures; do
       -e "s|name: \"temperature\" number: [0-9.]*|name: \"temperature\" number: $t|" \
       -e "s|name: \"alpha\" number: [0-9.]*|name: \"alpha\" number: $a|" \
       -e "s|^teacher {|teacher {\n  src_ckpt: \"$teacher\"|" >"$out/kd_T${t}_a${a}.pbtxt"
-    "$distill" --config="$out/kd_T${t}_a${a}.pbtxt" --run_dir="$dir" --seed="$seed" --threads=1 \
+    "$distill" --config="$out/kd_T${t}_a${a}.pbtxt" --run_dir="$dir" --seed="$seed" --threads=1 --overwrite \
       >/dev/null \
       2>"$dir.log"
     acc=$(best_val "$dir")
