@@ -390,12 +390,13 @@ class BoxImpl final : public Box {
                                 const std::string& path) {
     absl::StatusOr<absl::Status> loaded =
         CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
-    if (!loaded.ok()) {
+    const absl::Status status = loaded.ok() ? *loaded : loaded.status();
+    if (!status.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": the checkpoint's state does not fit stage \"", stage.name(),
-                       "\": ", loaded.status().message()));
+                       "\": ", status.message()));
     }
-    return *loaded;
+    return absl::OkStatus();
   }
 
   static absl::Status CreateDirectories(const std::string& dir) {

@@ -50,6 +50,55 @@ TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
   ExpectSameStudent(whole, parts);
 }
 
+// A checkpoint is checked against the config before libtorch reads the optimizer's state (which
+// asserted, "report a bug to PyTorch", on another optimizer's state).
+TEST_F(BoxTest, ResumingIntoAnotherOptimizerIsNamed) {
+  const std::string dir = RunDir("other_optimizer");
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 2, kCe), "}"));
+  DistillConfig stopped = config;
+  stopped.mutable_train()->set_num_epochs(1);
+  ASSERT_THAT((*MakeBox(stopped, {.run_dir = dir}))->Run(), IsOk());
+  DistillConfig adam = config;
+  OptimizerConfig& optimizer = *adam.mutable_train()->mutable_optimizer();
+  optimizer.set_key("Adam");
+  optimizer.clear_kwargs();  // SGD's momentum is not Adam's
+  Kwarg& lr = *optimizer.add_kwargs();
+  lr.set_name("lr");
+  lr.set_number(0.01);
+  auto box = MakeBox(adam, {.run_dir = dir, .resume = true});
+  ASSERT_THAT(box, IsOk());
+  EXPECT_THAT((*box)->Run(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("the checkpoint's state does not fit stage \"s\""),
+                             HasSubstr("the checkpoint's optimizer is SGD, the config's Adam: "
+                                       "resume with the optimizer it was saved with"))));
+}
+
+// Images of another size than the model takes: the step names the dataset and the batch, not
+// only libtorch's shape error.
+TEST_F(BoxTest, SamplesOfTheWrongSizeNameTheDataset) {
+  std::string data = kData;
+  for (const char* side : {"height", "width"}) {
+    const std::string from = absl::StrCat("name: \"", side, "\" integer: 6");
+    const size_t at = data.find(from);
+    ASSERT_NE(at, std::string::npos);
+    data.replace(at, from.size(), absl::StrCat("name: \"", side, "\" integer: 5"));
+  }
+  const DistillConfig config =
+      Parse(absl::StrCat(data, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  auto box = MakeBox(config, {.run_dir = RunDir("five_by_five")});
+  ASSERT_THAT(box, IsOk());
+  EXPECT_THAT((*box)->Run(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("stage \"s\" epoch 1 step 1, a batch of dataset \"train\" "
+                                       "(samples Float[32, 1, 5, 5]): forward_proc "
+                                       "\"forward_batch_only\" failed: mat1 and mat2 shapes "
+                                       "cannot be multiplied (32x25 and 36x16)"),
+                             HasSubstr("(do the dataset's samples have the shape the models "
+                                       "take?)"))));
+}
+
 // A checkpoint write killed midway (SIGKILL while writing a large file over it) leaves the
 // previous checkpoint readable: writes go to a temporary file renamed into place.
 TEST_F(BoxTest, KilledCheckpointWriteKeepsThePreviousOne) {

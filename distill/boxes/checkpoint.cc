@@ -1,5 +1,7 @@
 #include "distill/boxes/checkpoint.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/List.h>
 
 #include "absl/strings/str_cat.h"
@@ -93,10 +95,25 @@ absl::Status CheckCheckpoint(const c10::IValue& value) {
   KD_RETURN_IF_ERROR(TensorDict(dict, "student", /*required=*/true));
   KD_RETURN_IF_ERROR(TensorDict(dict, "teacher", /*required=*/false));
   KD_RETURN_IF_ERROR(ByteTensor(dict, "rng"));
+  // The CPU generator's state has one size (mt19937's and a few more fields); another size is
+  // damage, which libtorch's set_state would meet only at the resume.
+  const int64_t rng_bytes = at::detail::getDefaultCPUGenerator().get_state().numel();
+  if (const int64_t saved = Find(dict, "rng")->toTensor().numel(); saved != rng_bytes) {
+    return Bad(absl::StrCat("its RNG state is ", saved, " bytes, this libtorch's CPU generator's ",
+                            rng_bytes));
+  }
   const c10::IValue* fresh = Find(dict, "fresh_stage");
   if (fresh != nullptr && !fresh->isBool()) return Bad("\"fresh_stage\" is not a bool");
   if (fresh != nullptr) return absl::OkStatus();  // the stage's own state is not read
   KD_RETURN_IF_ERROR(ByteTensor(dict, "optimizer"));
+  if (const c10::IValue* kind = Find(dict, "optimizer_kind");
+      kind != nullptr && !kind->isString()) {
+    return Bad("\"optimizer_kind\" is not a string");
+  }
+  if (const c10::IValue* groups = Find(dict, "optimizer_groups");
+      groups != nullptr && !groups->isIntList()) {
+    return Bad("\"optimizer_groups\" is not a list of integers");
+  }
   KD_RETURN_IF_ERROR(NumberList(dict, "scheduler"));
   KD_RETURN_IF_ERROR(NumberList(dict, "grad_scaler"));
   KD_RETURN_IF_ERROR(NonNegativeInt(dict, "grad_count"));

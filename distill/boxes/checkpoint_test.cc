@@ -88,6 +88,19 @@ TEST(CheckpointTest, NamesTheFirstKeyThatIsWrong) {
   d.insert_or_assign("rng", at::zeros({4}, at::kFloat));
   EXPECT_THAT(CheckCheckpoint(d), StatusIs(absl::StatusCode::kInvalidArgument,
                                            HasSubstr("\"rng\" is not a 1-d uint8 CPU tensor")));
+  // The CPU generator's state is 5056 bytes (mt19937's 624 words and the rest of
+  // CPUGeneratorImplState); another size is damage, named before anything loads it.
+  d = Valid();
+  d.insert_or_assign("rng", at::zeros({5000}, at::kByte));
+  EXPECT_THAT(CheckCheckpoint(d),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "not a libkd checkpoint: its RNG state is 5000 bytes, this libtorch's CPU "
+                       "generator's 5056"));
+  d = Valid();
+  d.insert_or_assign("optimizer_groups", std::string("all"));
+  EXPECT_THAT(CheckCheckpoint(d),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"optimizer_groups\" is not a list of integers")));
   d = Valid();
   d.insert_or_assign("format", std::string("libkd-checkpoint-9"));
   EXPECT_THAT(CheckCheckpoint(d),

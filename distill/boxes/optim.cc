@@ -433,4 +433,19 @@ std::vector<double> LearningRates(const torch::optim::Optimizer& optimizer) {
   return lrs;
 }
 
+std::string OptimizerKind(const torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return "SGD";
+  if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return "AdamW";
+  if (dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr) return "Adam";
+  return "other";
+}
+
+std::vector<int64_t> ParamGroupSizes(const torch::optim::Optimizer& optimizer) {
+  std::vector<int64_t> sizes;
+  for (const auto& group : optimizer.param_groups()) {
+    sizes.push_back(static_cast<int64_t>(group.params().size()));
+  }
+  return sizes;
+}
+
 }  // namespace kd

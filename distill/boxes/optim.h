@@ -87,6 +87,12 @@ absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(absl::string_view key
 // The learning rate of each parameter group.
 std::vector<double> LearningRates(const torch::optim::Optimizer& optimizer);
 
+// The optimizer's registry key by its type ("SGD", "Adam", "AdamW"; "other" for one built
+// elsewhere), and the number of parameters in each of its groups: what a checkpoint of its state
+// must match before libtorch reads it (libtorch's own load asserts, as "report a bug to PyTorch").
+std::string OptimizerKind(const torch::optim::Optimizer& optimizer);
+std::vector<int64_t> ParamGroupSizes(const torch::optim::Optimizer& optimizer);
+
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_OPTIM_H_

@@ -17,6 +17,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
@@ -40,6 +41,13 @@
 namespace kd {
 namespace box_internal {
 namespace {
+
+// "float32[32, 1, 28, 28]" for a batch's samples tensor, its kind otherwise.
+std::string DescribeSamples(const c10::IValue& samples) {
+  if (!samples.isTensor()) return samples.tagKind();
+  const at::Tensor& t = samples.toTensor();
+  return absl::StrCat(c10::toString(t.scalar_type()), ShapeString(t));
+}
 
 // A stage of a box: what torchdistill's box holds for the current stage.
 class Stage final : public StageRun, public TrainingContext {
@@ -106,6 +114,7 @@ class Stage final : public StageRun, public TrainingContext {
     // validation (EvaluateOn adds the shards' sums: every rank gets the whole set's metrics).
     KD_ASSIGN_OR_RETURN(train_loader_, MakeLoader(train, datasets, seed, "train_data_loader",
                                                   world_size(), rank()));
+    train_dataset_ = train.dataset_id();
     if (!val.dataset_id().empty()) {
       KD_ASSIGN_OR_RETURN(val_loader_, MakeLoader(val, datasets, seed, "val_data_loader",
                                                   world_size(), rank(), /*exact_shards=*/true));
@@ -257,7 +266,26 @@ class Stage final : public StageRun, public TrainingContext {
         ToDevice(batch);
       }
       KD_RETURN_IF_ERROR((*pre_forward_)(*this, batch));
-      KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
+      // A forward that fails names the dataset and the batch, and, for libtorch's shape errors
+      // (images of another size than the models take), says so: bad input, not a crash.
+      absl::StatusOr<absl::StatusOr<CriterionResult>> forwarded =
+          CallTorch([&] { return Forward(batch); }, absl::StatusCode::kInternal);
+      if (const absl::Status failed = forwarded.ok() ? forwarded->status() : forwarded.status();
+          !failed.ok()) {
+        const std::string message(failed.message());
+        const std::string first = message.substr(0, message.find('\n'));
+        const bool shapes = absl::StrContains(first, "shape") || absl::StrContains(first, "size");
+        return absl::Status(
+            shapes && failed.code() == absl::StatusCode::kInternal
+                ? absl::StatusCode::kInvalidArgument
+                : failed.code(),
+            absl::StrCat(
+                "stage \"", name_, "\" epoch ", epoch + 1, " step ", step + 1,
+                ", a batch of dataset \"", train_dataset_, "\" (samples ",
+                DescribeSamples(batch.samples), "): ", first,
+                shapes ? " (do the dataset's samples have the shape the models take?)" : ""));
+      }
+      KD_ASSIGN_OR_RETURN(CriterionResult result, *std::move(forwarded));
       const double loss = result.total.item<double>();
       if (!std::isfinite(loss)) {
         std::vector<std::string> terms;
@@ -364,6 +392,8 @@ class Stage final : public StageRun, public TrainingContext {
     std::ostringstream bytes;
     archive.save_to(bytes);
     dict.insert("optimizer", BytesTensor(bytes.str()));
+    dict.insert("optimizer_kind", OptimizerKind(*optimizer_));
+    dict.insert("optimizer_groups", c10::List<int64_t>(ParamGroupSizes(*optimizer_)));
     c10::List<double> scheduler;
     if (scheduler_ != nullptr) {
       for (double v : scheduler_->State()) scheduler.push_back(v);
@@ -382,10 +412,39 @@ class Stage final : public StageRun, public TrainingContext {
   }
 
   absl::Status LoadFrom(const c10::impl::GenericDict& dict) override {
+    // The optimizer's kind and layout first: libtorch's own load of another optimizer's state
+    // stops on an internal assert ("report a bug to PyTorch"). Checkpoints written before these
+    // keys existed skip the check.
+    if (dict.contains("optimizer_kind")) {
+      const std::string saved = dict.at("optimizer_kind").toStringRef();
+      if (saved != OptimizerKind(*optimizer_)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the checkpoint's optimizer is ", saved, ", the config's ", OptimizerKind(*optimizer_),
+            ": resume with the optimizer it was saved with, or start a fresh run (--overwrite)"));
+      }
+    }
+    if (dict.contains("optimizer_groups")) {
+      const std::vector<int64_t> saved = dict.at("optimizer_groups").toIntVector();
+      const std::vector<int64_t> mine = ParamGroupSizes(*optimizer_);
+      if (saved != mine) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the checkpoint's optimizer has parameter groups of ", absl::StrJoin(saved, ", "),
+            " parameters, the config's ", absl::StrJoin(mine, ", "),
+            " (param_groups, frozen modules or the model changed since): resume with the config "
+            "it was saved with, or start a fresh run (--overwrite)"));
+      }
+    }
     std::istringstream bytes(TensorBytes(dict.at("optimizer").toTensor()));
     torch::serialize::InputArchive archive;
-    archive.load_from(bytes);
-    optimizer_->load(archive);
+    try {
+      archive.load_from(bytes);
+      optimizer_->load(archive);
+    } catch (const c10::Error& error) {
+      const std::string text = error.what_without_backtrace();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the checkpoint's optimizer state cannot be read (", text.substr(0, text.find('\n')),
+          "): the checkpoint is damaged; resume from another, or start a fresh run"));
+    }
     if (scheduler_ != nullptr) scheduler_->LoadState(dict.at("scheduler").toDoubleVector());
     grad_count_ = dict.at("grad_count").toInt();
     if (dict.contains("auxiliary_modules")) {
@@ -490,6 +549,7 @@ class Stage final : public StageRun, public TrainingContext {
   bool teacher_trains_ = false;
   std::unique_ptr<Criterion> criterion_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::string train_dataset_;  // the training loader's dataset id, for messages
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LrScheduler> scheduler_;
