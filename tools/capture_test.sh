@@ -100,4 +100,10 @@ check "cut after an in-place write: runs" "$tool" --model="$data/inplace.pt" \
 expect_error "inputs captured twice" 'module 0 ("layer1.0.relu") ran twice in one forward, and its inputs are captured once per forward' \
   --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=layer1.0.relu --inputs --truncate
 
+
+# A terminal escape in a module path is shown, not obeyed: control bytes print as \xNN.
+expect_exact_error "escape in a path" \
+  "capture: no module \"lay\\x1b[31mer9\" in this torchscript model; valid: \"\" (root), stem, stem.0, stem.1, stem.2, layer1, layer1.0, layer1.0.conv1, layer1.0.bn1, layer1.0.relu and 18 more" \
+  --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=$'lay\e[31mer9'
+
 finish capture_test

@@ -80,7 +80,7 @@ constexpr char kTool[] = "distill";
 constexpr char kLibkdVersion[] = "0.1.0";
 
 int Fail(absl::string_view message, int code = 2) {
-  std::cerr << kTool << ": " << message << std::endl;
+  ::kd::Fail(kTool, message);  // tool_util's: one line, control bytes escaped
   return code;
 }
 

@@ -27,9 +27,18 @@
 namespace kd {
 
 int Fail(absl::string_view tool, absl::string_view message) {
-  std::string line(message);
-  for (char& c : line) {
-    if (c == '\n') c = ' ';
+  // One line, and no terminal control: a newline becomes a space, other control bytes (an
+  // ANSI escape in a module path given on the command line) are shown as \xNN, not obeyed.
+  std::string line;
+  for (const char c : message) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      line += ' ';
+    } else if (u < 0x20 || u == 0x7f) {
+      line += absl::StrFormat("\\x%02x", u);
+    } else {
+      line += c;
+    }
   }
   std::cerr << tool << ": " << line << std::endl;
   return 2;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
@@ -190,6 +191,25 @@ ConfigLocator LoadedConfig::Root() const {
 absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::string& file) {
   // A UTF-8 byte order mark (some editors write one) is not part of the config.
   if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
+  // A binary file (a checkpoint or a model given as the config) is one problem, not the
+  // tokenizer's complaints about each byte: text has no control bytes but whitespace.
+  int line = 1, column = 1;
+  for (const char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != '\f' && c != '\v') ||
+        u == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d:%d: byte 0x%02x: this is not a text file; a config is protobuf text format "
+          "(e.g. tools/configs/fashion_mnist_kd.pbtxt)",
+          file, line, column, u));
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
   LoadedConfig loaded;
   loaded.file = file;
   loaded.positions = std::make_unique<TextFormat::ParseInfoTree>();
