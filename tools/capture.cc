@@ -221,6 +221,29 @@ absl::StatusOr<IoDict> CaptureTruncated(Model& model, const std::vector<std::str
   return io;
 }
 
+// `value` with its lists as lists of Any: a typed list (a module's List[Tensor] input, as
+// DenseNet's layers take) pickles through torch.jit._pickle.build_tensorlist, a global Python's
+// default torch.load (weights_only, since torch 2.6) refuses; a list of Any is a plain list.
+c10::IValue ForPython(const c10::IValue& value) {
+  if (value.isList()) {
+    c10::impl::GenericList list(c10::AnyType::get());
+    for (const c10::IValue& e : value.toListRef()) list.push_back(ForPython(e));
+    return list;
+  }
+  if (value.isTuple()) {
+    std::vector<c10::IValue> elements;
+    for (const c10::IValue& e : value.toTupleRef().elements()) elements.push_back(ForPython(e));
+    return c10::ivalue::Tuple::create(std::move(elements));
+  }
+  if (value.isGenericDict()) {
+    const c10::impl::GenericDict dict = value.toGenericDict();
+    c10::impl::GenericDict out(dict.keyType(), c10::AnyType::get());
+    for (const auto& entry : dict) out.insert(entry.key(), ForPython(entry.value()));
+    return out;
+  }
+  return value;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Records the inputs/outputs of chosen modules of a TorchScript model.\n"
@@ -291,7 +314,7 @@ int Main(int argc, char** argv) {
 
   if (!out.empty()) {
     const std::string out_path = ResolveUserPath(out);
-    if (absl::Status s = WriteTorchFile(out_path, IoDictToIValue(*io)); !s.ok()) {
+    if (absl::Status s = WriteTorchFile(out_path, ForPython(IoDictToIValue(*io))); !s.ok()) {
       return Fail(kTool, s.message());
     }
     std::cout << "wrote " << paths.size() << " module(s) to " << out_path << "\n";

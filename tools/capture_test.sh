@@ -36,6 +36,19 @@ for path in io:
         want = expected[path][kind][-1]  # the last call wins without --accumulate
         assert torch.allclose(io[path][kind], want, atol=1e-5), (path, kind)
 PY
+  # A module whose input is a list of tensors (DenseNet's layers): the file reads with Python's
+  # default torch.load (weights_only), the list as a list ([x, x] on the overloads fixture).
+  "$tool" --model="$data/overloads.pt" --input="$data/overloads.input.pt" --paths=layer \
+    --call=0 --inputs --out="$TEST_TMPDIR/list_input.pt" >/dev/null
+  check "a list input reads with torch.load's defaults" "$python" - "$TEST_TMPDIR" "$data" <<'PY'
+import sys, torch
+io = torch.load(sys.argv[1] + "/list_input.pt")  # weights_only=True, torch's default
+x = torch.load(sys.argv[2] + "/overloads.input.pt")
+x = x[0] if isinstance(x, (list, tuple)) else x
+got = io["layer"]["input"]
+assert isinstance(got, list) and len(got) == 2, type(got)
+assert all(torch.equal(t, x) for t in got)
+PY
   # A one-element Python list of arguments (libtorch 1.13 could not unpickle those).
   "$python" -c 'import sys, torch; torch.save([torch.load(sys.argv[1])], sys.argv[2])' \
     "$data/small_cnn.input.pt" "$TEST_TMPDIR/list.pt"

@@ -196,8 +196,7 @@ absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::stri
   int line = 1, column = 1;
   for (const char c : text) {
     const unsigned char u = static_cast<unsigned char>(c);
-    if ((u < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != '\f' && c != '\v') ||
-        u == 0x7f) {
+    if ((u < 0x20 && c != '\n' && c != '\t' && c != '\r' && c != '\f' && c != '\v') || u == 0x7f) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "%s:%d:%d: byte 0x%02x: this is not a text file; a config is protobuf text format "
           "(e.g. tools/configs/fashion_mnist_kd.pbtxt)",
