@@ -22,7 +22,7 @@
 #include "absl/strings/strip.h"
 #include "base/file_util.h"
 #include "base/ivalue_util.h"
-#include "base/nearest.h"
+#include "tools/flags.h"
 
 namespace kd {
 
@@ -60,32 +60,6 @@ int ExitCodeOf(const absl::Status& status) {
 
 namespace {
 
-// absl's built-in flags, which its parser handles itself.
-bool IsBuiltinFlag(absl::string_view name) {
-  static constexpr absl::string_view kBuiltins[] = {
-      "help",      "helpfull",   "helpshort",       "helppackage",
-      "helpmatch", "version",    "only_check_args", "flagfile",
-      "fromenv",   "tryfromenv", "undefok"};
-  for (absl::string_view b : kBuiltins) {
-    if (name == b) return true;
-  }
-  return false;
-}
-
-// This program's own flags (not absl's or a library's internals), as --name.
-std::vector<std::string> ProgramFlags() {
-  std::vector<std::string> names;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "tools/")) names.push_back(absl::StrCat("--", name));
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-}  // namespace
-
-namespace {
-
 // --help: the usage message and this tool's flags on stdout, exit 0 (absl's exits 1).
 [[noreturn]] void PrintHelpAndExit() {
   std::string text = absl::StrCat(absl::ProgramUsageMessage(), "\n\nFlags:\n");
@@ -105,46 +79,6 @@ namespace {
   std::exit(std::fflush(stdout) == 0 && !std::ferror(stdout) ? 0 : 1);
 }
 
-// Checks one flag argument of `args` at `*i` (advancing past a separate value); `where` prefixes
-// messages (a flag file's "file:line: "). Exits 2 on a problem.
-void CheckFlag(const std::vector<std::string>& args, size_t* i, absl::string_view tool,
-               absl::string_view where) {
-  const absl::string_view arg = args[*i];
-  if (!absl::StartsWith(arg, "-") || arg == "-") {
-    std::exit(Fail(tool, absl::StrCat(where, "unexpected argument \"", arg,
-                                      "\": give every input as a flag, --name=value (see "
-                                      "--help)")));
-  }
-  absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
-  const size_t eq = body.find('=');
-  const absl::string_view name = body.substr(0, eq);
-  if (name == "help" || name == "helpfull" || name == "helpshort") PrintHelpAndExit();
-  if (IsBuiltinFlag(name)) return;
-  absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {
-    absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
-    if (negated != nullptr && negated->IsOfType<bool>()) return;  // --noflag
-  }
-  if (flag == nullptr || flag->IsRetired()) {
-    std::exit(Fail(tool, absl::StrCat(where, "unknown flag --", name, "; ",
-                                      Suggest(absl::StrCat("--", name), ProgramFlags()))));
-  }
-  std::string value;
-  if (eq != absl::string_view::npos) {
-    value = std::string(body.substr(eq + 1));
-  } else if (flag->IsOfType<bool>()) {
-    value = "true";
-  } else if (*i + 1 < args.size()) {
-    value = args[++*i];  // --flag value, as absl reads it
-  } else {
-    std::exit(Fail(tool, absl::StrCat(where, "--", name, " needs a value: --", name, "=...")));
-  }
-  std::string error;
-  if (!flag->ParseFrom(value, &error)) {
-    std::exit(Fail(tool, absl::StrCat(where, "--", name, ": ", error)));
-  }
-}
-
 // The flags of the flag files `spec` names (comma-separated), read through libkd's capped
 // reader: a FIFO, a device or a file over 64 MiB is refused, not read.
 std::vector<std::string> ReadFlagFiles(absl::string_view spec, absl::string_view tool) {
@@ -153,21 +87,9 @@ std::vector<std::string> ReadFlagFiles(absl::string_view spec, absl::string_view
     const std::string path = ResolveUserPath(std::string(file));
     absl::StatusOr<std::string> text = ReadFile(path, kMaxTextBytes);
     if (!text.ok()) std::exit(Fail(tool, absl::StrCat("--flagfile: ", text.status().message())));
-    std::vector<std::string> lines = absl::StrSplit(*text, '\n');
-    for (size_t n = 0; n < lines.size(); ++n) {
-      const std::string line(absl::StripAsciiWhitespace(lines[n]));
-      if (line.empty() || line[0] == '#') continue;
-      const std::string where = absl::StrCat(path, ":", n + 1, ": ");
-      if (absl::StartsWith(line, "--flagfile") || absl::StartsWith(line, "-flagfile")) {
-        std::exit(Fail(tool, absl::StrCat(where,
-                                          "a flag file cannot name another; give every "
-                                          "file in the first --flagfile=A,B")));
-      }
-      std::vector<std::string> one = {line};
-      size_t i = 0;
-      CheckFlag(one, &i, tool, where);
-      flags.push_back(line);
-    }
+    absl::StatusOr<std::vector<std::string>> parsed = ParseFlagFile(*text, path);
+    if (!parsed.ok()) std::exit(Fail(tool, parsed.status().message()));
+    for (std::string& flag : *parsed) flags.push_back(std::move(flag));
   }
   return flags;
 }
@@ -183,12 +105,14 @@ void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
       break;
     }
     const absl::string_view arg = args[i];
-    absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
+    if (IsHelpFlag(arg)) PrintHelpAndExit();
+    const absl::string_view body = absl::StripPrefix(absl::StripPrefix(arg, "-"), "-");
     if (absl::StartsWith(arg, "-") && (body == "flagfile" || absl::StartsWith(body, "flagfile="))) {
       std::string spec;
       if (body == "flagfile") {
-        if (i + 1 >= args.size())
+        if (i + 1 >= args.size()) {
           std::exit(Fail(tool, "--flagfile needs a value: --flagfile=FILE"));
+        }
         spec = args[++i];
       } else {
         spec = std::string(body.substr(9));
@@ -197,7 +121,9 @@ void ParseFlagsOrExit(int argc, char** argv, absl::string_view tool) {
       continue;
     }
     const size_t first = i;
-    CheckFlag(args, &i, tool, "");
+    if (absl::Status checked = CheckFlagArgument(args, &i); !checked.ok()) {
+      std::exit(Fail(tool, checked.message()));
+    }
     expanded.insert(expanded.end(), args.begin() + static_cast<std::ptrdiff_t>(first),
                     args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
   }
