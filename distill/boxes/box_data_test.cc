@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/registry.h"
+#include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "distill/data/dataset.h"

@@ -56,7 +56,8 @@
 #include "absl/status/statusor.h"
 #include "distill/data/dataset.h"
 #include "distill/data/sampler.h"
-#include "distill/procs/proc_func.h"
+#include "distill/config/kwargs.h"
+#include "distill/data/batch.h"
 
 namespace kd {
 

@@ -34,7 +34,8 @@
 #include "absl/strings/string_view.h"
 #include "base/ivalue_util.h"
 #include "base/registry.h"
-#include "distill/procs/proc_func.h"
+#include "distill/config/kwargs.h"
+#include "distill/data/batch.h"
 
 namespace kd {
 

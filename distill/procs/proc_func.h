@@ -44,20 +44,11 @@
 #include "distill/config/distill_config.pb.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_config.pb.h"
+#include "distill/data/batch.h"
 #include "distill/procs/training_context.h"
 #include "hooks/model.h"
 
 namespace kd {
-
-// One batch from a data loader, as torchdistill's boxes pass it to process functions.
-struct Batch {
-  // sample_batch: a tensor, a tuple or list, or a dict with string keys.
-  c10::IValue samples;
-  // The targets; None when the dataset has none.
-  c10::IValue targets;
-  // supp_dict: a dict with string keys (sample indices, cached teacher outputs), or None.
-  c10::IValue supp;
-};
 
 namespace proc_internal {
 
