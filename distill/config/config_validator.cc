@@ -12,7 +12,7 @@
 #include "base/registry.h"
 #include "distill/config/internal/stage_checks.h"
 #include "distill/config/plugin_kinds.h"
-#include "distill/procs/proc_func.h"
+#include "distill/config/proc_fields.h"
 
 namespace kd {
 namespace {
@@ -284,10 +284,10 @@ class Validator : private internal::StageChecker {
 
   void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {
     const std::pair<absl::string_view, absl::string_view> procs[] = {
-        {PreEpochProc::kKind, PreEpochProc::kDeprecatedKey},
-        {PreForwardProc::kKind, PreForwardProc::kDeprecatedKey},
-        {PostForwardProc::kKind, PostForwardProc::kDeprecatedKey},
-        {PostEpochProc::kKind, PostEpochProc::kDeprecatedKey},
+        {kPreEpochProcKind, kPreEpochProcDeprecated},
+        {kPreForwardProcKind, kPreForwardProcDeprecated},
+        {kPostForwardProcKind, kPostForwardProcDeprecated},
+        {kPostEpochProcKind, kPostEpochProcDeprecated},
     };
     for (const auto& [name, deprecated] : procs) {
       absl::StatusOr<const PluginConfig*> config = GetProcConfig(stage, name);

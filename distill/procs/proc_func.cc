@@ -4,9 +4,6 @@
 
 #include "absl/strings/str_join.h"
 
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/reflection.h"
-
 namespace kd {
 namespace proc_internal {
 
@@ -42,43 +39,6 @@ template Registry<ProcFn<PostEpochProc>>& ProcRegistry<PostEpochProc>();
 [[maybe_unused]] static const bool kProcRegistriesCreated =
     (ProcRegistry<PreEpochProc>(), ProcRegistry<PreForwardProc>(), ProcRegistry<ForwardProc>(),
      ProcRegistry<PostForwardProc>(), ProcRegistry<PostEpochProc>(), true);
-
-namespace {
-
-// (field name, deprecated field name) of the stage-level process functions.
-constexpr std::pair<absl::string_view, absl::string_view> kStageProcFields[] = {
-    {PreEpochProc::kKind, PreEpochProc::kDeprecatedKey},
-    {PreForwardProc::kKind, PreForwardProc::kDeprecatedKey},
-    {PostForwardProc::kKind, PostForwardProc::kDeprecatedKey},
-    {PostEpochProc::kKind, PostEpochProc::kDeprecatedKey},
-};
-
-const PluginConfig* FieldIfSet(const StageConfig& stage, absl::string_view name) {
-  const google::protobuf::FieldDescriptor* field =
-      StageConfig::descriptor()->FindFieldByName(std::string(name));
-  const google::protobuf::Reflection* reflection = StageConfig::GetReflection();
-  if (!reflection->HasField(stage, field)) return nullptr;
-  return static_cast<const PluginConfig*>(&reflection->GetMessage(stage, field));
-}
-
-}  // namespace
-
-absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl::string_view key) {
-  for (const auto& [name, deprecated] : kStageProcFields) {
-    if (key != name && key != deprecated) continue;
-    const PluginConfig* current = FieldIfSet(stage, name);
-    const PluginConfig* old = FieldIfSet(stage, deprecated);
-    if (current != nullptr && old != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "give \"", name, "\" or its deprecated name \"", deprecated, "\", not both"));
-    }
-    return current != nullptr ? current : old;
-  }
-  std::vector<std::string> keys;
-  for (const auto& [name, deprecated] : kStageProcFields) keys.emplace_back(name);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "\"", key, "\" is no stage process function; use one of ", absl::StrJoin(keys, ", ")));
-}
 
 absl::StatusOr<ProcFunc<ForwardProc>> BuildForwardProcFunc(const StageModelConfig& model) {
   if (!model.has_forward_proc())

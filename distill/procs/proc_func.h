@@ -44,6 +44,7 @@
 #include "distill/config/distill_config.pb.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_config.pb.h"
+#include "distill/config/proc_fields.h"
 #include "distill/data/batch.h"
 #include "distill/procs/training_context.h"
 #include "hooks/model.h"
@@ -106,22 +107,22 @@ class BoundProc {
 // key used when a config names none (torchdistill's defaults); Bound the callable that
 // BuildProcFunc makes.
 struct PreEpochProc {
-  static constexpr absl::string_view kKind = "pre_epoch_proc";
-  static constexpr absl::string_view kDeprecatedKey = "pre_epoch_process";
+  static constexpr absl::string_view kKind = kPreEpochProcKind;
+  static constexpr absl::string_view kDeprecatedKey = kPreEpochProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_pre_epoch_process_with_teacher";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher =
       "default_pre_epoch_process_without_teacher";
   using Bound = proc_internal::BoundProc<PreEpochProc, absl::Status, TrainingContext&, int64_t>;
 };
 struct PreForwardProc {
-  static constexpr absl::string_view kKind = "pre_forward_proc";
-  static constexpr absl::string_view kDeprecatedKey = "pre_forward_process";
+  static constexpr absl::string_view kKind = kPreForwardProcKind;
+  static constexpr absl::string_view kDeprecatedKey = kPreForwardProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_pre_forward_process";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_pre_forward_process";
   using Bound = proc_internal::BoundProc<PreForwardProc, absl::Status, TrainingContext&, Batch&>;
 };
 struct ForwardProc {
-  static constexpr absl::string_view kKind = "forward_proc";
+  static constexpr absl::string_view kKind = kForwardProcKind;
   static constexpr absl::string_view kDeprecatedKey = "";
   static constexpr absl::string_view kDefaultKey = "forward_batch_only";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "forward_batch_only";
@@ -129,16 +130,16 @@ struct ForwardProc {
       proc_internal::BoundProc<ForwardProc, absl::StatusOr<c10::IValue>, Model&, const Batch&>;
 };
 struct PostForwardProc {
-  static constexpr absl::string_view kKind = "post_forward_proc";
-  static constexpr absl::string_view kDeprecatedKey = "post_forward_process";
+  static constexpr absl::string_view kKind = kPostForwardProcKind;
+  static constexpr absl::string_view kDeprecatedKey = kPostForwardProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_post_forward_process";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_post_forward_process";
   using Bound = proc_internal::BoundProc<PostForwardProc, absl::Status, TrainingContext&,
                                          const at::Tensor&, std::optional<double>>;
 };
 struct PostEpochProc {
-  static constexpr absl::string_view kKind = "post_epoch_proc";
-  static constexpr absl::string_view kDeprecatedKey = "post_epoch_process";
+  static constexpr absl::string_view kKind = kPostEpochProcKind;
+  static constexpr absl::string_view kDeprecatedKey = kPostEpochProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_post_epoch_process_with_teacher";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher =
       "default_post_epoch_process_without_teacher";
@@ -194,11 +195,7 @@ absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(const PluginConfig& config) {
   return BuildProcFunc<Kind>(config.key(), std::move(kwargs));
 }
 
-// The config of a stage's process function `key`: "pre_epoch_proc", "pre_forward_proc",
-// "post_forward_proc" or "post_epoch_proc", or a deprecated long name ("pre_epoch_process",
-// ...), which means the same. Returns the field set under either name, nullptr if neither is.
-// InvalidArgument if both names are set, or if `key` names no stage process function.
-absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl::string_view key);
+// GetProcConfig (a stage's process-function field under either name): distill/config/proc_fields.h.
 
 // The stage's process function of `Kind` (not ForwardProc), or DefaultProcKey when unset.
 template <typename Kind>

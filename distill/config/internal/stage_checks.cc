@@ -12,7 +12,7 @@
 #include "base/registry.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
-#include "distill/procs/proc_func.h"
+#include "distill/config/proc_fields.h"
 
 namespace kd {
 namespace internal {
@@ -20,7 +20,7 @@ namespace internal {
 void StageChecker::CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc,
                                    IoRef::Source role, const StageContext& context) {
   if (model.has_forward_proc()) {
-    CheckPlugin(ForwardProc::kKind, model.forward_proc().key(), model.forward_proc().kwargs(),
+    CheckPlugin(kForwardProcKind, model.forward_proc().key(), model.forward_proc().kwargs(),
                 loc.Nested("forward_proc"));
   }
   std::map<std::string, TextPosition> hooked;
