@@ -38,6 +38,7 @@
 #include "google/protobuf/util/type_resolver.h"
 #include "google/protobuf/util/type_resolver_util.h"
 #include "tools/run_log.pb.h"
+#include "tools/run_report.h"
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, config, "",
@@ -83,110 +84,6 @@ int Fail(absl::string_view message, int code = 2) {
   ::kd::Fail(kTool, message);  // tool_util's: one line, control bytes escaped
   return code;
 }
-
-std::string Digest(const std::string& text) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return absl::StrFormat("%016x", h);
-}
-
-// One line of JSON, the same for the same message in every process: MessageToJsonString prints
-// a map in its hash order, which differs between runs, so the message goes through protobuf's
-// deterministic wire form (fields by number, map entries by key), which BinaryToJsonString
-// prints in the order it reads.
-std::string Json(const google::protobuf::Message& message) {
-  std::string binary;
-  {
-    google::protobuf::io::StringOutputStream stream(&binary);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeToCodedStream(&coded);
-  }
-  constexpr char kUrlPrefix[] = "type.googleapis.com";
-  static google::protobuf::util::TypeResolver* const resolver =
-      google::protobuf::util::NewTypeResolverForDescriptorPool(
-          kUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  std::string out;
-  (void)google::protobuf::util::BinaryToJsonString(
-      resolver, absl::StrCat(kUrlPrefix, "/", message.GetDescriptor()->full_name()), binary, &out,
-      options);
-  return out;
-}
-
-std::string Clock(double seconds) {
-  const int64_t s = static_cast<int64_t>(std::lround(seconds));
-  return absl::StrFormat("%02d:%02d", s / 60, s % 60);
-}
-
-// Progress: a bar redrawn in place on a terminal, plain lines otherwise;
-// metrics.jsonl.
-class Reporter {
- public:
-  Reporter(const std::string& run_dir, std::string job)
-      : job_(std::move(job)), tty_(isatty(STDERR_FILENO) != 0) {
-    jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(), std::ios::app);
-  }
-
-  void Step(const StepReport& r) {
-    MetricsLine line;
-    StepLine* step = line.mutable_step();
-    step->set_stage(r.stage);
-    step->set_epoch(r.epoch);
-    step->set_step(r.step);
-    step->set_loss(r.loss);
-    for (const auto& [name, value] : r.terms) (*step->mutable_terms())[name] = value;
-    step->set_lr(r.lr);
-    step->set_samples_per_second(r.samples_per_second);
-    step->set_steps_per_epoch(r.steps_per_epoch);
-    jsonl_ << Json(line) << "\n";
-    const double eta = static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
-    const int width = 24;
-    const int done = static_cast<int>(width * r.step / std::max<int64_t>(1, r.steps_per_epoch));
-    const std::string text =
-        absl::StrFormat("%s %s epoch %d [%s%s] %d/%d %.0f samples/s loss %.4f ETA %s", job_,
-                        r.stage, r.epoch, std::string(done, '='), std::string(width - done, ' '),
-                        r.step, r.steps_per_epoch, r.samples_per_second, r.loss, Clock(eta));
-    if (tty_) {
-      std::cerr << "\r" << text << std::flush;
-    } else {
-      std::cerr << text << "\n";
-    }
-  }
-
-  void Epoch(const EpochReport& r) {
-    MetricsLine line;
-    EpochLine* epoch = line.mutable_epoch();
-    epoch->set_stage(r.stage);
-    epoch->set_epoch(r.epoch);
-    epoch->set_train_loss(r.train_loss);
-    for (const auto& [name, value] : r.metrics) (*epoch->mutable_metrics())[name] = value;
-    epoch->set_lr(r.lr);
-    epoch->set_seconds(r.seconds);
-    epoch->set_samples_per_second(r.samples_per_second);
-    jsonl_ << Json(line) << std::endl;
-    std::vector<std::string> metrics;
-    for (const auto& [name, value] : r.metrics) {
-      metrics.push_back(absl::StrFormat("%s %.4f", name, value));
-    }
-    if (tty_) std::cerr << "\r\033[K";
-    std::cerr << absl::StrFormat(
-        "%s %s epoch %d/%d: train loss %.4f, val %s, lr %.4g, %.1f s "
-        "(%.0f samples/s)\n",
-        job_, r.stage, r.epoch, r.num_epochs, r.train_loss,
-        metrics.empty() ? "-" : absl::StrJoin(metrics, ", "), r.lr, r.seconds,
-        r.samples_per_second);
-  }
-
- private:
-  std::string job_;
-  bool tty_;
-  std::ofstream jsonl_;
-};
 
 // Runs `config` in `run_dir` (flag > run.run_dir > runs/<job>); writes
 // metrics.jsonl and summary.json there.

@@ -1,0 +1,61 @@
+#include "distill/config/internal/output_files.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+
+namespace kd {
+namespace internal {
+
+void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Checker& checker) {
+  struct File {
+    std::string path;
+    std::string field;  // "teacher.src_ckpt"
+    TextPosition at;
+  };
+  std::vector<File> inputs, outputs;
+  auto add = [](std::vector<File>& files, const std::string& path, const ConfigLocator& loc,
+                const std::string& section, const char* field) {
+    if (!path.empty()) {
+      files.push_back({ResolveUserPath(path), absl::StrCat(section, ".", field), loc.Of(field)});
+    }
+  };
+  if (!checker.loaded().file.empty()) {
+    inputs.push_back({ResolveUserPath(checker.loaded().file), "the config itself", root.self()});
+  }
+  for (const char* section : {"teacher", "student"}) {
+    const bool teacher = std::string(section) == "teacher";
+    if (teacher ? !config.has_teacher() : !config.has_student()) continue;
+    const ModelConfig& model = teacher ? config.teacher() : config.student();
+    const ConfigLocator loc = root.Nested(section);
+    add(inputs, model.torchscript(), loc, section, "torchscript");
+    add(inputs, model.src_ckpt(), loc, section, "src_ckpt");
+    add(outputs, model.dst_ckpt(), loc, section, "dst_ckpt");
+  }
+  if (config.has_checkpoint()) {
+    add(inputs, config.checkpoint().resume_from(), root.Nested("checkpoint"), "checkpoint",
+        "resume_from");
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const File& out = outputs[o];
+    for (const File& in : inputs) {
+      if (SameFile(out.path, in.path)) {
+        checker.Add(out.at, absl::StrCat(out.field, " \"", out.path, "\" is ", in.field,
+                                         in.field == "the config itself" ? "" : "'s file",
+                                         ": the run would overwrite what it reads; give ",
+                                         out.field, " a file of its own"));
+      }
+    }
+    for (size_t p = 0; p < o; ++p) {
+      if (SameFile(out.path, outputs[p].path)) {
+        checker.Add(out.at, absl::StrCat(out.field, " \"", out.path, "\" is ", outputs[p].field,
+                                         "'s file too: give each model a file of its own"));
+      }
+    }
+  }
+}
+
+}  // namespace internal
+}  // namespace kd
