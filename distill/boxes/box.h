@@ -39,81 +39,14 @@
 #ifndef LIBKD_DISTILL_BOXES_BOX_H_
 #define LIBKD_DISTILL_BOXES_BOX_H_
 
-#include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "distill/boxes/box_options.h"
 #include "distill/config/distill_config.pb.h"
 
 namespace kd {
-
-// One logged training step (every run.log_every_n_steps batches).
-struct StepReport {
-  std::string stage;
-  int64_t epoch = 0;  // from 1
-  int64_t step = 0;   // batch in the epoch, from 1
-  int64_t steps_per_epoch = 0;
-  double loss = 0;
-  std::map<std::string, double> terms;  // each term's unweighted value
-  double lr = 0;
-  double samples_per_second = 0;
-  double seconds_per_step = 0;  // over the steps since the last report
-};
-
-// One finished epoch.
-struct EpochReport {
-  std::string stage;
-  int64_t epoch = 0;  // from 1
-  int64_t num_epochs = 0;
-  double train_loss = 0;                  // mean over the epoch's batches
-  std::map<std::string, double> metrics;  // validation: "loss", "accuracy", ... (may be empty)
-  double lr = 0;
-  double seconds = 0;
-  double samples_per_second = 0;
-};
-
-struct BoxOptions {
-  // Where checkpoints and metrics.jsonl go. Default: run.run_dir, else "runs/<run.name>".
-  std::string run_dir;
-  // Relative paths in the config (models, checkpoints) are taken from here. Default: the
-  // working directory.
-  std::string base_dir;
-  // Override run.seed / run.device.
-  std::optional<int64_t> seed;
-  std::optional<std::string> device;
-  // Continue from the run folder's last checkpoint (NotFound when it has none).
-  bool resume = false;
-  // Replace the run the folder holds (its metrics, summary and checkpoints). Without resume or
-  // overwrite, a folder that holds a run is refused (distill/boxes/run_folder.h).
-  bool overwrite = false;
-  // Profile the training steps into this folder (//tools:distill --profile_dir): with the
-  // config's `profiler` settings, or silverspoon-kd's defaults when it has none. Default: only
-  // a config's `profiler` profiles, into its output_dir or "<run_dir>/profile".
-  std::string profile_dir;
-  // Called for logged steps and finished epochs (progress display).
-  std::function<void(const StepReport&)> on_step;
-  std::function<void(const EpochReport&)> on_epoch;
-};
-
-struct RunResult {
-  std::vector<EpochReport> epochs;
-  // The last stage's validation metrics after its last epoch ("loss", "accuracy", "top5"...).
-  std::map<std::string, double> final_metrics;
-  // With a test_data_loader: the test metrics of the student the run ends with.
-  std::map<std::string, double> test_metrics;
-  // The checkpoint whose student the run ends with, tests and saves to dst_ckpt: the best by
-  // validation ("best.pt" under the checkpoint dir), or empty for the final student (no
-  // validation).
-  std::string tested_checkpoint;
-  double seconds = 0;
-  // Epochs run by this call (fewer than the config's after a resume).
-  int64_t epochs_run = 0;
-};
 
 class Box {
  public:

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "distill/boxes/box.h"
+#include "distill/boxes/box_options.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/dataset.h"
 #include "hooks/model.h"
@@ -61,8 +61,8 @@ class StageRun {
   // One epoch of training (epoch counts from 0): the mean loss. A non-finite loss is
   // FailedPrecondition naming the stage, epoch, step and terms.
   // `profiler` (null: none) steps after every training step.
-  virtual absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options,
-                                            int log_every, Profiler* profiler) = 0;
+  virtual absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
+                                            Profiler* profiler) = 0;
   // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The student's loss and metrics on `loader` (the test set), computed as
