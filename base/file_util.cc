@@ -196,6 +196,11 @@ bool SameFile(const std::string& a, const std::string& b) {
   return pa == pb;
 }
 
+std::string ResolveAgainst(const std::string& base, const std::string& path) {
+  if (path.empty() || base.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(base) / path).string();
+}
+
 std::string ResolveUserPath(const std::string& path) {
   if (path.empty() || path[0] == '/') return path;
   const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");

@@ -48,6 +48,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
 // symbolic links included), else the same path once made absolute and normalized.
 bool SameFile(const std::string& a, const std::string& b);
 
+// `path` taken from `base` (a config's relative paths from the folder it is run in): unchanged
+// when it is empty or absolute, or when `base` is empty.
+std::string ResolveAgainst(const std::string& base, const std::string& path);
+
 // Resolves a path given on a `bazel run` command line against the caller's folder
 // (BUILD_WORKING_DIRECTORY); absolute paths and runs outside Bazel are unchanged.
 std::string ResolveUserPath(const std::string& path);

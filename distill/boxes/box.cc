@@ -43,11 +43,6 @@ using box_internal::InField;
 using box_internal::Seconds;
 using box_internal::StageRun;
 
-std::string Resolve(const std::string& base, const std::string& path) {
-  if (path.empty() || base.empty() || fs::path(path).is_absolute()) return path;
-  return (fs::path(base) / path).string();
-}
-
 // The tensors of `model` (parameters, then buffers) as a dict path -> tensor,
 // for checkpoints.
 c10::impl::GenericDict StateDict(const Model& model) {
@@ -132,7 +127,7 @@ class BoxImpl final : public Box {
     if (run_dir_.empty()) {
       run_dir_ = absl::StrCat("runs/", config_.run().name().empty() ? "run" : config_.run().name());
     }
-    run_dir_ = Resolve(options_.base_dir, run_dir_);
+    run_dir_ = ResolveAgainst(options_.base_dir, run_dir_);
     ckpt_dir_ = (fs::path(run_dir_) /
                  (config_.checkpoint().dir().empty() ? "ckpt" : config_.checkpoint().dir()))
                     .string();
@@ -143,11 +138,12 @@ class BoxImpl final : public Box {
           .checkpoint_dir = ckpt_dir_};
       for (const ModelConfig* model : {&config_.teacher(), &config_.student()}) {
         for (const std::string& file : {model->torchscript(), model->src_ckpt()}) {
-          if (!file.empty()) folder.inputs.push_back(Resolve(options_.base_dir, file));
+          if (!file.empty()) folder.inputs.push_back(ResolveAgainst(options_.base_dir, file));
         }
       }
       if (!config_.checkpoint().resume_from().empty()) {
-        folder.inputs.push_back(Resolve(options_.base_dir, config_.checkpoint().resume_from()));
+        folder.inputs.push_back(
+            ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from()));
       }
       KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, folder));
     }
@@ -225,7 +221,7 @@ class BoxImpl final : public Box {
     std::optional<c10::impl::GenericDict> resume;
     const std::string resume_path =
         !config_.checkpoint().resume_from().empty()
-            ? Resolve(options_.base_dir, config_.checkpoint().resume_from())
+            ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
             : (options_.resume ? LastPath() : "");
     if (!resume_path.empty() && fs::exists(resume_path)) {
       KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
@@ -316,7 +312,7 @@ class BoxImpl final : public Box {
          {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
           std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
       if (model != nullptr && !config->dst_ckpt().empty()) {
-        const std::string path = Resolve(options_.base_dir, config->dst_ckpt());
+        const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
         KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
         KD_RETURN_IF_ERROR(model->SaveState(path));
       }
@@ -337,8 +333,9 @@ class BoxImpl final : public Box {
     const ProfilerConfig& c = config_.profiler();
     ProfilerOptions options;
     options.output_dir = !options_.profile_dir.empty() ? options_.profile_dir
-                         : !c.output_dir().empty()     ? Resolve(options_.base_dir, c.output_dir())
-                                                       : (fs::path(run_dir_) / "profile").string();
+                         : !c.output_dir().empty()
+                             ? ResolveAgainst(options_.base_dir, c.output_dir())
+                             : (fs::path(run_dir_) / "profile").string();
     if (c.has_wait()) options.schedule.wait = c.wait();
     if (c.has_warmup()) options.schedule.warmup = c.warmup();
     if (c.has_active()) options.schedule.active = c.active();

@@ -1,13 +1,13 @@
 #include "distill/boxes/model_paths.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/api/module.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
 #include "distill/config/kwargs.h"
@@ -16,13 +16,6 @@
 
 namespace kd {
 namespace {
-
-namespace fs = std::filesystem;
-
-std::string Resolve(const std::string& base, const std::string& path) {
-  if (path.empty() || base.empty() || fs::path(path).is_absolute()) return path;
-  return (fs::path(base) / path).string();
-}
 
 absl::Status InRole(absl::string_view field, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
@@ -40,7 +33,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
   }
   if (!config.torchscript().empty()) {
     absl::StatusOr<std::unique_ptr<Model>> loaded =
-        LoadTorchScriptModel(Resolve(base, config.torchscript()));
+        LoadTorchScriptModel(ResolveAgainst(base, config.torchscript()));
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".torchscript"), loaded.status());
     return loaded;
   }
@@ -146,13 +139,13 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  absl::string_view role) {
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(config, base_dir, role));
   if (!config.src_ckpt().empty()) {
-    absl::Status loaded = model->LoadState(Resolve(base_dir, config.src_ckpt()));
+    absl::Status loaded = model->LoadState(ResolveAgainst(base_dir, config.src_ckpt()));
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);
-    KD_RETURN_IF_ERROR(
-        CheckFinite(*model, absl::StrCat(role, ".src_ckpt"), Resolve(base_dir, config.src_ckpt())));
+    KD_RETURN_IF_ERROR(CheckFinite(*model, absl::StrCat(role, ".src_ckpt"),
+                                   ResolveAgainst(base_dir, config.src_ckpt())));
   } else if (config.has_torchscript()) {
     KD_RETURN_IF_ERROR(CheckFinite(*model, absl::StrCat(role, ".torchscript"),
-                                   Resolve(base_dir, config.torchscript())));
+                                   ResolveAgainst(base_dir, config.torchscript())));
   }
   return model;
 }

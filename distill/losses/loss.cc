@@ -19,10 +19,10 @@ absl::StatusOr<at::Tensor> LossInputs::Get(absl::string_view loss, absl::string_
   if (it != inputs_.end() && it->second.defined()) return it->second;
   std::vector<std::string> given;
   for (const auto& [n, t] : inputs_) given.push_back(n);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "loss \"", loss, "\" needs the input \"", name, "\"; given: ",
-      given.empty() ? "none" : absl::StrJoin(given, ", "),
-      " (add inputs { arg: \"", name, "\" ... } to its term)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("loss \"", loss, "\" needs the input \"", name,
+                   "\"; given: ", given.empty() ? "none" : absl::StrJoin(given, ", "),
+                   " (add inputs { arg: \"", name, "\" ... } to its term)"));
 }
 
 at::Tensor LossInputs::GetOptional(absl::string_view name) const {
@@ -41,23 +41,21 @@ class StudentTeacherLoss final : public Loss {
   absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
     KD_ASSIGN_OR_RETURN(at::Tensor student, inputs.Get(key_, "student"));
     KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get(key_, "teacher"));
-    const bool fits = shape_ == PairShape::kSame
-                          ? student.sizes().equals(teacher.sizes())
-                          : student.dim() > 0 && teacher.dim() > 0 &&
-                                student.size(0) == teacher.size(0);
+    const bool fits = shape_ == PairShape::kSame ? student.sizes().equals(teacher.sizes())
+                                                 : student.dim() > 0 && teacher.dim() > 0 &&
+                                                       student.size(0) == teacher.size(0);
     if (!fits) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"", key_, "\": student has shape ", ShapeString(student), " but teacher has ",
-          ShapeString(teacher),
-          shape_ == PairShape::kSame ? "" : " (their batch sizes must be equal)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"", key_, "\": student has shape ", ShapeString(student),
+                       " but teacher has ", ShapeString(teacher),
+                       shape_ == PairShape::kSame ? "" : " (their batch sizes must be equal)"));
     }
-    absl::StatusOr<at::Tensor> value = CallTorch([&] { return fn_(student, teacher); },
-                                                 absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<at::Tensor> value =
+        CallTorch([&] { return fn_(student, teacher); }, absl::StatusCode::kInvalidArgument);
     if (!value.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("loss \"", key_, "\" on student ",
-                                                     ShapeString(student), " and teacher ",
-                                                     ShapeString(teacher), ": ",
-                                                     value.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"", key_, "\" on student ", ShapeString(student), " and teacher ",
+                       ShapeString(teacher), ": ", value.status().message()));
     }
     return value;
   }
@@ -151,6 +149,14 @@ double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallbac
   auto it = kwargs.find(name);
   if (it == kwargs.end() || it->second.isNone()) return fallback;
   return it->second.isInt() ? static_cast<double>(it->second.toInt()) : it->second.toDouble();
+}
+
+absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
+                       absl::string_view a_name, absl::string_view b_name) {
+  if (a.sizes().equals(b.sizes())) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("loss \"", loss, "\": ", a_name, " has shape ",
+                                                 ShapeString(a), " but ", b_name, " has ",
+                                                 ShapeString(b)));
 }
 
 std::string StringKwarg(const Kwargs& kwargs, const std::string& name,

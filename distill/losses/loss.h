@@ -117,10 +117,15 @@ at::Tensor PivotAngles(const at::Tensor& e);
 std::pair<at::Tensor, at::Tensor> NewLinear(int64_t in, int64_t out,
                                             const at::TensorOptions& options = {});
 
+// OK if `a` and `b` have one shape; else InvalidArgument 'loss "<loss>": <a_name> has shape
+// [..] but <b_name> has [..]' (torch would broadcast with a warning; a distillation config with
+// mismatched shapes is a mistake).
+absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
+                       absl::string_view a_name = "student", absl::string_view b_name = "teacher");
+
 // Kwarg access for factories (the contract guarantees the types).
 double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback);
-std::string StringKwarg(const Kwargs& kwargs, const std::string& name,
-                        const std::string& fallback);
+std::string StringKwarg(const Kwargs& kwargs, const std::string& name, const std::string& fallback);
 
 }  // namespace kd
 

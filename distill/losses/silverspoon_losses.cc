@@ -32,17 +32,10 @@ using PairFn = std::function<at::Tensor(const at::Tensor& student, const at::Ten
 
 LossFactory Factory(std::string key, std::function<PairFn(const Kwargs&)> make_fn,
                     PairShape shape = PairShape::kSame) {
-  return [key = std::move(key), make_fn = std::move(make_fn), shape](const Kwargs& kwargs)
-             -> absl::StatusOr<std::unique_ptr<Loss>> {
+  return [key = std::move(key), make_fn = std::move(make_fn),
+          shape](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Loss>> {
     return MakeStudentTeacherLoss(key, shape, make_fn(kwargs));
   };
-}
-
-absl::Status SameShape(absl::string_view key, const at::Tensor& s, const at::Tensor& t) {
-  if (s.sizes().equals(t.sizes())) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("loss \"", key, "\": student has shape ",
-                                                 ShapeString(s), " but teacher has ",
-                                                 ShapeString(t)));
 }
 
 // (tokens, vocabulary) views in float32.
@@ -92,8 +85,9 @@ PairFn KlDivergence(const Kwargs& kwargs) {
       return losses_internal::ChunkedKlDivergence(student, teacher, temp, chunk);
     }
     const auto [s, t] = Tokens(student, teacher);
-    const at::Tensor kl = at::kl_div(at::log_softmax(s / temp, -1), at::softmax(t / temp, -1),
-                                     at::Reduction::Sum) / s.size(0);
+    const at::Tensor kl =
+        at::kl_div(at::log_softmax(s / temp, -1), at::softmax(t / temp, -1), at::Reduction::Sum) /
+        s.size(0);
     return kl * (temp * temp);
   };
 }
@@ -135,7 +129,8 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLogitLensKl(const Kwargs& kwargs) {
         (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "loss \"logit_lens_kl\": the head maps (..., D) by head_weight (V, D) and head_bias "
-          "(V), got hidden states ", ShapeString(student), ", head_weight ", ShapeString(weight),
+          "(V), got hidden states ",
+          ShapeString(student), ", head_weight ", ShapeString(weight),
           bias.defined() ? absl::StrCat(", head_bias ", ShapeString(bias)) : ""));
     }
     at::Tensor teacher_logits;
@@ -174,7 +169,7 @@ class ContrastiveLoss final : public Loss {
         (student_dim_ > 0 && student.size(1) != student_dim_) ||
         (teacher_dim_ > 0 && teacher.size(1) != teacher_dim_)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"contrastive\": needs as many student rows as teacher rows", 
+          "loss \"contrastive\": needs as many student rows as teacher rows",
           student_dim_ > 0 ? absl::StrCat(", of ", student_dim_, " and ", teacher_dim_,
                                           " features (student_dim, teacher_dim)")
                            : "",
@@ -252,8 +247,8 @@ class MahalanobisLoss final : public Loss {
     KD_ASSIGN_OR_RETURN(at::Tensor metric, Metric(inputs));
     if (s.dim() < 1 || s.size(-1) != metric.size(0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"", key_, "\": the metric is ", ShapeString(metric),
-          " but the hidden states are ", ShapeString(s), " (their last dimension must match)"));
+          "loss \"", key_, "\": the metric is ", ShapeString(metric), " but the hidden states are ",
+          ShapeString(s), " (their last dimension must match)"));
     }
     return CallTorch(
         [&] {
@@ -274,15 +269,16 @@ class MahalanobisLoss final : public Loss {
     const at::Tensor weight = inputs.GetOptional("weight_matrix");
     const at::Tensor metric = inputs.GetOptional("metric_matrix");
     if (weight.defined() == metric.defined()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"", key_, "\" needs exactly one of the inputs \"weight_matrix\" (V, D) and "
-          "\"metric_matrix\" (D, D); ", weight.defined() ? "both" : "neither", " given"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"", key_,
+                       "\" needs exactly one of the inputs \"weight_matrix\" (V, D) and "
+                       "\"metric_matrix\" (D, D); ",
+                       weight.defined() ? "both" : "neither", " given"));
     }
     if (metric.defined()) {
       if (metric.dim() != 2 || metric.size(0) != metric.size(1)) {
-        return absl::InvalidArgumentError(absl::StrCat("loss \"", key_,
-                                                       "\": metric_matrix must be (D, D), got ",
-                                                       ShapeString(metric)));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "loss \"", key_, "\": metric_matrix must be (D, D), got ", ShapeString(metric)));
       }
       return metric.detach();
     }
@@ -310,8 +306,8 @@ class MahalanobisLoss final : public Loss {
 };
 
 LossFactory MahalanobisFactory(std::string key, bool cosine) {
-  return [key = std::move(key), cosine](const Kwargs& kwargs)
-             -> absl::StatusOr<std::unique_ptr<Loss>> {
+  return [key = std::move(key),
+          cosine](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Loss>> {
     return std::unique_ptr<Loss>(
         std::make_unique<MahalanobisLoss>(key, cosine, NumberKwarg(kwargs, "eps", 1e-8)));
   };
@@ -357,9 +353,13 @@ PairFn RelKdDistanceAngle(const Kwargs& kwargs) {
 }
 
 const KwargSpec kReduction = ReductionKwargSpec();
-const KwargSpec kTemperature = {.name = "temperature", .type = KwargType::kNumber,
-                                .doc = "softening T; 1", .min = 0, .min_exclusive = true};
-const KwargSpec kChunkSize = {.name = "chunk_size", .type = KwargType::kInteger,
+const KwargSpec kTemperature = {.name = "temperature",
+                                .type = KwargType::kNumber,
+                                .doc = "softening T; 1",
+                                .min = 0,
+                                .min_exclusive = true};
+const KwargSpec kChunkSize = {.name = "chunk_size",
+                              .type = KwargType::kInteger,
                               .doc = "tokens computed at a time (less memory, same value); 0: all",
                               .min = 0};
 
@@ -372,26 +372,27 @@ KD_REGISTER(LossRegistry(), "smooth_l1", Factory("smooth_l1", SmoothL1),
             {kReduction, {.name = "beta", .type = KwargType::kNumber, .doc = "1", .min = 0}});
 KD_REGISTER(LossRegistry(), "kl_divergence", Factory("kl_divergence", KlDivergence),
             {kTemperature, kChunkSize});
-KD_REGISTER(LossRegistry(), "kl_div", Factory("kl_div", KlDivergence),
-            {kTemperature, kChunkSize});
+KD_REGISTER(LossRegistry(), "kl_div", Factory("kl_div", KlDivergence), {kTemperature, kChunkSize});
 KD_REGISTER(LossRegistry(), "logit_lens_kl", MakeLogitLensKl, {kTemperature});
-KD_REGISTER(LossRegistry(), "contrastive", MakeContrastive,
-            {{.name = "temperature", .type = KwargType::kNumber, .doc = "0.07", .min = 0,
-              .min_exclusive = true},
-             {.name = "student_dim", .type = KwargType::kInteger,
-              .doc = "student features; with teacher_dim, the projector is made up front",
-              .min = 1},
-             {.name = "teacher_dim", .type = KwargType::kInteger, .doc = "teacher features",
-              .min = 1}},
-            [](const KwargsView& view) {
-              if (view.kwargs.count("student_dim") != view.kwargs.count("teacher_dim")) {
-                return absl::InvalidArgumentError(
-                    "give student_dim and teacher_dim together, or neither");
-              }
-              return absl::OkStatus();
-            });
-KD_REGISTER(LossRegistry(), "angular_magnitude",
-            Factory("angular_magnitude", AngularMagnitude),
+KD_REGISTER(
+    LossRegistry(), "contrastive", MakeContrastive,
+    {{.name = "temperature",
+      .type = KwargType::kNumber,
+      .doc = "0.07",
+      .min = 0,
+      .min_exclusive = true},
+     {.name = "student_dim",
+      .type = KwargType::kInteger,
+      .doc = "student features; with teacher_dim, the projector is made up front",
+      .min = 1},
+     {.name = "teacher_dim", .type = KwargType::kInteger, .doc = "teacher features", .min = 1}},
+    [](const KwargsView& view) {
+      if (view.kwargs.count("student_dim") != view.kwargs.count("teacher_dim")) {
+        return absl::InvalidArgumentError("give student_dim and teacher_dim together, or neither");
+      }
+      return absl::OkStatus();
+    });
+KD_REGISTER(LossRegistry(), "angular_magnitude", Factory("angular_magnitude", AngularMagnitude),
             {{.name = "alpha", .type = KwargType::kNumber, .doc = "angular weight; 1", .min = 0},
              {.name = "beta", .type = KwargType::kNumber, .doc = "magnitude weight; 1", .min = 0},
              {.name = "dim", .type = KwargType::kInteger, .doc = "-1"}});
@@ -400,8 +401,7 @@ const std::vector<KwargSpec> kMahalanobisCosine = {
     {.name = "eps", .type = KwargType::kNumber, .doc = "denominator guard; 1e-8", .min = 0}};
 KD_REGISTER(LossRegistry(), "mahalanobis_mse", MahalanobisFactory("mahalanobis_mse", false),
             kMahalanobisMse);
-KD_REGISTER(LossRegistry(), "mahal_mse", MahalanobisFactory("mahal_mse", false),
-            kMahalanobisMse);
+KD_REGISTER(LossRegistry(), "mahal_mse", MahalanobisFactory("mahal_mse", false), kMahalanobisMse);
 KD_REGISTER(LossRegistry(), "mahalanobis_cosine", MahalanobisFactory("mahalanobis_cosine", true),
             kMahalanobisCosine);
 KD_REGISTER(LossRegistry(), "mahal_cosine", MahalanobisFactory("mahal_cosine", true),
@@ -418,10 +418,15 @@ KD_REGISTER(LossRegistry(), "relkd_distance_angle",
 KD_REGISTER(LossRegistry(), "relkd_da",
             Factory("relkd_da", RelKdDistanceAngle, PairShape::kSameBatch), kRelKdDa);
 KD_REGISTER(LossRegistry(), "jsd", Factory("jsd", Jsd),
-            {kTemperature, kChunkSize,
-             {.name = "beta", .type = KwargType::kNumber,
-              .doc = "teacher weight in the mixture, strictly between 0 and 1; 0.5", .min = 0,
-              .max = 1, .min_exclusive = true, .max_exclusive = true}});
+            {kTemperature,
+             kChunkSize,
+             {.name = "beta",
+              .type = KwargType::kNumber,
+              .doc = "teacher weight in the mixture, strictly between 0 and 1; 0.5",
+              .min = 0,
+              .max = 1,
+              .min_exclusive = true,
+              .max_exclusive = true}});
 
 }  // namespace
 }  // namespace kd

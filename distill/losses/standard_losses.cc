@@ -19,16 +19,6 @@ namespace kd {
 namespace {
 
 const KwargSpec kReduction = ReductionKwargSpec();
-// Inputs that an elementwise loss compares must have one shape (torch would broadcast with a
-// warning; a distillation config with mismatched shapes is a mistake).
-absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
-                       absl::string_view a_name, absl::string_view b_name) {
-  if (a.sizes().equals(b.sizes())) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("loss \"", loss, "\": ", a_name, " has shape ",
-                                                 ShapeString(a), " but ", b_name, " has ",
-                                                 ShapeString(b)));
-}
-
 // The two tensors an elementwise loss compares: torch's names ("input", "target") or a
 // distillation config's ("student", "teacher"), checked to have one shape.
 absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_view loss,
@@ -63,8 +53,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor input, in.Get("CrossEntropyLoss", "input"));
     KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("CrossEntropyLoss", "target"));
-    return at::cross_entropy_loss(input, target, /*weight=*/{}, reduction, ignore_index,
-                                  smoothing);
+    return at::cross_entropy_loss(input, target, /*weight=*/{}, reduction, ignore_index, smoothing);
   });
 }
 
@@ -100,8 +89,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("BCEWithLogitsLoss", in));
-    return at::binary_cross_entropy_with_logits(compared.first, compared.second, {}, {},
-                                                reduction);
+    return at::binary_cross_entropy_with_logits(compared.first, compared.second, {}, {}, reduction);
   });
 }
 
@@ -176,10 +164,10 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
     KD_RETURN_IF_ERROR(SameShape("DKDLoss", student, teacher, "student", "teacher"));
     if (student.dim() != 2 || targets.dim() != 1 || targets.size(0) != student.size(0) ||
         at::isFloatingType(targets.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"DKDLoss\": needs logits (N, C) and class indices (N), got student ",
-          ShapeString(student), " and targets ", ShapeString(targets), " of ",
-          c10::toString(targets.scalar_type())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"DKDLoss\": needs logits (N, C) and class indices (N), got student ",
+                       ShapeString(student), " and targets ", ShapeString(targets), " of ",
+                       c10::toString(targets.scalar_type())));
     }
     const at::Tensor gt = at::zeros_like(student).scatter_(1, targets.unsqueeze(1), 1.0);
     const at::Tensor other = 1 - gt;
@@ -189,9 +177,9 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
     const int64_t n = student.size(0);
     const at::Tensor tckd = at::kl_div(at::log(binary(at::softmax(student / t, 1))),
                                        binary(at::softmax(teacher / t, 1)), at::Reduction::Sum);
-    const at::Tensor nckd = at::kl_div(at::log_softmax(student / t - 1000.0 * gt, 1),
-                                       at::softmax(teacher / t - 1000.0 * gt, 1),
-                                       at::Reduction::Sum);
+    const at::Tensor nckd =
+        at::kl_div(at::log_softmax(student / t - 1000.0 * gt, 1),
+                   at::softmax(teacher / t - 1000.0 * gt, 1), at::Reduction::Sum);
     return (alpha * tckd + beta * nckd) * (t * t) / n;
   });
 }
@@ -204,34 +192,47 @@ KD_REGISTER(LossRegistry(), "SmoothL1Loss", MakeSmoothL1,
 KD_REGISTER(LossRegistry(), "CrossEntropyLoss", MakeCrossEntropy,
             {kReduction,
              {.name = "ignore_index", .type = KwargType::kInteger, .doc = "target to skip; -100"},
-             {.name = "label_smoothing", .type = KwargType::kNumber, .doc = "0 (default) to 1",
-              .min = 0, .max = 1}});
+             {.name = "label_smoothing",
+              .type = KwargType::kNumber,
+              .doc = "0 (default) to 1",
+              .min = 0,
+              .max = 1}});
 KD_REGISTER(LossRegistry(), "KLDivLoss", MakeKlDiv,
-            {{.name = "reduction", .type = KwargType::kString,
+            {{.name = "reduction",
+              .type = KwargType::kString,
               .doc = "mean (default; torch's), batchmean, sum or none",
               .choices = {"mean", "batchmean", "sum", "none"}},
              {.name = "log_target", .type = KwargType::kBool, .doc = "target is log-probs"}});
 KD_REGISTER(LossRegistry(), "BCEWithLogitsLoss", MakeBceWithLogits, {kReduction});
-KD_REGISTER(LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
-            {kReduction,
-             {.name = "margin", .type = KwargType::kNumber, .doc = "-1 to 1; 0", .min = -1,
-              .max = 1}});
+KD_REGISTER(
+    LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
+    {kReduction,
+     {.name = "margin", .type = KwargType::kNumber, .doc = "-1 to 1; 0", .min = -1, .max = 1}});
 // KDLoss's kwargs, which LogitStdKDLoss shares (plus its eps).
 std::vector<KwargSpec> KdSpecs() {
-  return {{.name = "temperature", .type = KwargType::kNumber, .doc = "softening T", .min = 0,
-           .min_exclusive = true, .required = true},
-          {.name = "alpha", .type = KwargType::kNumber, .doc = "weight of CE; unset: KL only",
-           .min = 0, .max = 1},
-          {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha",
-           .min = 0},
-          {.name = "reduction", .type = KwargType::kString, .doc = "KL's; batchmean",
-           .choices = {"batchmean", "mean", "sum"}}};
+  return {
+      {.name = "temperature",
+       .type = KwargType::kNumber,
+       .doc = "softening T",
+       .min = 0,
+       .min_exclusive = true,
+       .required = true},
+      {.name = "alpha",
+       .type = KwargType::kNumber,
+       .doc = "weight of CE; unset: KL only",
+       .min = 0,
+       .max = 1},
+      {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha", .min = 0},
+      {.name = "reduction",
+       .type = KwargType::kString,
+       .doc = "KL's; batchmean",
+       .choices = {"batchmean", "mean", "sum"}}};
 }
 
 std::vector<KwargSpec> LogitStdKdSpecs() {
   std::vector<KwargSpec> specs = KdSpecs();
-  specs.push_back({.name = "eps", .type = KwargType::kNumber, .doc = "std's guard; 1e-7",
-                   .min = 0});
+  specs.push_back(
+      {.name = "eps", .type = KwargType::kNumber, .doc = "std's guard; 1e-7", .min = 0});
   return specs;
 }
 
@@ -239,7 +240,10 @@ KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdSpecs());
 KD_REGISTER(LossRegistry(), "DKDLoss", MakeDkd,
             {{.name = "alpha", .type = KwargType::kNumber, .doc = "TCKD weight; 1", .min = 0},
              {.name = "beta", .type = KwargType::kNumber, .doc = "NCKD weight; 8", .min = 0},
-             {.name = "temperature", .type = KwargType::kNumber, .doc = "4", .min = 0,
+             {.name = "temperature",
+              .type = KwargType::kNumber,
+              .doc = "4",
+              .min = 0,
               .min_exclusive = true}});
 KD_REGISTER(LossRegistry(), "LogitStdKDLoss", MakeLogitStdKd, LogitStdKdSpecs());
 
