@@ -57,8 +57,8 @@ at::Tensor LazyCloneTensor(const at::Tensor& t) {
       return t.clone();
     }
   }
-  if (typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() ||
-      t.is_inference() || c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
+  if (typeid(*impl) != typeid(c10::TensorImpl) || !impl->has_storage() || t.is_inference() ||
+      c10::InferenceMode::is_enabled() || t.layout() != c10::kStrided ||
       (t.requires_grad() && at::GradMode::is_enabled())) {
     return at::_lazy_clone(t);
   }
@@ -86,6 +86,12 @@ c10::IValue LazyCloneValue(const c10::IValue& value) { return MapTensors(value, 
 
 c10::IValue DetachValue(const c10::IValue& value) {
   return MapTensors(value, [](const at::Tensor& t) { return t.detach(); });
+}
+
+Kwargs MergeKwargs(const Kwargs& defaults, const Kwargs& overrides) {
+  Kwargs merged = defaults;
+  for (const auto& [name, value] : overrides) merged.insert_or_assign(name, value);
+  return merged;
 }
 
 std::string ShapeString(const at::Tensor& tensor) {

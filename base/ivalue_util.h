@@ -20,6 +20,10 @@ namespace kd {
 // Keyword arguments of a forward or a plugin, as in torch::jit::Kwargs.
 using Kwargs = std::unordered_map<std::string, c10::IValue>;
 
+// `defaults` with `overrides` on top (a config's kwargs over a call's, a group's over the
+// optimizer's).
+Kwargs MergeKwargs(const Kwargs& defaults, const Kwargs& overrides);
+
 // The kwargs a plugin's KwargsCheck (base/registry.h) sees.
 struct KwargsView {
   const Kwargs& kwargs;

@@ -43,13 +43,6 @@ std::pair<double, double> Betas(const Kwargs& kwargs) {
   return {b.at(0), b.at(1)};
 }
 
-// `defaults` with `overrides` on top.
-Kwargs Merged(const Kwargs& defaults, const Kwargs& overrides) {
-  Kwargs merged = defaults;
-  for (const auto& [name, value] : overrides) merged.insert_or_assign(name, value);
-  return merged;
-}
-
 // torch::optim's `Opt` over `groups`, each with its options made from the
 // defaults merged with its own kwargs.
 template <typename Opt, typename Options>
@@ -59,7 +52,7 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> Build(
   KD_ASSIGN_OR_RETURN(Options base, make_options(defaults));
   std::vector<torch::optim::OptimizerParamGroup> torch_groups;
   for (ParamGroup& group : groups) {
-    KD_ASSIGN_OR_RETURN(Options options, make_options(Merged(defaults, group.kwargs)));
+    KD_ASSIGN_OR_RETURN(Options options, make_options(MergeKwargs(defaults, group.kwargs)));
     torch_groups.emplace_back(std::move(group.params), std::make_unique<Options>(options));
   }
   return std::unique_ptr<torch::optim::Optimizer>(
@@ -404,8 +397,8 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": no trainable parameters (a frozen or parameter-free module?)"));
     }
-    KD_RETURN_IF_ERROR(
-        CheckPluginKwargValues(OptimizerRegistry(), key, Merged(kwargs, groups[i].kwargs), where));
+    KD_RETURN_IF_ERROR(CheckPluginKwargValues(OptimizerRegistry(), key,
+                                              MergeKwargs(kwargs, groups[i].kwargs), where));
     for (const at::Tensor& p : groups[i].params) {
       if (auto [it, inserted] = group_of.try_emplace(p.unsafeGetTensorImpl(), i); !inserted) {
         return absl::InvalidArgumentError(

@@ -7,12 +7,6 @@
 namespace kd {
 namespace proc_internal {
 
-Kwargs Merge(const Kwargs& defaults, const Kwargs& overrides) {
-  Kwargs merged = defaults;
-  for (const auto& [name, value] : overrides) merged.insert_or_assign(name, value);
-  return merged;
-}
-
 absl::Status Failure(absl::string_view kind, absl::string_view key, const std::exception& e) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
   return absl::InternalError(

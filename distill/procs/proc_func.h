@@ -53,9 +53,6 @@ namespace kd {
 
 namespace proc_internal {
 
-// Kwargs `defaults` overridden by `overrides`.
-Kwargs Merge(const Kwargs& defaults, const Kwargs& overrides);
-
 // Internal: `<kind> "<key>" failed: <what>`, keeping what_without_backtrace() of c10 errors.
 absl::Status Failure(absl::string_view kind, absl::string_view key, const std::exception& e);
 
@@ -88,7 +85,7 @@ class BoundProc {
     try {
       if (kwargs.empty()) return fn_(std::forward<A>(args)..., kwargs_);
       if (kwargs_.empty()) return fn_(std::forward<A>(args)..., kwargs);
-      return fn_(std::forward<A>(args)..., Merge(kwargs_, kwargs));
+      return fn_(std::forward<A>(args)..., MergeKwargs(kwargs_, kwargs));
     } catch (const std::exception& e) {
       return Failure(Kind::kKind, key_, e);
     }
