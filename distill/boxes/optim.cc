@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
 #include "base/status_macros.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"

@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/config/distill_config.pb.h"
