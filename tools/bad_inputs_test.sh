@@ -46,6 +46,7 @@ printf 'train { num_epochs: 1 }\n' >"$T/minimal.pbtxt"
 printf 'not a folder' >"$T/a_file"
 # Issue 31's: flag files, run folders, outputs that are inputs.
 printf '# a comment\n--confi=x\n' >"$T/unknown.flags"
+ln -s "$T/loop_b" "$T/loop_a" && ln -s "$T/loop_a" "$T/loop_b"  # symbolic links in a loop
 mkdir -p "$T/done" && printf '{}\n' >"$T/done/summary.json"
 sed 's|  name: "fashion_mnist_kd"|  name: "../../x"|' "$kd" >"$T/name_path.pbtxt"
 sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "tests/../tests/testdata/small_cnn.pt"|' \
