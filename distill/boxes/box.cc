@@ -43,45 +43,6 @@ using box_internal::InField;
 using box_internal::Seconds;
 using box_internal::StageRun;
 
-// The tensors of `model` (parameters, then buffers) as a dict path -> tensor,
-// for checkpoints.
-c10::impl::GenericDict StateDict(const Model& model) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
-    for (const auto& [name, tensor] : list) dict.insert(name, tensor.detach().cpu());
-  }
-  return dict;
-}
-
-absl::Status LoadStateDict(Model& model, const c10::IValue& value, absl::string_view what) {
-  if (!value.isGenericDict()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a dict"));
-  const c10::impl::GenericDict dict = value.toGenericDict();
-  at::NoGradGuard no_grad;
-  for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
-    for (const auto& [name, tensor] : list) {
-      auto it = dict.find(name);
-      if (it == dict.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": no tensor \"", name, "\""));
-      }
-      at::Tensor saved = it->value().toTensor();
-      if (!saved.sizes().equals(tensor.sizes())) {
-        return absl::InvalidArgumentError(absl::StrCat(what, ": \"", name, "\" is ",
-                                                       ShapeString(saved), ", the model's ",
-                                                       ShapeString(tensor)));
-      }
-      if (saved.is_floating_point() && saved.numel() > 0 && !saved.isfinite().all().item<bool>()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": \"", name,
-            "\" holds NaN or infinite values: the checkpoint was saved from a run that diverged; "
-            "resume from an earlier one"));
-      }
-      at::Tensor target = tensor;
-      target.copy_(saved);
-    }
-  }
-  return absl::OkStatus();
-}
-
 class BoxImpl final : public Box {
  public:
   BoxImpl(DistillConfig config, BoxOptions options)
@@ -214,7 +175,6 @@ class BoxImpl final : public Box {
   absl::StatusOr<RunResult> RunStages() {
     const Clock::time_point start = Clock::now();
     RunResult result;
-    KD_RETURN_IF_ERROR(CreateDirectories(ckpt_dir_));
     // Where to start: after the last checkpoint's epoch when resuming.
     size_t first_stage = 0;
     int64_t first_epoch = 0;
@@ -410,7 +370,7 @@ class BoxImpl final : public Box {
   absl::Status Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
                           std::optional<double> metric, bool lower_is_better) {
     c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-    dict.insert("format", std::string("libkd-checkpoint-1"));
+    dict.insert("format", std::string(kCheckpointFormat));
     dict.insert("stage", static_cast<int64_t>(stage_index));
     dict.insert("stage_name", stage.name());
     // A finished stage resumes at the start of the next one.
@@ -435,24 +395,8 @@ class BoxImpl final : public Box {
       dict.insert("fresh_stage", true);
     }
     if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes them
-    const c10::IValue value(dict);
-    const CheckpointConfig& config = config_.checkpoint();
-    if (!config.has_save_last() || config.save_last()) {
-      KD_RETURN_IF_ERROR(WriteTorchFile(LastPath(), value));
-    }
-    if (improved && (!config.has_save_best() || config.save_best())) {
-      KD_RETURN_IF_ERROR(WriteTorchFile((fs::path(ckpt_dir_) / "best.pt").string(), value));
-    }
-    if (stage_done) {  // the stage checkpoint: where the next stage starts
-      KD_RETURN_IF_ERROR(WriteTorchFile(
-          (fs::path(ckpt_dir_) / absl::StrCat(stage.name(), ".pt")).string(), value));
-    }
-    if (config.every_n_epochs() > 0 && epochs_done % config.every_n_epochs() == 0) {
-      KD_RETURN_IF_ERROR(WriteTorchFile(
-          (fs::path(ckpt_dir_) / absl::StrCat(stage.name(), "_epoch", epochs_done, ".pt")).string(),
-          value));
-    }
-    return absl::OkStatus();
+    return WriteCheckpointFiles(c10::IValue(dict), ckpt_dir_, config_.checkpoint(), stage.name(),
+                                epochs_done, improved, stage_done);
   }
 
   DistillConfig config_;

@@ -1,10 +1,15 @@
 #include "distill/boxes/checkpoint.h"
 
+#include <filesystem>
+
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/List.h>
+#include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 
@@ -57,7 +62,7 @@ absl::Status ByteTensor(const c10::impl::GenericDict& dict, const char* key) {
   return absl::OkStatus();
 }
 
-absl::Status NumberList(const c10::impl::GenericDict& dict, const char* key) {
+absl::Status DoubleListAt(const c10::impl::GenericDict& dict, const char* key) {
   const c10::IValue* v = Find(dict, key);
   if (v == nullptr) return absl::OkStatus();
   if (!v->isDoubleList()) {
@@ -114,8 +119,8 @@ absl::Status CheckCheckpoint(const c10::IValue& value) {
       groups != nullptr && !groups->isIntList()) {
     return Bad("\"optimizer_groups\" is not a list of integers");
   }
-  KD_RETURN_IF_ERROR(NumberList(dict, "scheduler"));
-  KD_RETURN_IF_ERROR(NumberList(dict, "grad_scaler"));
+  KD_RETURN_IF_ERROR(DoubleListAt(dict, "scheduler"));
+  KD_RETURN_IF_ERROR(DoubleListAt(dict, "grad_scaler"));
   KD_RETURN_IF_ERROR(NonNegativeInt(dict, "grad_count"));
   KD_RETURN_IF_ERROR(TensorDict(dict, "loss_state", /*required=*/true));
   KD_RETURN_IF_ERROR(TensorDict(dict, "auxiliary_modules", /*required=*/false));
@@ -128,6 +133,64 @@ absl::StatusOr<c10::impl::GenericDict> ReadCheckpoint(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", s.message()));
   }
   return saved.toGenericDict();
+}
+
+c10::impl::GenericDict StateDict(const Model& model) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
+    for (const auto& [name, tensor] : list) dict.insert(name, tensor.detach().cpu());
+  }
+  return dict;
+}
+
+absl::Status LoadStateDict(Model& model, const c10::IValue& value, absl::string_view what) {
+  if (!value.isGenericDict()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a dict"));
+  const c10::impl::GenericDict dict = value.toGenericDict();
+  at::NoGradGuard no_grad;
+  for (const auto& list : {model.NamedParameters(), model.NamedBuffers()}) {
+    for (const auto& [name, tensor] : list) {
+      auto it = dict.find(name);
+      if (it == dict.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": no tensor \"", name, "\""));
+      }
+      at::Tensor saved = it->value().toTensor();
+      if (!saved.sizes().equals(tensor.sizes())) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": \"", name, "\" is ",
+                                                       ShapeString(saved), ", the model's ",
+                                                       ShapeString(tensor)));
+      }
+      if (saved.is_floating_point() && saved.numel() > 0 && !saved.isfinite().all().item<bool>()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": \"", name,
+            "\" holds NaN or infinite values: the checkpoint was saved from a run that diverged; "
+            "resume from an earlier one"));
+      }
+      at::Tensor target = tensor;
+      target.copy_(saved);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCheckpointFiles(const c10::IValue& value, const std::string& dir,
+                                  const CheckpointConfig& config, const std::string& stage,
+                                  int64_t epochs_done, bool improved, bool stage_done) {
+  namespace fs = std::filesystem;
+  if (!config.has_save_last() || config.save_last()) {
+    KD_RETURN_IF_ERROR(WriteTorchFile((fs::path(dir) / "last.pt").string(), value));
+  }
+  if (improved && (!config.has_save_best() || config.save_best())) {
+    KD_RETURN_IF_ERROR(WriteTorchFile((fs::path(dir) / "best.pt").string(), value));
+  }
+  if (stage_done) {  // the stage checkpoint: where the next stage starts
+    KD_RETURN_IF_ERROR(
+        WriteTorchFile((fs::path(dir) / absl::StrCat(stage, ".pt")).string(), value));
+  }
+  if (config.every_n_epochs() > 0 && epochs_done % config.every_n_epochs() == 0) {
+    KD_RETURN_IF_ERROR(WriteTorchFile(
+        (fs::path(dir) / absl::StrCat(stage, "_epoch", epochs_done, ".pt")).string(), value));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kd

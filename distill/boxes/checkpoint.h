@@ -20,6 +20,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "distill/config/distill_config.pb.h"
+#include "hooks/model.h"
 
 namespace kd {
 
@@ -33,6 +36,21 @@ absl::Status CheckCheckpoint(const c10::IValue& value);
 // The checkpoint at `path`: read (regular file, CRC-32s verified), unpickled and checked.
 // Errors are "path: reason".
 absl::StatusOr<c10::impl::GenericDict> ReadCheckpoint(const std::string& path);
+
+// The tensors of `model` (parameters, then buffers) as a dict path -> tensor (detached, on the
+// CPU), as checkpoints hold the models.
+c10::impl::GenericDict StateDict(const Model& model);
+
+// Copies a checkpoint's dict of `model`'s tensors into it. InvalidArgument naming `what` (the
+// file) for a missing tensor, another shape, or NaN or infinite values.
+absl::Status LoadStateDict(Model& model, const c10::IValue& value, absl::string_view what);
+
+// Writes checkpoint `value` (atomically) where `config` says, under `dir`: "last.pt" (unless
+// save_last is false), "best.pt" when `improved` (unless save_best is false), "<stage>.pt" when
+// the stage is done, "<stage>_epoch<N>.pt" every config.every_n_epochs epochs.
+absl::Status WriteCheckpointFiles(const c10::IValue& value, const std::string& dir,
+                                  const CheckpointConfig& config, const std::string& stage,
+                                  int64_t epochs_done, bool improved, bool stage_done);
 
 }  // namespace kd
 
