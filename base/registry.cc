@@ -27,30 +27,6 @@ Directory& GetDirectory() {
 
 }  // namespace
 
-absl::string_view KwargTypeName(KwargType type) {
-  switch (type) {
-    case KwargType::kAny:
-      return "any value";
-    case KwargType::kNumber:
-      return "number";
-    case KwargType::kInteger:
-      return "integer";
-    case KwargType::kBool:
-      return "bool";
-    case KwargType::kString:
-      return "string";
-    case KwargType::kNumberList:
-      return "list of numbers";
-    case KwargType::kIntegerList:
-      return "list of integers";
-    case KwargType::kStringList:
-      return "list of strings";
-    case KwargType::kDict:
-      return "dict";
-  }
-  return "unknown type";
-}
-
 std::vector<std::string> RegistryBase::Keys() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<std::string> keys;
@@ -115,8 +91,8 @@ absl::Status RegistryBase::NotFoundLocked(absl::string_view key) const {
                     "alwayslink = True?)");
   } else {
     const std::string near = DidYouMean(key, keys);
-    absl::StrAppend(&message, "; ", near, near.empty() ? "" : " ", "registered: ",
-                    absl::StrJoin(keys, ", "));
+    absl::StrAppend(&message, "; ", near, near.empty() ? "" : " ",
+                    "registered: ", absl::StrJoin(keys, ", "));
   }
   return absl::NotFoundError(message);
 }

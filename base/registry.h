@@ -1,5 +1,6 @@
 // Plugins by key: one registry template for every plugin kind (process functions, losses,
-// models, datasets, optimizers, schedulers, ...).
+// models, datasets, optimizers, schedulers, ...), each plugin with its kwargs contract
+// (kd::KwargSpec, base/kwargs.h).
 //
 //   // The registry of a kind, created on first use (safe from static initializers).
 //   kd::Registry<LossFn>& LossRegistry() {
@@ -14,8 +15,8 @@
 //   KD_REGISTER(LossRegistry(), "custom", Custom, kd::kAnyKwargs);  // any kwargs, unchecked
 //   // Ranges and choices in the specs; relations between kwargs in a check of the plugin's own:
 //   KD_REGISTER(LossRegistry(), "dkd", DkdLoss,
-//               {{.name = "temperature", .type = kd::KwargType::kNumber, .min = 0,
-//                 .min_exclusive = true}},
+//               {{.name = "temperature", .type = kd::KwargType::kNumber, .default_value = 4.0,
+//                 .min = 0, .min_exclusive = true}},
 //               [](const kd::KwargsView& view) { return absl::OkStatus(); });
 //
 //   // Lookup; an unknown key gives NotFound naming the nearest key and listing all of them.
@@ -38,53 +39,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/kwargs.h"
 
 namespace kd {
-
-// The type a keyword argument of a plugin must have in a config.
-enum class KwargType {
-  kAny,          // anything
-  kNumber,       // a number (an integer is accepted and converted)
-  kInteger,      // an integer
-  kBool,         // true / false
-  kString,       // a string
-  kNumberList,   // a list of numbers (integers accepted)
-  kIntegerList,  // a list of integers
-  kStringList,   // a list of strings
-  kDict,         // nested keyword arguments
-};
-
-// "number", "integer", ...: the name used in messages.
-absl::string_view KwargTypeName(KwargType type);
-
-// One keyword argument a plugin accepts: its contract, checked by config validation before
-// anything runs (with the file, line and column of the offending value).
-//
-//   {.name = "temperature", .type = KwargType::kNumber, .doc = "softmax temperature; 4",
-//    .min = 0, .min_exclusive = true}
-//   {.name = "reduction", .type = KwargType::kString, .choices = {"mean", "sum", "none"}}
-struct KwargSpec {
-  std::string name;
-  KwargType type = KwargType::kAny;
-  std::string doc;  // one line: meaning, unit, default
-  // Bounds of a number or integer (of each element of a list); unset: unbounded. Every
-  // number in a config must be finite, bounded or not.
-  std::optional<double> min;
-  std::optional<double> max;
-  bool min_exclusive = false;  // min < value instead of min <= value
-  bool max_exclusive = false;
-  // The values a string (or each string of a list) may take; empty: any.
-  std::vector<std::string> choices;
-  // Whether a config must give it.
-  bool required = false;
-};
-
-// A plugin's own check of its kwargs as a whole (relations between them: "alpha + beta <= 1"),
-// run by config validation after every KwargSpec check has passed. InvalidArgument with a
-// message naming the kwargs; OK otherwise. `view.kwargs` are the values as
-// kd::KwargsFromConfig gives them (KwargsView is defined in base/ivalue_util.h).
-struct KwargsView;
-using KwargsCheck = std::function<absl::Status(const KwargsView& view)>;
 
 // Given to KD_REGISTER instead of a kwarg spec list: the plugin accepts any keyword arguments,
 // and config validation checks neither their names nor their types. Every registration says
@@ -209,8 +166,8 @@ namespace internal {
 template <typename T>
 bool RegisterOrDie(Registry<T>& registry, RegistrationSite site, const std::string& key, T value,
                    std::optional<std::vector<KwargSpec>> kwargs, KwargsCheck check = nullptr) {
-  absl::Status status = registry.Register(key, std::move(value), std::move(site),
-                                          std::move(kwargs), std::move(check));
+  absl::Status status = registry.Register(key, std::move(value), std::move(site), std::move(kwargs),
+                                          std::move(check));
   if (!status.ok()) DieOfRegistrationError(status);
   return true;
 }

@@ -2,58 +2,28 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 #include <tuple>
 #include <utility>
 
-#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "hooks/hook_point.h"
+#include "hooks/internal/recorded_values.h"
 #include "hooks/internal/write_guard.h"
 #include "hooks/native_model.h"
 
 namespace kd {
-namespace {
 
-// torchdistill's gather: tensors concatenated on dim 0, tuples and lists element-wise.
-c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
-  const c10::IValue& first = values.front();
-  if (first.isTensor()) {
-    std::vector<at::Tensor> parts;
-    for (const c10::IValue& v : values) parts.push_back(v.toTensor().to(device));
-    return at::cat(parts, 0);
-  }
-  if (first.isTuple()) {
-    std::vector<c10::IValue> gathered;
-    for (size_t i = 0; i < first.toTupleRef().elements().size(); ++i) {
-      std::vector<c10::IValue> column;
-      for (const c10::IValue& v : values) column.push_back(v.toTupleRef().elements()[i]);
-      gathered.push_back(Gather(column, device));
-    }
-    return c10::ivalue::Tuple::create(std::move(gathered));
-  }
-  return ToDevice(values.back(), device);
-}
-
-}  // namespace
-
-// One hook: its options, its recorded values, and the handle that keeps its recorder in place.
+// One hook: its options, its recorded values (hooks/internal/recorded_values.h), and the handle
+// that keeps its recorder in place.
 struct ForwardHookManager::Hook {
-  // The values of one io type recorded on one device, in call order (one if !accumulates).
-  struct OnDevice {
-    c10::Device device;
-    std::vector<c10::IValue> values;
-    // With write guards: one per value (guards[i] for values[i]), resolved (and emptied)
-    // before the values are popped, and kept for the next values.
-    std::vector<internal::WriteGuard> guards;
-  };
-  using Recorded = std::vector<OnDevice>;  // usually one device
+  using OnDevice = internal::RecordedOnDevice;
+  using Recorded = internal::Recorded;
 
   std::string key;
   HookOptions options;
@@ -73,7 +43,7 @@ struct ForwardHookManager::Hook {
         output_value.isTuple() && output_value.toTupleRef().elements().size() == 1
             ? output_value.toTupleRef().elements()[0]
             : output_value;
-    const c10::Device on = DeviceOf(out, args);
+    const c10::Device on = internal::RecordingDevice(out, args);
     // The input first: it is usually the output the previous hooked module returned, and
     // shares its write guard.
     if (options.requires_input) {
@@ -82,53 +52,12 @@ struct ForwardHookManager::Hook {
     if (options.requires_output) Store(output, on, out);
   }
 
-  // Where a call's values are recorded: the device of the output's first
-  // tensor, else of the args', else the CPU.
-  static c10::Device DeviceOf(const c10::IValue& out, const std::vector<c10::IValue>& args) {
-    if (out.isTensor()) return out.toTensor().device();
-    std::optional<c10::Device> device = FirstTensorDevice(out);
-    for (size_t i = 0; !device && i < args.size(); ++i) device = FirstTensorDevice(args[i]);
-    return device.value_or(c10::Device(c10::kCPU));
-  }
-
   void Store(Recorded& recorded, c10::Device device, c10::IValue value) {
-    OnDevice* on = nullptr;
-    if (!recorded.empty() && recorded.front().device == device) {
-      on = &recorded.front();  // the usual case: one device
-    } else {
-      auto it = std::find_if(recorded.begin(), recorded.end(),
-                             [device](const OnDevice& d) { return d.device == device; });
-      if (it == recorded.end()) {
-        recorded.push_back(OnDevice{device, {}});
-        it = recorded.end() - 1;
-      }
-      on = &*it;
-    }
-    const bool replaces = !options.accumulates && !on->values.empty();  // the last call wins
-    if (write_guards != nullptr) {
-      // Guards outlive their values' pop, resolved (empty), and serve the next calls.
-      const size_t index = on->values.size() - (replaces ? 1 : 0);
-      if (index == on->guards.size()) {
-        on->guards.emplace_back();
-      } else if (on->guards[index].armed()) {
-        on->guards[index] = internal::WriteGuard();  // the replaced call's, released
-      }
-      write_guards->Keep(value, on->guards[index]);
-    }
-    if (replaces) {
-      on->values.back() = std::move(value);
-      return;
-    }
-    on->values.push_back(std::move(value));
+    internal::StoreValue(recorded, device, std::move(value), options.accumulates, write_guards);
   }
 
   // The recorded values as returned: what a write guard kept, where the forward wrote later.
-  void Resolve(OnDevice& on) {
-    if (write_guards == nullptr) return;
-    for (size_t i = 0; i < on.values.size(); ++i) {
-      write_guards->ResolveInPlace(on.values[i], on.guards[i]);
-    }
-  }
+  void Resolve(OnDevice& on) { internal::ResolveValues(on, write_guards); }
   void Resolve() {
     for (Recorded* recorded : {&input, &output}) {
       for (OnDevice& d : *recorded) Resolve(d);
@@ -136,12 +65,17 @@ struct ForwardHookManager::Hook {
   }
 
   void Clear() {
-    for (Recorded* recorded : {&input, &output}) {
-      for (OnDevice& d : *recorded) {
-        d.values.clear();  // keeps the capacity
-        d.guards.clear();
-      }
-    }
+    internal::ClearValues(input);
+    internal::ClearValues(output);
+  }
+
+  // The I/O dict value of `values`, this hook's calls in order.
+  absl::StatusOr<c10::IValue> Finish(absl::string_view io_type,
+                                     std::vector<c10::IValue> values) const {
+    return internal::CombineCalls(
+        std::move(values),
+        {.accumulates = options.accumulates, .stacks_accumulated = options.stacks_accumulated}, key,
+        io_type);
   }
 };
 
@@ -261,36 +195,6 @@ absl::Status ForwardHookManager::CheckHooksFired() {
   return NeverRanThroughHookPointError(silent);
 }
 
-absl::StatusOr<c10::IValue> ForwardHookManager::Finish(const Hook& hook, absl::string_view io_type,
-                                                       std::vector<c10::IValue> values) const {
-  const std::string& key = hook.key;
-  if (!hook.options.accumulates) return values.back();
-  if (!hook.options.stacks_accumulated) {
-    c10::impl::GenericList list(c10::AnyType::get());
-    for (c10::IValue& v : values) list.push_back(std::move(v));
-    return c10::IValue(list);
-  }
-  std::vector<at::Tensor> tensors;
-  for (const c10::IValue& v : values) {
-    if (!v.isTensor()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot stack the accumulated ", io_type, " of ", QuoteName(key), ": a call gave a ",
-          v.tagKind(), ", not a tensor; drop stacks_accumulated for this hook"));
-    }
-    tensors.push_back(v.toTensor());
-  }
-  for (const at::Tensor& t : tensors) {
-    if (!t.sizes().equals(tensors.front().sizes())) {
-      std::vector<std::string> shapes;
-      for (const at::Tensor& s : tensors) shapes.push_back(ShapeString(s));
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot stack the accumulated ", io_type, " of ", QuoteName(key), ": shapes differ (",
-          absl::StrJoin(shapes, ", "), "); drop stacks_accumulated or keep the shapes equal"));
-    }
-  }
-  return c10::IValue(at::stack(tensors, 0));
-}
-
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   KD_RETURN_IF_ERROR(CheckHooksFired());
   IoDict result;
@@ -350,12 +254,13 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
           for (const Hook::OnDevice& d : recorded) {
             if (!d.values.empty()) per_device.push_back(d.values[i]);
           }
-          KD_ASSIGN_OR_RETURN(c10::IValue gathered,
-                              CallTorch([&] { return Gather(per_device, target_device_); }));
+          KD_ASSIGN_OR_RETURN(c10::IValue gathered, CallTorch([&] {
+                                return internal::Gather(per_device, target_device_);
+                              }));
           values.push_back(std::move(gathered));
         }
       }
-      KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
+      KD_ASSIGN_OR_RETURN(out[io_type], hook->Finish(io_type, std::move(values)));
     }
     if (!cleared) hook->Clear();
   }
@@ -391,7 +296,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
         if (d.device != device || d.values.empty()) continue;
         hook->Resolve(d);
         std::vector<c10::IValue> values = std::exchange(d.values, {});
-        KD_ASSIGN_OR_RETURN(out[io_type], Finish(*hook, io_type, std::move(values)));
+        KD_ASSIGN_OR_RETURN(out[io_type], hook->Finish(io_type, std::move(values)));
       }
     }
   }

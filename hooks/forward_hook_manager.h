@@ -124,8 +124,6 @@ class ForwardHookManager {
   absl::Status CheckHooksFired();
   // hooks_ in key order (the I/O dict's order), and models_, rebuilt when hooks change.
   const std::vector<Hook*>& SortedHooks();
-  absl::StatusOr<c10::IValue> Finish(const Hook& hook, absl::string_view io_type,
-                                     std::vector<c10::IValue> values) const;
 
   c10::Device target_device_;
   std::vector<std::unique_ptr<Hook>> hooks_;

@@ -31,16 +31,13 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/jit/api/module.h>
-#include <torch/nn/module.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
 #include "hooks/forward_hook_manager.h"
-#include "hooks/hook_point.h"
+#include "hooks/internal/benchmark_models.h"
 #include "hooks/native_model.h"
-#include "hooks/torchscript_model.h"
 #include "testing/bench_models.h"
 #include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"
@@ -49,7 +46,12 @@
 namespace kd {
 namespace {
 
-constexpr int kHookedCalls = 5;
+using internal::ChainForwards;
+using internal::HookChain;
+using internal::kHookedCalls;
+using internal::NativeChain;
+using internal::SecondsPerForward;
+using internal::TorchScriptChain;
 
 // One benchmark: `model` (with or without hooks from `paths`) on `input`.
 void Register(const std::string& name, std::shared_ptr<Model> model, at::Tensor input,
@@ -84,65 +86,6 @@ std::string NsPerHookedCall(double hooked_s, double plain_s) {
                          (hooked_s - plain_s) * 1e9 / kHookedCalls, kHookedCalls);
 }
 
-// TorchScript: root.forward calls m0 ... m4, each `x + 1`.
-std::shared_ptr<Model> TorchScriptChain() {
-  torch::jit::Module root("Chain");
-  std::string body = "def forward(self, x):\n";
-  for (int i = 0; i < kHookedCalls; ++i) {
-    torch::jit::Module m("AddOne" + std::to_string(i));
-    m.define("def forward(self, x):\n  return x + 1\n");
-    root.register_module("m" + std::to_string(i), m);
-    body += "  x = self.m" + std::to_string(i) + ".forward(x)\n";
-  }
-  root.define(body + "  return x\n");
-  std::shared_ptr<Model> model = MakeTorchScriptModel(root);
-  model->SetTraining(false);
-  return model;
-}
-
-// Native: the same chain through hook points.
-struct AddOneImpl : torch::nn::Module {
-  at::Tensor forward(at::Tensor x) { return x + 1; }
-};
-TORCH_MODULE(AddOne);
-
-struct ChainImpl : torch::nn::Module {
-  ChainImpl() {
-    for (int i = 0; i < kHookedCalls; ++i) {
-      m.push_back(register_module("m" + std::to_string(i), AddOne()));
-    }
-  }
-  at::Tensor forward(at::Tensor x) {
-    for (AddOne& child : m) x = Call(child, x);
-    return x;
-  }
-  std::vector<AddOne> m;
-};
-
-std::shared_ptr<Model> NativeChain() {
-  std::shared_ptr<Model> model = MakeNativeModel(std::make_shared<ChainImpl>());
-  model->SetTraining(false);
-  return model;
-}
-
-// Hooks m0..m4 of a chain with `values`; exits on failure.
-void HookChain(Model& chain, ForwardHookManager& manager, HookValues values) {
-  for (int i = 0; i < kHookedCalls; ++i) {
-    if (!manager.AddHook(chain, "m" + std::to_string(i), {.values = values}).ok()) std::exit(2);
-  }
-}
-
-// `forwards` forwards of `model` on `input`, each popped from `manager` if it has hooks.
-[[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager,
-                                     const at::Tensor& input, int forwards) {
-  at::NoGradGuard no_grad;
-  const bool hooked = !manager.HookedKeys().empty();
-  for (int i = 0; i < forwards; ++i) {
-    model.Forward({input});
-    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
-  }
-}
-
 // The cost of one hooked call (input and output recorded, popped), as the median over
 // alternating pairs of (hooked chain - plain chain) CPU time, per hooked call: the steadier
 // statistic on a shared machine. Returns ns.
@@ -159,22 +102,6 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
                                    [&] { ChainForwards(*hooked, manager, one, kForwardsPerRun); },
                                    /*pairs=*/101);
   return seconds * 1e9 / (kForwardsPerRun * kHookedCalls);
-}
-
-// Thread CPU time of `forwards` forwards of `model` (each popped from `manager` if it has hooks),
-// per forward; with `grad`, on an input that requires grad (autograd records the graph).
-double SecondsPerForward(Model& model, ForwardHookManager& manager, const at::Tensor& input,
-                         bool grad, int forwards) {
-  const at::Tensor x = grad ? input.clone().requires_grad_(true) : input;
-  std::optional<at::NoGradGuard> no_grad;
-  if (!grad) no_grad.emplace();
-  const bool hooked = !manager.HookedKeys().empty();
-  const double start = test::ThreadSeconds();
-  for (int i = 0; i < forwards; ++i) {
-    model.Forward({x});
-    if (hooked && !manager.PopIoDict().ok()) std::exit(2);
-  }
-  return (test::ThreadSeconds() - start) / forwards;
 }
 
 // --peers: libkd's ForwardHookManager against torchdistill's (hooks/peer_hook_timing.py, a

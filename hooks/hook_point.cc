@@ -14,7 +14,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "base/ivalue_util.h"
+#include "hooks/internal/lazy_clone.h"
 #include "hooks/internal/pooled_args.h"
 
 namespace kd {

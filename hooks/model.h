@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "hooks/hook.h"
 
 namespace kd {

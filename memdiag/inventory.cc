@@ -1,3 +1,5 @@
+// Collecting tensor and storage inventories, the owners of a storage, memory stats; the diffs
+// and their logs are in memdiag/inventory_diff.cc.
 #include "memdiag/inventory.h"
 
 #include <algorithm>
@@ -8,17 +10,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "memdiag/internal/cuda_backend.h"
+#include "memdiag/internal/inventory_text.h"
 #include "memdiag/tracking_allocator.h"
 
 namespace kd {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
-
-std::string DeviceName(c10::Device device) {
-  return device.is_cpu() ? std::string("cpu") : device.str();
-}
+using memdiag_internal::DeviceName;
+using memdiag_internal::DtypeName;
+using memdiag_internal::kGiB;
+using memdiag_internal::Unowned;
 
 bool Included(const at::Tensor& t, const InventoryOptions& options) {
   const bool cuda = t.device().is_cuda();
@@ -27,39 +28,6 @@ bool Included(const at::Tensor& t, const InventoryOptions& options) {
 
 Shape ShapeOf(const at::Tensor& t) { return Shape(t.sizes().begin(), t.sizes().end()); }
 
-std::string DtypeName(c10::ScalarType type) {
-  static const auto* names = [] {
-    auto* table = new std::vector<std::string>();
-    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-      const auto t = static_cast<c10::ScalarType>(i);
-      std::string name;
-      try {
-        name = absl::StrCat("torch.", std::string(c10::getDtypeNames(t).first));
-      } catch (...) {
-        name = absl::StrCat("torch.", c10::toString(t));
-      }
-      table->push_back(std::move(name));
-    }
-    return table;
-  }();
-  return (*names)[static_cast<int>(type)];
-}
-
-std::string Unowned(int64_t nbytes, const std::string& device, uint64_t seq,
-                    const std::string& scope, int64_t step) {
-  if (seq == 0) {  // not the tracking allocator's: a CUDA caching-allocator block
-    return absl::StrCat("unowned: ", nbytes, " bytes on ", device, " that no root reaches");
-  }
-  std::string where =
-      scope.empty() ? "outside any annotated scope" : absl::StrCat("in scope \"", scope, "\"");
-  if (step >= 0) absl::StrAppend(&where, " step ", step);
-  return absl::StrCat("unowned: ", nbytes, " bytes allocated ", where, " (#", seq, ")");
-}
-
-std::string Unowned(const StorageInfo& info) {
-  return Unowned(info.nbytes, info.device_name(), info.seq, info.scope(), info.step);
-}
-
 // A caching-allocator block no root reaches, as an inventory lists it.
 StorageInfo UnownedCudaBlock(const memdiag_internal::CudaBlock& block) {
   return StorageInfo{
@@ -67,44 +35,7 @@ StorageInfo UnownedCudaBlock(const memdiag_internal::CudaBlock& block) {
       .device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(block.device))};
 }
 
-// Groups what `after` has and `before` does not by key(info); fill(bucket, info) sets a
-// bucket's example from the info that `better` prefers (so the result does not depend on the
-// hash order).
-template <typename Bucket, typename Inventory, typename Key, typename Fill, typename Better>
-InventoryDiff<Bucket> Group(const Inventory& before, const Inventory& after, Key key, Fill fill,
-                            Better better) {
-  using Info = typename Inventory::value_type::second_type;
-  std::map<decltype(key(std::declval<const Info&>())), std::pair<Bucket, const Info*>> buckets;
-  for (const auto& [id, info] : after) {
-    if (before.contains(id)) continue;
-    auto& [bucket, example] = buckets[key(info)];
-    if (example == nullptr || better(info, *example)) {
-      example = &info;
-      fill(bucket, info);
-    }
-    ++bucket.count;
-    bucket.total_bytes += info.nbytes;
-  }
-  InventoryDiff<Bucket> diff;
-  for (auto& [k, entry] : buckets) {
-    diff.total_bytes += entry.first.total_bytes;
-    diff.buckets.push_back(std::move(entry.first));
-  }
-  std::stable_sort(diff.buckets.begin(), diff.buckets.end(),
-                   [](const Bucket& a, const Bucket& b) { return a.total_bytes > b.total_bytes; });
-  return diff;
-}
-
 }  // namespace
-
-template <typename Bucket>
-int64_t InventoryDiff<Bucket>::count() const {
-  int64_t n = 0;
-  for (const Bucket& b : buckets) n += b.count;
-  return n;
-}
-template struct InventoryDiff<TensorDiffBucket>;
-template struct InventoryDiff<StorageDiffBucket>;
 
 void MemoryRoots::Add(const std::string& name, std::function<void(const TensorVisitor&)> visit) {
   roots_[name] = std::move(visit);
@@ -308,86 +239,6 @@ StorageInventory CollectStorageInventory(const MemoryRoots& roots,
   return inventory;
 }
 
-TensorDiff DiffTensorInventories(const TensorInventory& before, const TensorInventory& after) {
-  return Group<TensorDiffBucket>(
-      before, after,
-      [](const TensorInfo& i) { return std::make_tuple(i.shape, i.dtype, i.device); },
-      [](TensorDiffBucket& b, const TensorInfo& i) {
-        b.shape = i.shape;
-        b.dtype = i.dtype;
-        b.device = i.device;
-        b.example_path = i.path;
-      },
-      [](const TensorInfo& a, const TensorInfo& b) {
-        return a.path.size() != b.path.size() ? a.path.size() < b.path.size() : a.path < b.path;
-      });
-}
-
-StorageDiff DiffStorageInventories(const StorageInventory& before, const StorageInventory& after) {
-  return Group<StorageDiffBucket>(
-      before, after,
-      [](const StorageInfo& i) {
-        return std::make_tuple(i.nbytes, i.device_name(), i.dtype_name());
-      },
-      [](StorageDiffBucket& b, const StorageInfo& i) {
-        b.nbytes = i.nbytes;
-        b.device = i.device_name();
-        b.representative_shape = i.representative_shape();
-        b.representative_dtype = i.dtype_name();
-        b.example_view_shapes = i.view_shapes;
-        b.example_owner = i.owners.empty() ? Unowned(i) : i.owners.front();
-      },
-      [](const StorageInfo& a, const StorageInfo& b) {
-        if (a.seq != b.seq) return a.seq < b.seq;
-        return a.owners < b.owners;
-      });
-}
-
-TensorDiff LogTensorDiff(const TensorInventory& before, const TensorInventory& after,
-                         const std::string& label, int max_buckets, std::ostream& out) {
-  TensorDiff diff = DiffTensorInventories(before, after);
-  out << absl::StrFormat("TENSOR_DIFF [%s] NEW tensors: count=%d total=%.3fGiB\n", label,
-                         diff.count(), diff.total_bytes / kGiB);
-  const size_t rows =
-      max_buckets <= 0 ? diff.buckets.size() : std::min<size_t>(max_buckets, diff.buckets.size());
-  for (size_t i = 0; i < rows; ++i) {
-    const TensorDiffBucket& b = diff.buckets[i];
-    out << absl::StrFormat("  NEW %s %s on %s  x%d  total=%.1fMiB  (e.g. %s)\n",
-                           ShapeTuple(b.shape), b.dtype, b.device, b.count, b.total_bytes / kMiB,
-                           b.example_path);
-  }
-  if (rows < diff.buckets.size()) {
-    out << absl::StrFormat("  ... (%d more buckets)\n", diff.buckets.size() - rows);
-  }
-  return diff;
-}
-
-StorageDiff LogStorageDiff(const StorageInventory& before, const StorageInventory& after,
-                           const std::string& label, int max_buckets, std::ostream& out) {
-  StorageDiff diff = DiffStorageInventories(before, after);
-  out << absl::StrFormat("STORAGE_DIFF [%s] NEW storages: count=%d total=%.3fGiB\n", label,
-                         diff.count(), diff.total_bytes / kGiB);
-  const size_t rows =
-      max_buckets <= 0 ? diff.buckets.size() : std::min<size_t>(max_buckets, diff.buckets.size());
-  for (size_t i = 0; i < rows; ++i) {
-    const StorageDiffBucket& b = diff.buckets[i];
-    out << absl::StrFormat("  NEW storage %.1fMiB on %s  x%d  total=%.1fMiB  (rep: %s %s)\n",
-                           b.nbytes / kMiB, b.device, b.count, b.total_bytes / kMiB,
-                           ShapeTuple(b.representative_shape), b.representative_dtype);
-    if (!b.example_view_shapes.empty()) {
-      std::vector<std::string> shapes;
-      for (const auto& s : b.example_view_shapes) shapes.push_back(ShapeTuple(s));
-      out << "    view_shapes (in one example storage of this bucket): ["
-          << absl::StrJoin(shapes, ", ") << "]\n";
-    }
-    out << "    held by: " << b.example_owner << "\n";
-  }
-  if (rows < diff.buckets.size()) {
-    out << absl::StrFormat("  ... (%d more buckets)\n", diff.buckets.size() - rows);
-  }
-  return diff;
-}
-
 std::vector<std::pair<std::string, at::Tensor>> FindTensorsForDataPtrs(
     const MemoryRoots& roots, const std::set<const void*>& data_ptrs) {
   std::vector<std::pair<std::string, at::Tensor>> out;
@@ -412,7 +263,8 @@ std::vector<std::string> DescribeOwners(const MemoryRoots& roots, const void* da
   if (cuda != nullptr && cuda->Available()) {
     for (const memdiag_internal::CudaBlock& block : cuda->ActiveBlocks()) {
       if (block.address != data_ptr) continue;
-      return {Unowned(UnownedCudaBlock(block))};
+      const StorageInfo info = UnownedCudaBlock(block);
+      return {Unowned(info.nbytes, info.device_name(), info.seq, info.scope(), info.step)};
     }
   }
   return {"unknown (no root holds it and no allocator libkd sees allocated it)"};

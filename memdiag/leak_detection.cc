@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "memdiag/tracking_allocator.h"

@@ -22,6 +22,8 @@
 #include <string>
 #include <utility>
 
+#include <c10/core/Device.h>
+
 #include "absl/status/statusor.h"
 #include "memdiag/inventory.h"
 #include "memdiag/memory_history.h"

@@ -27,7 +27,7 @@
 #include "base/file_util.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/ddp.h"
+#include "distill/boxes/distributed/ddp.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
 #include "google/protobuf/descriptor.h"

@@ -26,7 +26,7 @@ PACKAGES=(
   # Libraries (see third_party/system_build_files.bzl); libtorch comes from the wheel.
   libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
-  # Gloo's headers for c10d's ProcessGroupGloo (distill/boxes/ddp): the torch wheel ships
+  # Gloo's headers for c10d's ProcessGroupGloo (distill/boxes/distributed/ddp): the torch wheel ships
   # libtorch's own gloo but not its headers.
   libgloo-dev
   # tcmalloc, the training binaries' malloc (a CPU training step spends ~20% of its time in

@@ -10,22 +10,13 @@
 #include <torch/nn/pimpl.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
 
 namespace kd {
 namespace {
-
-int64_t Int(const Kwargs& kwargs, const char* name, int64_t fallback) {
-  auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toInt();
-}
-
-bool Bool(const Kwargs& kwargs, const char* name, bool fallback) {
-  auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toBool();
-}
 
 // conv (k x k, same padding) then batch norm: "conv.weight", "bn.weight", ...
 class ConvConnectorImpl : public torch::nn::Module {
@@ -47,57 +38,61 @@ class ConvConnectorImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ConvConnector);
 
-KD_REGISTER(
-    AuxiliaryModuleRegistry(), "conv_connector",
-    ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
-      const int64_t in = Int(kwargs, "in_channels", 0), out = Int(kwargs, "out_channels", 0);
-      const int64_t k = Int(kwargs, "kernel_size", 1);
-      const bool bn = Bool(kwargs, "batch_norm", true);
-      return torch::nn::AnyModule(ConvConnector(in, out, k, bn));
-    }),
-    {{.name = "in_channels",
-      .type = KwargType::kInteger,
-      .doc = "the input's channels",
-      .min = 1,
-      .required = true},
-     {.name = "out_channels",
-      .type = KwargType::kInteger,
-      .doc = "the output's channels",
-      .min = 1,
-      .required = true},
-     {.name = "kernel_size", .type = KwargType::kInteger, .doc = "odd; 1 (same padding)", .min = 1},
-     {.name = "batch_norm",
-      .type = KwargType::kBool,
-      .doc = "a BatchNorm2d after the conv (the conv then has no bias); true"}},
-    [](const KwargsView& view) {
-      auto it = view.kwargs.find("kernel_size");
-      if (it != view.kwargs.end() && it->second.isInt() && it->second.toInt() % 2 == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("kernel_size must be odd (same padding keeps the "
-                         "feature map's size), got ",
-                         it->second.toInt()));
-      }
-      return absl::OkStatus();
-    });
-
-KD_REGISTER(AuxiliaryModuleRegistry(), "linear",
+KD_REGISTER(AuxiliaryModuleRegistry(), "conv_connector",
             ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
-              return torch::nn::AnyModule(
-                  torch::nn::Linear(torch::nn::LinearOptions(Int(kwargs, "in_features", 0),
-                                                             Int(kwargs, "out_features", 0))
-                                        .bias(Bool(kwargs, "bias", true))));
+              const int64_t in = IntKwarg(kwargs, "in_channels"),
+                            out = IntKwarg(kwargs, "out_channels");
+              const int64_t k = IntKwarg(kwargs, "kernel_size");
+              const bool bn = BoolKwarg(kwargs, "batch_norm");
+              return torch::nn::AnyModule(ConvConnector(in, out, k, bn));
             }),
-            {{.name = "in_features",
+            {{.name = "in_channels",
               .type = KwargType::kInteger,
-              .doc = "the input's last dim",
+              .doc = "the input's channels",
               .min = 1,
               .required = true},
-             {.name = "out_features",
+             {.name = "out_channels",
               .type = KwargType::kInteger,
-              .doc = "the output's last dim",
+              .doc = "the output's channels",
               .min = 1,
               .required = true},
-             {.name = "bias", .type = KwargType::kBool, .doc = "true"}});
+             {.name = "kernel_size",
+              .type = KwargType::kInteger,
+              .doc = "odd (same padding)",
+              .default_value = 1,
+              .min = 1},
+             {.name = "batch_norm",
+              .type = KwargType::kBool,
+              .doc = "a BatchNorm2d after the conv (the conv then has no bias)",
+              .default_value = true}},
+            [](const KwargsView& view) {
+              if (const int64_t k = IntKwarg(view.kwargs, "kernel_size"); k % 2 == 0) {
+                return absl::InvalidArgumentError(absl::StrCat(
+                    "kernel_size must be odd (same padding keeps the feature map's size), got ",
+                    k));
+              }
+              return absl::OkStatus();
+            });
+
+KD_REGISTER(
+    AuxiliaryModuleRegistry(), "linear",
+    ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
+      return torch::nn::AnyModule(
+          torch::nn::Linear(torch::nn::LinearOptions(IntKwarg(kwargs, "in_features"),
+                                                     IntKwarg(kwargs, "out_features"))
+                                .bias(BoolKwarg(kwargs, "bias"))));
+    }),
+    {{.name = "in_features",
+      .type = KwargType::kInteger,
+      .doc = "the input's last dim",
+      .min = 1,
+      .required = true},
+     {.name = "out_features",
+      .type = KwargType::kInteger,
+      .doc = "the output's last dim",
+      .min = 1,
+      .required = true},
+     {.name = "bias", .type = KwargType::kBool, .doc = "an additive bias", .default_value = true}});
 
 }  // namespace
 
@@ -110,9 +105,10 @@ Registry<AuxiliaryModuleFactory>& AuxiliaryModuleRegistry() {
 absl::StatusOr<torch::nn::AnyModule> MakeAuxiliaryModule(absl::string_view key,
                                                          const Kwargs& kwargs) {
   KD_ASSIGN_OR_RETURN(const AuxiliaryModuleFactory* factory, AuxiliaryModuleRegistry().Get(key));
-  KD_RETURN_IF_ERROR(CheckPluginKwargValues(AuxiliaryModuleRegistry(), key, kwargs,
-                                            absl::StrCat(kAuxiliaryModuleKind, " \"", key, "\"")));
-  return (*factory)(kwargs);
+  KD_ASSIGN_OR_RETURN(const Kwargs resolved,
+                      ResolvePluginKwargs(AuxiliaryModuleRegistry(), key, kwargs,
+                                          absl::StrCat(kAuxiliaryModuleKind, " \"", key, "\"")));
+  return (*factory)(resolved);
 }
 
 }  // namespace kd

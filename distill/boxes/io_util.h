@@ -36,7 +36,8 @@ absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelC
 // DISTRIBUTED_DATA_PARALLEL takes effect in a distributed run only, on a model that trains (as
 // torchdistill's wrap_model), where the stage keeps the wrapped models' gradients (and those of
 // the auxiliary modules and losses training beside them) in sync with kd::DataParallel
-// (distill/boxes/ddp.h): Gloo on the CPU (torchdistill wraps on CUDA only), NCCL on CUDA.
+// (distill/boxes/distributed/ddp.h): Gloo on the CPU (torchdistill wraps on CUDA only), NCCL on
+// CUDA.
 absl::Status WrapModel(Model& model, const StageModelConfig& config, c10::Device device,
                        bool distributed);
 

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
 
-#include "distill/boxes/optim.h"
+#include "distill/boxes/optim/optim.h"
 #include "distill/models/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

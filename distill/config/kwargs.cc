@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/kwargs.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
 
@@ -125,10 +126,9 @@ std::vector<std::string> Strings(const Kwarg& kwarg) {
 
 // "(0, 1]", "[0, inf)": the range a spec allows.
 std::string RangeText(const KwargSpec& spec) {
-  return absl::StrCat(spec.min && spec.min_exclusive ? "(" : "[",
-                      spec.min ? absl::StrCat(*spec.min) : "-inf", ", ",
-                      spec.max ? absl::StrCat(*spec.max) : "inf",
-                      spec.max && spec.max_exclusive ? ")" : "]");
+  return absl::StrCat(
+      spec.min && spec.min_exclusive ? "(" : "[", spec.min ? absl::StrCat(*spec.min) : "-inf", ", ",
+      spec.max ? absl::StrCat(*spec.max) : "inf", spec.max && spec.max_exclusive ? ")" : "]");
 }
 
 // What is wrong with the value of kwarg `name` (its numbers, its strings) under `spec` (its type
@@ -245,10 +245,11 @@ c10::IValue ToIValue(const Kwarg& kwarg, KwargType wanted) {
 
 // The plugin's own KwargsCheck, if it has one, its message prefixed by `owner`. Runs outside
 // the registry's lock: a check may look up plugins.
-absl::Status RunOwnCheck(const RegistryBase& registry, absl::string_view key,
-                         const Kwargs& values, absl::string_view owner) {
+absl::Status RunOwnCheck(const RegistryBase& registry, absl::string_view key, const Kwargs& values,
+                         absl::string_view owner) {
   if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
-    if (absl::Status checked = check(KwargsView{values}); !checked.ok()) {
+    if (absl::Status checked = check(KwargsView{WithPluginDefaults(registry, key, values)});
+        !checked.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
     }
   }
@@ -321,10 +322,18 @@ absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_v
   return values;
 }
 
-absl::Status CheckPluginKwargValues(const RegistryBase& registry, absl::string_view key,
-                                    const Kwargs& kwargs, absl::string_view owner) {
-  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), owner));
-  return RunOwnCheck(registry, key, kwargs, owner);
+absl::StatusOr<Kwargs> ResolvePluginKwargs(const RegistryBase& registry, absl::string_view key,
+                                           const Kwargs& kwargs, absl::string_view owner) {
+  const std::optional<std::vector<KwargSpec>> specs = registry.KwargSpecs(key);
+  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, specs, owner));
+  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, kwargs, owner));
+  return specs ? WithDefaults(kwargs, *specs) : kwargs;
+}
+
+Kwargs WithPluginDefaults(const RegistryBase& registry, absl::string_view key,
+                          const Kwargs& kwargs) {
+  const std::optional<std::vector<KwargSpec>> specs = registry.KwargSpecs(key);
+  return specs ? WithDefaults(kwargs, *specs) : kwargs;
 }
 
 absl::Status CheckKwargValues(const Kwargs& kwargs,
@@ -342,8 +351,8 @@ absl::Status CheckKwargValues(const Kwargs& kwargs,
       continue;
     }
     static const KwargSpec kAnything;
-    if (std::string problem = ValueProblem(name, Numbers(value), Strings(value),
-                                           spec ? *spec : kAnything, owner);
+    if (std::string problem =
+            ValueProblem(name, Numbers(value), Strings(value), spec ? *spec : kAnything, owner);
         !problem.empty()) {
       messages.push_back(std::move(problem));
     }

@@ -19,9 +19,9 @@ Batch Dataset::Get(const at::Tensor& indices, at::Generator generator) const {
                   indices.device().is_cpu(),
               "Dataset::Get: indices must be a 1-D int64 CPU tensor; got ",
               indices.defined() ? ShapeString(indices) : std::string("an undefined tensor"),
-              indices.defined() ? absl::StrCat(" ", std::string(c10::toString(
-                                                        indices.scalar_type())))
-                                : "");
+              indices.defined()
+                  ? absl::StrCat(" ", std::string(c10::toString(indices.scalar_type())))
+                  : "");
   if (indices.numel() > 0) {
     const int64_t low = indices.min().item<int64_t>();
     const int64_t high = indices.max().item<int64_t>();
@@ -57,13 +57,12 @@ Registry<DatasetFactory>& DatasetRegistry() {
   return *registry;
 }
 
-absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
-                                                     const Kwargs& kwargs) {
+absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key, const Kwargs& kwargs) {
   Registry<DatasetFactory>& registry = DatasetRegistry();
   KD_ASSIGN_OR_RETURN(const DatasetFactory* factory, registry.Get(key));
   const std::string owner = absl::StrCat(kDatasetKind, " \"", key, "\"");
-  KD_RETURN_IF_ERROR(CheckPluginKwargValues(registry, key, kwargs, owner));
-  return (*factory)(kwargs);
+  KD_ASSIGN_OR_RETURN(const Kwargs resolved, ResolvePluginKwargs(registry, key, kwargs, owner));
+  return (*factory)(resolved);
 }
 
 namespace {
@@ -94,9 +93,9 @@ absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset>
   const int64_t size = dataset->size();
   if (stop == 0) stop = size;
   if (start < 0 || start >= stop || stop > size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("subset [", start, ", ", stop, ") does not fit a dataset of ", size,
-                     " samples: give 0 <= start < stop <= ", size));
+    return absl::InvalidArgumentError(absl::StrCat("subset [", start, ", ", stop,
+                                                   ") does not fit a dataset of ", size,
+                                                   " samples: give 0 <= start < stop <= ", size));
   }
   return std::make_shared<Subset>(std::move(dataset), start, stop);
 }

@@ -15,12 +15,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/data/dataset.h"
 #include "distill/data/idx_file.h"
 #include "distill/data/image_transforms.h"
-#include "distill/data/internal/kwarg_values.h"
 
 namespace kd {
 namespace {
@@ -29,9 +29,10 @@ constexpr char kKey[] = "fashion_mnist";
 constexpr char kDefaultRoot[] = "/usr/share/datasets/fashion-mnist";
 constexpr int64_t kNumClasses = 10;
 
+// The kwargs, read once (their defaults are in the registration's specs).
 struct FashionMnistOptions {
-  std::string root = kDefaultRoot;
-  std::string split = "train";
+  std::string root;
+  std::string split;
   double mean = 0;
   double std = 1;
   int64_t random_crop_padding = 0;
@@ -74,17 +75,13 @@ absl::StatusOr<at::Tensor> ReadDatasetFile(const std::string& root, const std::s
 }
 
 absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) {
-  using data_internal::BoolValue;
-  using data_internal::IntValue;
-  using data_internal::NumberValue;
-  using data_internal::StringValue;
-  FashionMnistOptions options;
-  options.root = StringValue(kwargs, "root", options.root);
-  options.split = StringValue(kwargs, "split", options.split);
-  options.mean = NumberValue(kwargs, "mean", options.mean);
-  options.std = NumberValue(kwargs, "std", options.std);
-  options.random_crop_padding = IntValue(kwargs, "random_crop_padding", 0);
-  options.horizontal_flip = BoolValue(kwargs, "horizontal_flip", false);
+  const FashionMnistOptions options = {
+      .root = StringKwarg(kwargs, "root"),
+      .split = StringKwarg(kwargs, "split"),
+      .mean = NumberKwarg(kwargs, "mean"),
+      .std = NumberKwarg(kwargs, "std"),
+      .random_crop_padding = IntKwarg(kwargs, "random_crop_padding"),
+      .horizontal_flip = BoolKwarg(kwargs, "horizontal_flip")};
 
   const std::string prefix = options.split == "test" ? "t10k" : "train";
   const std::string images_name = prefix + "-images-idx3-ubyte.gz";
@@ -104,8 +101,8 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) 
                    absl::StrCat("expected labels (N); the file holds ", ShapeString(labels)));
   }
   if (labels.size(0) != images.size(0)) {
-    return corrupt(labels_name, absl::StrCat("holds ", labels.size(0), " labels but ",
-                                             images_name, " holds ", images.size(0), " images"));
+    return corrupt(labels_name, absl::StrCat("holds ", labels.size(0), " labels but ", images_name,
+                                             " holds ", images.size(0), " images"));
   }
   if (const int64_t top = labels.max().item<int64_t>(); top >= kNumClasses) {
     return corrupt(labels_name,
@@ -118,27 +115,30 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) 
 KD_REGISTER(DatasetRegistry(), kKey, MakeFashionMnist,
             {{.name = "root",
               .type = KwargType::kString,
-              .doc = "folder of the gzip IDX files; /usr/share/datasets/fashion-mnist"},
+              .doc = "folder of the gzip IDX files",
+              .default_value = kDefaultRoot},
              {.name = "split",
               .type = KwargType::kString,
-              .doc = "train (60000 images, default) or test (10000)",
+              .doc = "train (60000 images) or test (10000)",
+              .default_value = "train",
               .choices = {"train", "test"}},
              {.name = "mean",
               .type = KwargType::kNumber,
-              .doc = "Normalize's mean, of pixels scaled to [0, 1]; 0 (train set's: 0.2860)"},
-             {.name = "std",
-              .type = KwargType::kNumber,
-              .doc = "Normalize's std, of pixels scaled to [0, 1]; 1 (train set's: 0.3530)",
-              .min = 0,
-              .min_exclusive = true},
+              .doc = "Normalize's mean, of pixels scaled to [0, 1] (train set's: 0.2860)",
+              .default_value = 0.0},
+             PositiveNumberSpec("std",
+                                "Normalize's std, of pixels scaled to [0, 1] (train set's: 0.3530)",
+                                1.0),
              {.name = "random_crop_padding",
               .type = KwargType::kInteger,
-              .doc = "zero-pad by this many pixels, then crop a random 28x28; 0 (off)",
+              .doc = "zero-pad by this many pixels, then crop a random 28x28 (0: off)",
+              .default_value = 0,
               .min = 0,
               .max = 28},
              {.name = "horizontal_flip",
               .type = KwargType::kBool,
-              .doc = "mirror each image left to right with probability 0.5; false"}});
+              .doc = "mirror each image left to right with probability 0.5",
+              .default_value = false}});
 
 }  // namespace
 }  // namespace kd

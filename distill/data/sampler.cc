@@ -20,9 +20,10 @@ absl::StatusOr<std::shared_ptr<const Sampler>> MakeSampler(absl::string_view key
                                                            const Kwargs& kwargs) {
   Registry<SamplerFactory>& registry = SamplerRegistry();
   KD_ASSIGN_OR_RETURN(const SamplerFactory* factory, registry.Get(key));
-  KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(registry, key, kwargs, absl::StrCat(kSamplerKind, " \"", key, "\"")));
-  return (*factory)(kwargs);
+  KD_ASSIGN_OR_RETURN(
+      const Kwargs resolved,
+      ResolvePluginKwargs(registry, key, kwargs, absl::StrCat(kSamplerKind, " \"", key, "\"")));
+  return (*factory)(resolved);
 }
 
 }  // namespace kd

@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/registry.h"
 #include "distill/data/dataset.h"
-#include "distill/data/internal/kwarg_values.h"
 
 namespace kd {
 namespace {
@@ -44,15 +44,14 @@ class SyntheticDataset final : public Dataset {
 };
 
 absl::StatusOr<std::shared_ptr<Dataset>> MakeSynthetic(const Kwargs& kwargs) {
-  using data_internal::IntValue;
-  const int64_t n = IntValue(kwargs, "num_samples", 512);
-  const int64_t k = IntValue(kwargs, "num_classes", 10);
-  const int64_t c = IntValue(kwargs, "channels", 1);
-  const int64_t h = IntValue(kwargs, "height", 28);
-  const int64_t w = IntValue(kwargs, "width", 28);
-  const double noise = data_internal::NumberValue(kwargs, "noise", 0.5);
+  const int64_t n = IntKwarg(kwargs, "num_samples");
+  const int64_t k = IntKwarg(kwargs, "num_classes");
+  const int64_t c = IntKwarg(kwargs, "channels");
+  const int64_t h = IntKwarg(kwargs, "height");
+  const int64_t w = IntKwarg(kwargs, "width");
+  const double noise = NumberKwarg(kwargs, "noise");
   at::Generator generator =
-      at::detail::createCPUGenerator(static_cast<uint64_t>(IntValue(kwargs, "seed", 0)));
+      at::detail::createCPUGenerator(static_cast<uint64_t>(IntKwarg(kwargs, "seed")));
   const at::Tensor prototypes = at::randn({k, c, h, w}, generator);
   at::Tensor targets = at::arange(n, at::kLong).remainder_(k);
   at::Tensor samples = prototypes.index_select(0, targets);
@@ -61,16 +60,14 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeSynthetic(const Kwargs& kwargs) {
 }
 
 absl::Status CheckSyntheticSize(const KwargsView& view) {
-  using data_internal::IntValue;
   // The samples and the prototypes: max(num_samples, num_classes) images of C x H x W. Each
   // factor is at most 2^24 (the contract) and the product stops growing once over the limit,
   // so it cannot overflow.
-  int64_t elements = std::max(IntValue(view.kwargs, "num_samples", 512),
-                              IntValue(view.kwargs, "num_classes", 10));
-  for (const auto& [name, fallback] :
-       {std::pair<const char*, int64_t>{"channels", 1}, {"height", 28}, {"width", 28}}) {
+  int64_t elements =
+      std::max(IntKwarg(view.kwargs, "num_samples"), IntKwarg(view.kwargs, "num_classes"));
+  for (const char* name : {"channels", "height", "width"}) {
     if (elements > kMaxElements) break;
-    elements *= IntValue(view.kwargs, name, fallback);
+    elements *= IntKwarg(view.kwargs, name);
   }
   if (elements > kMaxElements) {
     return absl::InvalidArgumentError(
@@ -83,30 +80,40 @@ absl::Status CheckSyntheticSize(const KwargsView& view) {
 KD_REGISTER(DatasetRegistry(), "synthetic", MakeSynthetic,
             {{.name = "num_samples",
               .type = KwargType::kInteger,
-              .doc = "number of samples; 512",
+              .doc = "number of samples",
+              .default_value = 512,
               .min = 1,
               .max = 1 << 24},
              {.name = "num_classes",
               .type = KwargType::kInteger,
-              .doc = "number of classes (sample i is of class i % num_classes); 10",
+              .doc = "number of classes (sample i is of class i % num_classes)",
+              .default_value = 10,
               .min = 1,
               .max = 1 << 16},
              {.name = "channels",
               .type = KwargType::kInteger,
-              .doc = "image channels; 1",
+              .doc = "image channels",
+              .default_value = 1,
               .min = 1,
               .max = 1 << 10},
-             {.name = "height", .type = KwargType::kInteger, .doc = "image rows; 28", .min = 1,
+             {.name = "height",
+              .type = KwargType::kInteger,
+              .doc = "image rows",
+              .default_value = 28,
+              .min = 1,
               .max = 1 << 14},
-             {.name = "width", .type = KwargType::kInteger, .doc = "image columns; 28", .min = 1,
+             {.name = "width",
+              .type = KwargType::kInteger,
+              .doc = "image columns",
+              .default_value = 28,
+              .min = 1,
               .max = 1 << 14},
-             {.name = "noise",
-              .type = KwargType::kNumber,
-              .doc = "std of the Gaussian noise added to the unit-variance prototypes; 0.5",
-              .min = 0},
+             NonNegativeNumberSpec(
+                 "noise", "std of the Gaussian noise added to the unit-variance prototypes", 0.5),
              {.name = "seed",
               .type = KwargType::kInteger,
-              .doc = "seed of the prototypes and the noise; 0",
+              .doc = "seed of the prototypes and the noise",
+              .default_value = 0,
               .min = 0}},
             CheckSyntheticSize);
 

@@ -13,16 +13,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/registry.h"
-#include "distill/data/internal/kwarg_values.h"
 #include "distill/data/sampler.h"
 
 namespace kd {
 namespace {
-
-using data_internal::BoolValue;
-using data_internal::FindKwarg;
-using data_internal::IntValue;
 
 at::Generator EpochGenerator(uint64_t seed, int64_t epoch) {
   return at::detail::createCPUGenerator(seed + static_cast<uint64_t>(epoch));
@@ -130,7 +126,8 @@ class DistributedSampler final : public Sampler {
   bool drop_last_;
 };
 
-std::optional<int64_t> OptionalInt(const Kwargs& kwargs, const std::string& name) {
+// An integer kwarg without a default (its absence means "the dataset's" or "the run's").
+std::optional<int64_t> OptionalInt(const Kwargs& kwargs, absl::string_view name) {
   const c10::IValue* v = FindKwarg(kwargs, name);
   return v == nullptr ? std::nullopt : std::optional<int64_t>(v->toInt());
 }
@@ -140,40 +137,39 @@ absl::StatusOr<std::shared_ptr<const Sampler>> MakeSequential(const Kwargs&) {
 }
 
 absl::StatusOr<std::shared_ptr<const Sampler>> MakeRandom(const Kwargs& kwargs) {
-  return std::make_shared<RandomSampler>(BoolValue(kwargs, "replacement", false),
+  return std::make_shared<RandomSampler>(BoolKwarg(kwargs, "replacement"),
                                          OptionalInt(kwargs, "num_samples"));
 }
 
 absl::StatusOr<std::shared_ptr<const Sampler>> MakeSubsetRandom(const Kwargs& kwargs) {
-  const std::vector<int64_t> indices = kwargs.at("indices").toIntVector();
+  const std::vector<int64_t> indices = IntListKwarg(kwargs, "indices");
   return std::make_shared<SubsetRandomSampler>(
       at::tensor(indices, at::kLong).reshape({static_cast<int64_t>(indices.size())}));
 }
 
 absl::StatusOr<std::shared_ptr<const Sampler>> MakeWeightedRandom(const Kwargs& kwargs) {
-  const std::vector<double> weights = kwargs.at("weights").toDoubleVector();
+  const std::vector<double> weights = NumberListKwarg(kwargs, "weights");
   return std::make_shared<WeightedRandomSampler>(at::tensor(weights, at::kDouble),
-                                                 kwargs.at("num_samples").toInt(),
-                                                 BoolValue(kwargs, "replacement", true));
+                                                 IntKwarg(kwargs, "num_samples"),
+                                                 BoolKwarg(kwargs, "replacement"));
 }
 
 absl::StatusOr<std::shared_ptr<const Sampler>> MakeDistributed(const Kwargs& kwargs) {
-  return std::make_shared<DistributedSampler>(BoolValue(kwargs, "shuffle", true),
-                                              OptionalInt(kwargs, "seed"),
-                                              BoolValue(kwargs, "drop_last", false));
+  return std::make_shared<DistributedSampler>(
+      BoolKwarg(kwargs, "shuffle"), OptionalInt(kwargs, "seed"), BoolKwarg(kwargs, "drop_last"));
 }
 
 // WeightedRandomSampler's weights must leave something to draw: a positive sum, and without
 // replacement at least num_samples positive weights (torch.multinomial's rule).
 absl::Status CheckWeights(const KwargsView& view) {
-  const std::vector<double> weights = view.kwargs.at("weights").toDoubleVector();
-  const int64_t num_samples = view.kwargs.at("num_samples").toInt();
+  const std::vector<double> weights = NumberListKwarg(view.kwargs, "weights");
+  const int64_t num_samples = IntKwarg(view.kwargs, "num_samples");
   int64_t positive = 0;
   for (double w : weights) positive += w > 0 ? 1 : 0;
   if (positive == 0) {
     return absl::InvalidArgumentError("\"weights\" must hold at least one positive weight");
   }
-  const bool replacement = BoolValue(view.kwargs, "replacement", true);
+  const bool replacement = BoolKwarg(view.kwargs, "replacement");
   if (!replacement && num_samples > positive) {
     return absl::InvalidArgumentError(
         absl::StrCat("without replacement, \"num_samples\" (", num_samples,
@@ -183,44 +179,50 @@ absl::Status CheckWeights(const KwargsView& view) {
 }
 
 KD_REGISTER(SamplerRegistry(), "SequentialSampler", MakeSequential, {});
-KD_REGISTER(
-    SamplerRegistry(), "RandomSampler", MakeRandom,
-    {{.name = "replacement", .type = KwargType::kBool, .doc = "draw with replacement; false"},
-     {.name = "num_samples",
-      .type = KwargType::kInteger,
-      .doc = "samples an epoch draws; the dataset's size",
-      .min = 1}});
+KD_REGISTER(SamplerRegistry(), "RandomSampler", MakeRandom,
+            {{.name = "replacement",
+              .type = KwargType::kBool,
+              .doc = "draw with replacement",
+              .default_value = false},
+             {.name = "num_samples",
+              .type = KwargType::kInteger,
+              .doc = "samples an epoch draws; the dataset's size",
+              .min = 1}});
 KD_REGISTER(SamplerRegistry(), "SubsetRandomSampler", MakeSubsetRandom,
             {{.name = "indices",
               .type = KwargType::kIntegerList,
-              .doc = "the dataset indices to shuffle, each epoch anew; required",
+              .doc = "the dataset indices to shuffle, each epoch anew",
               .min = 0,
               .required = true}});
-KD_REGISTER(
-    SamplerRegistry(), "WeightedRandomSampler", MakeWeightedRandom,
-    {{.name = "weights",
-      .type = KwargType::kNumberList,
-      .doc = "a weight per sample (index 0, 1, ...), not necessarily summing to 1; "
-             "required",
-      .min = 0,
-      .required = true},
-     {.name = "num_samples",
-      .type = KwargType::kInteger,
-      .doc = "samples an epoch draws; required",
-      .min = 1,
-      .required = true},
-     {.name = "replacement", .type = KwargType::kBool, .doc = "draw with replacement; true"}},
-    CheckWeights);
-KD_REGISTER(
-    SamplerRegistry(), "DistributedSampler", MakeDistributed,
-    {{.name = "shuffle", .type = KwargType::kBool, .doc = "a new random order every epoch; true"},
-     {.name = "seed",
-      .type = KwargType::kInteger,
-      .doc = "seed of the order (seed + epoch); the run's seed (Python's default: 0)"},
-     {.name = "drop_last",
-      .type = KwargType::kBool,
-      .doc = "drop the tail that does not divide among the processes instead of "
-             "padding; false"}});
+KD_REGISTER(SamplerRegistry(), "WeightedRandomSampler", MakeWeightedRandom,
+            {{.name = "weights",
+              .type = KwargType::kNumberList,
+              .doc = "a weight per sample (index 0, 1, ...), not necessarily summing to 1",
+              .min = 0,
+              .required = true},
+             {.name = "num_samples",
+              .type = KwargType::kInteger,
+              .doc = "samples an epoch draws",
+              .min = 1,
+              .required = true},
+             {.name = "replacement",
+              .type = KwargType::kBool,
+              .doc = "draw with replacement",
+              .default_value = true}},
+            CheckWeights);
+KD_REGISTER(SamplerRegistry(), "DistributedSampler", MakeDistributed,
+            {{.name = "shuffle",
+              .type = KwargType::kBool,
+              .doc = "a new random order every epoch",
+              .default_value = true},
+             {.name = "seed",
+              .type = KwargType::kInteger,
+              .doc = "seed of the order (seed + epoch); the run's seed (Python's default: 0)"},
+             {.name = "drop_last",
+              .type = KwargType::kBool,
+              .doc = "drop the tail that does not divide among the processes instead of "
+                     "padding",
+              .default_value = false}});
 
 }  // namespace
 }  // namespace kd

@@ -16,9 +16,6 @@
 // input_size), and params [K, T, Z_v1, Z_v2, momentum] with the normalization
 // constants Z set on the first call, as torchdistill keeps them. Each call
 // updates the banks' rows of the batch by momentum.
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -26,8 +23,12 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/loss.h"
@@ -49,13 +50,11 @@ class CrdLoss final : public Loss {
  public:
   explicit CrdLoss(const CrdOptions& o) : o_(o) {
     const double stdv = 1.0 / std::sqrt(static_cast<double>(o.input_size) / 3);
-    memory_v1_ =
-        at::rand({o.output_size, o.input_size}).mul_(2 * stdv).add_(-stdv);
-    memory_v2_ =
-        at::rand({o.output_size, o.input_size}).mul_(2 * stdv).add_(-stdv);
-    params_ = at::tensor({static_cast<double>(o.num_negative_samples),
-                          o.temperature, -1.0, -1.0, o.momentum},
-                         at::kFloat);
+    memory_v1_ = at::rand({o.output_size, o.input_size}).mul_(2 * stdv).add_(-stdv);
+    memory_v2_ = at::rand({o.output_size, o.input_size}).mul_(2 * stdv).add_(-stdv);
+    params_ = at::tensor(
+        {static_cast<double>(o.num_negative_samples), o.temperature, -1.0, -1.0, o.momentum},
+        at::kFloat);
   }
 
   absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
@@ -63,21 +62,17 @@ class CrdLoss final : public Loss {
     KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get("CRDLoss", "teacher"));
     KD_ASSIGN_OR_RETURN(at::Tensor pos, inputs.Get("CRDLoss", "pos_idx"));
     at::Tensor contrast = inputs.GetOptional("contrast_idx");
-    const int64_t b = student.dim() == 2 ? student.size(0) : -1,
-                  k = o_.num_negative_samples;
-    const bool fits =
-        student.dim() == 2 && student.size(1) == o_.input_size &&
-        teacher.sizes().equals(student.sizes()) && pos.dim() == 1 &&
-        pos.size(0) == b && !at::isFloatingType(pos.scalar_type()) &&
-        (!contrast.defined() || (contrast.dim() == 2 && contrast.size(0) == b &&
-                                 contrast.size(1) == k + 1));
+    const int64_t b = student.dim() == 2 ? student.size(0) : -1, k = o_.num_negative_samples;
+    const bool fits = student.dim() == 2 && student.size(1) == o_.input_size &&
+                      teacher.sizes().equals(student.sizes()) && pos.dim() == 1 &&
+                      pos.size(0) == b && !at::isFloatingType(pos.scalar_type()) &&
+                      (!contrast.defined() ||
+                       (contrast.dim() == 2 && contrast.size(0) == b && contrast.size(1) == k + 1));
     if (!fits) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"CRDLoss\": needs student and teacher embeddings (B, ",
-          o_.input_size,
-          "), pos_idx (B) integer and optionally contrast_idx (B, ", k + 1,
-          "); got student ", ShapeString(student), ", teacher ",
-          ShapeString(teacher), ", pos_idx ", ShapeString(pos),
+          "loss \"CRDLoss\": needs student and teacher embeddings (B, ", o_.input_size,
+          "), pos_idx (B) integer and optionally contrast_idx (B, ", k + 1, "); got student ",
+          ShapeString(student), ", teacher ", ShapeString(teacher), ", pos_idx ", ShapeString(pos),
           contrast.defined() ? ", contrast_idx " + ShapeString(contrast) : ""));
     }
     return CallTorch([&] { return Compute(student, teacher, pos, contrast); },
@@ -85,22 +80,19 @@ class CrdLoss final : public Loss {
   }
 
   std::vector<std::pair<std::string, at::Tensor>> NamedState() const override {
-    return {{"memory_v1", memory_v1_},
-            {"memory_v2", memory_v2_},
-            {"params", params_}};
+    return {{"memory_v1", memory_v1_}, {"memory_v2", memory_v2_}, {"params", params_}};
   }
 
  private:
-  at::Tensor Compute(const at::Tensor& student, const at::Tensor& teacher,
-                     at::Tensor pos, at::Tensor contrast) {
+  at::Tensor Compute(const at::Tensor& student, const at::Tensor& teacher, at::Tensor pos,
+                     at::Tensor contrast) {
     const c10::Device device = student.device();
     if (memory_v1_.device() != device) {
       at::NoGradGuard no_grad;
       memory_v1_ = memory_v1_.to(device);
       memory_v2_ = memory_v2_.to(device);
     }
-    const int64_t b = student.size(0), k = o_.num_negative_samples,
-                  d = o_.input_size;
+    const int64_t b = student.size(0), k = o_.num_negative_samples, d = o_.input_size;
     pos = pos.to(device, at::kLong);
     if (contrast.defined()) {
       contrast = contrast.to(device, at::kLong);
@@ -110,9 +102,8 @@ class CrdLoss final : public Loss {
     }
     const float t = params_[1].item<float>();
     auto scores = [&](const at::Tensor& memory, const at::Tensor& embed) {
-      const at::Tensor weights = memory.index_select(0, contrast.view(-1))
-                                     .detach()
-                                     .view({b, k + 1, d});
+      const at::Tensor weights =
+          memory.index_select(0, contrast.view(-1)).detach().view({b, k + 1, d});
       return at::exp(at::bmm(weights, embed.view({b, d, 1})) / t);
     };
     at::Tensor out_v2 = scores(memory_v1_, teacher);
@@ -121,8 +112,7 @@ class CrdLoss final : public Loss {
     // float32 as torchdistill keeps them, so the numbers match).
     auto z = [&](int64_t slot, const at::Tensor& out) {
       if (params_[slot].item<float>() < 0) {
-        params_[slot] =
-            out.detach().mean().cpu() * static_cast<double>(o_.output_size);
+        params_[slot] = out.detach().mean().cpu() * static_cast<double>(o_.output_size);
       }
       return params_[slot].item<float>();
     };
@@ -132,10 +122,8 @@ class CrdLoss final : public Loss {
       at::NoGradGuard no_grad;
       const double m = params_[4].item<float>();
       auto update = [&](at::Tensor& memory, const at::Tensor& embed) {
-        at::Tensor rows =
-            memory.index_select(0, pos).mul_(m).add_(embed.detach() * (1 - m));
-        memory.index_copy_(
-            0, pos, rows.div(rows.pow(2).sum(1, /*keepdim=*/true).pow(0.5)));
+        at::Tensor rows = memory.index_select(0, pos).mul_(m).add_(embed.detach() * (1 - m));
+        memory.index_copy_(0, pos, rows.div(rows.pow(2).sum(1, /*keepdim=*/true).pow(0.5)));
       };
       update(memory_v1_, student);
       update(memory_v2_, teacher);
@@ -146,8 +134,7 @@ class CrdLoss final : public Loss {
   // NCE: -(log P(positive is data) + sum log P(negative is noise)) / batch.
   at::Tensor ContrastLoss(const at::Tensor& x) const {
     const int64_t m = x.size(1) - 1;
-    const double noise =
-        static_cast<double>(m) / static_cast<double>(o_.num_samples);
+    const double noise = static_cast<double>(m) / static_cast<double>(o_.num_samples);
     const at::Tensor p_pos = x.select(1, 0);
     const at::Tensor log_d1 = (p_pos / (p_pos + (noise + o_.eps))).log();
     const at::Tensor p_neg = x.narrow(1, 1, m);
@@ -161,49 +148,45 @@ class CrdLoss final : public Loss {
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCrd(const Kwargs& kwargs) {
   CrdOptions o;
-  o.input_size = kwargs.at("input_size").toInt();
-  o.output_size = kwargs.at("output_size").toInt();
-  o.num_negative_samples = kwargs.at("num_negative_samples").toInt();
-  o.num_samples = kwargs.at("num_samples").toInt();
-  o.temperature = NumberKwarg(kwargs, "temperature", 0.07);
-  o.momentum = NumberKwarg(kwargs, "momentum", 0.5);
-  o.eps = NumberKwarg(kwargs, "eps", 1e-7);
+  o.input_size = IntKwarg(kwargs, "input_size");
+  o.output_size = IntKwarg(kwargs, "output_size");
+  o.num_negative_samples = IntKwarg(kwargs, "num_negative_samples");
+  o.num_samples = IntKwarg(kwargs, "num_samples");
+  o.temperature = NumberKwarg(kwargs, "temperature");
+  o.momentum = NumberKwarg(kwargs, "momentum");
+  o.eps = NumberKwarg(kwargs, "eps");
   return std::unique_ptr<Loss>(std::make_unique<CrdLoss>(o));
 }
 
-KD_REGISTER(
-    LossRegistry(), "CRDLoss", MakeCrd,
-    {{.name = "input_size",
-      .type = KwargType::kInteger,
-      .doc = "embedding dimension",
-      .min = 1,
-      .required = true},
-     {.name = "output_size",
-      .type = KwargType::kInteger,
-      .doc = "memory rows: the training set's size",
-      .min = 1,
-      .required = true},
-     {.name = "num_negative_samples",
-      .type = KwargType::kInteger,
-      .doc = "negatives per sample (RepDistiller: 16384)",
-      .min = 1,
-      .required = true},
-     {.name = "num_samples",
-      .type = KwargType::kInteger,
-      .doc = "the training set's size, for the noise distribution",
-      .min = 1,
-      .required = true},
-     {.name = "temperature",
-      .type = KwargType::kNumber,
-      .doc = "0.07",
-      .min = 0,
-      .min_exclusive = true},
-     {.name = "momentum",
-      .type = KwargType::kNumber,
-      .doc = "memory update; 0.5",
-      .min = 0,
-      .max = 1},
-     {.name = "eps", .type = KwargType::kNumber, .doc = "1e-7", .min = 0}});
+KD_REGISTER(LossRegistry(), "CRDLoss", MakeCrd,
+            {{.name = "input_size",
+              .type = KwargType::kInteger,
+              .doc = "embedding dimension",
+              .min = 1,
+              .required = true},
+             {.name = "output_size",
+              .type = KwargType::kInteger,
+              .doc = "memory rows: the training set's size",
+              .min = 1,
+              .required = true},
+             {.name = "num_negative_samples",
+              .type = KwargType::kInteger,
+              .doc = "negatives per sample (RepDistiller: 16384)",
+              .min = 1,
+              .required = true},
+             {.name = "num_samples",
+              .type = KwargType::kInteger,
+              .doc = "the training set's size, for the noise distribution",
+              .min = 1,
+              .required = true},
+             PositiveNumberSpec("temperature", "softening T", 0.07),
+             {.name = "momentum",
+              .type = KwargType::kNumber,
+              .doc = "memory update",
+              .default_value = 0.5,
+              .min = 0,
+              .max = 1},
+             NonNegativeNumberSpec("eps", "NCE's guard", 1e-7)});
 
 }  // namespace
 }  // namespace kd

@@ -32,8 +32,8 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   if (ref.io() == IoRef::PARAMETER) {
     const Model* model = student ? in.student_model : in.teacher_model;
     if (model == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no ",
-                                                     student ? "student" : "teacher", " model"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeIoRef(ref), ": no ", student ? "student" : "teacher", " model"));
     }
     std::vector<std::string> names;
     for (const auto& list : {model->NamedParameters(), model->NamedBuffers()}) {
@@ -42,10 +42,9 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
         names.push_back(name);
       }
     }
-    return absl::NotFoundError(absl::StrCat(DescribeIoRef(ref), ": the ",
-                                            student ? "student" : "teacher",
-                                            " has no such parameter or buffer; ",
-                                            Suggest(ref.path(), names)));
+    return absl::NotFoundError(
+        absl::StrCat(DescribeIoRef(ref), ": the ", student ? "student" : "teacher",
+                     " has no such parameter or buffer; ", Suggest(ref.path(), names)));
   }
   if (ref.path().empty() && ref.io() == IoRef::OUTPUT) {
     const at::Tensor& output = student ? in.student_output : in.teacher_output;
@@ -63,8 +62,8 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   KD_ASSIGN_OR_RETURN(c10::IValue value,
                       GetIo(*io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
   if (!value.isTensor()) {
-    return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), " is a ",
-                                                   value.tagKind(), ", not a tensor"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor"));
   }
   return value.toTensor();
 }
@@ -90,11 +89,11 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
     // too), then the factory: each checked once.
     absl::StatusOr<const LossFactory*> factory = LossRegistry().Get(term.key());
     if (!factory.ok()) return InTerm(built.name, factory.status());
-    absl::StatusOr<Kwargs> kwargs =
-        PluginKwargs(LossRegistry(), term.key(), term.kwargs(),
-                     absl::StrCat("loss \"", term.key(), "\""));
+    absl::StatusOr<Kwargs> kwargs = PluginKwargs(LossRegistry(), term.key(), term.kwargs(),
+                                                 absl::StrCat("loss \"", term.key(), "\""));
     if (!kwargs.ok()) return InTerm(built.name, kwargs.status());
-    absl::StatusOr<std::unique_ptr<Loss>> loss = (**factory)(*kwargs);
+    absl::StatusOr<std::unique_ptr<Loss>> loss =
+        (**factory)(WithPluginDefaults(LossRegistry(), term.key(), *kwargs));
     if (!loss.ok()) return InTerm(built.name, loss.status());
     built.loss = std::move(*loss);
     built.inputs.assign(term.inputs().begin(), term.inputs().end());
@@ -118,10 +117,9 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
       std::vector<std::string> described;
       for (const IoRef& ref : term.inputs) {
         const at::Tensor value = Resolve(ref, inputs).value_or(at::Tensor());
-        described.push_back(absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ",
-                                         ShapeString(value), " ",
-                                         value.defined() ? c10::toString(value.scalar_type())
-                                                         : "undefined"));
+        described.push_back(
+            absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ", ShapeString(value), " ",
+                         value.defined() ? c10::toString(value.scalar_type()) : "undefined"));
       }
       return InTerm(term.name, absl::Status(value.status().code(),
                                             absl::StrCat(value.status().message(), " (inputs: ",

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/config/kwargs.h"
@@ -100,16 +101,29 @@ Registry<LossFactory>& LossRegistry() {
 absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwargs& kwargs) {
   Registry<LossFactory>& registry = LossRegistry();
   KD_ASSIGN_OR_RETURN(const LossFactory* factory, registry.Get(key));
-  KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(registry, key, kwargs, absl::StrCat("loss \"", key, "\"")));
-  return (*factory)(kwargs);
+  KD_ASSIGN_OR_RETURN(
+      const Kwargs resolved,
+      ResolvePluginKwargs(registry, key, kwargs, absl::StrCat("loss \"", key, "\"")));
+  return (*factory)(resolved);
 }
 
 KwargSpec ReductionKwargSpec() {
   return {.name = "reduction",
           .type = KwargType::kString,
-          .doc = "mean (default), sum or none",
+          .doc = "mean, sum or none",
+          .default_value = "mean",
           .choices = {"mean", "sum", "none"}};
+}
+
+KwargSpec JsdBetaKwargSpec() {
+  return {.name = "beta",
+          .type = KwargType::kNumber,
+          .doc = "teacher weight in the mixture, strictly between 0 and 1",
+          .default_value = 0.5,
+          .min = 0,
+          .max = 1,
+          .min_exclusive = true,
+          .max_exclusive = true};
 }
 
 int64_t ReductionEnum(absl::string_view reduction) {
@@ -119,7 +133,7 @@ int64_t ReductionEnum(absl::string_view reduction) {
 }
 
 int64_t ReductionKwarg(const Kwargs& kwargs) {
-  return ReductionEnum(StringKwarg(kwargs, "reduction", "mean"));
+  return ReductionEnum(StringKwarg(kwargs, "reduction"));
 }
 
 at::Tensor Standardize(const at::Tensor& x, double eps) {
@@ -145,24 +159,12 @@ std::pair<at::Tensor, at::Tensor> NewLinear(int64_t in, int64_t out,
   return {weight, bias};
 }
 
-double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback) {
-  auto it = kwargs.find(name);
-  if (it == kwargs.end() || it->second.isNone()) return fallback;
-  return it->second.isInt() ? static_cast<double>(it->second.toInt()) : it->second.toDouble();
-}
-
 absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
                        absl::string_view a_name, absl::string_view b_name) {
   if (a.sizes().equals(b.sizes())) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("loss \"", loss, "\": ", a_name, " has shape ",
                                                  ShapeString(a), " but ", b_name, " has ",
                                                  ShapeString(b)));
-}
-
-std::string StringKwarg(const Kwargs& kwargs, const std::string& name,
-                        const std::string& fallback) {
-  auto it = kwargs.find(name);
-  return it == kwargs.end() || it->second.isNone() ? fallback : it->second.toStringRef();
 }
 
 }  // namespace kd

@@ -96,9 +96,13 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwar
 // The "reduction" kwarg of torch's losses: mean (default), sum or none.
 KwargSpec ReductionKwargSpec();
 
+// The "beta" of a generalized Jensen-Shannon divergence: the teacher's weight in the mixture,
+// strictly between 0 and 1; 0.5 (the symmetric JSD).
+KwargSpec JsdBetaKwargSpec();
+
 // at::Reduction of "mean", "sum" or "none" (anything else: mean; contracts list the choices).
 int64_t ReductionEnum(absl::string_view reduction);
-// at::Reduction of the kwarg "reduction" (default "mean").
+// at::Reduction of the kwarg "reduction" (defaulted by the spec).
 int64_t ReductionKwarg(const Kwargs& kwargs);
 
 // (x - mean) / (eps + std) over the last dimension, std unbiased: silverspoon-kd's
@@ -122,10 +126,6 @@ std::pair<at::Tensor, at::Tensor> NewLinear(int64_t in, int64_t out,
 // mismatched shapes is a mistake).
 absl::Status SameShape(absl::string_view loss, const at::Tensor& a, const at::Tensor& b,
                        absl::string_view a_name = "student", absl::string_view b_name = "teacher");
-
-// Kwarg access for factories (the contract guarantees the types).
-double NumberKwarg(const Kwargs& kwargs, const std::string& name, double fallback);
-std::string StringKwarg(const Kwargs& kwargs, const std::string& name, const std::string& fallback);
 
 }  // namespace kd
 

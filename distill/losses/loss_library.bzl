@@ -15,6 +15,7 @@ def kd_loss_library(name, srcs, deps = [], **kwargs):
         deps = [
             "//distill/losses:loss",
             "//base:ivalue_util",
+            "//base:kwargs",
             "//base:status_macros",
             "//base:torch_status",
             "@com_google_absl//absl/strings",

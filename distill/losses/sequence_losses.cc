@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/losses/loss.h"
 
@@ -105,16 +106,17 @@ class SequenceDivergence final : public Loss {
     }
     if (labels.defined() && (at::isFloatingType(labels.scalar_type()) ||
                              !labels.sizes().equals(student.sizes().slice(0, student.dim() - 1)))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "loss \"", key_, "\": labels must be integers shaped like the logits without their "
-          "vocabulary dimension, ", ShapeString(student.select(-1, 0)), "; got ",
-          ShapeString(labels), " of ", c10::toString(labels.scalar_type())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"", key_,
+                       "\": labels must be integers shaped like the logits without their "
+                       "vocabulary dimension, ",
+                       ShapeString(student.select(-1, 0)), "; got ", ShapeString(labels), " of ",
+                       c10::toString(labels.scalar_type())));
     }
     const at::Tensor per_token = PerToken(o_, student, teacher);
     if (!labels.defined()) return Reduced(per_token, at::ones_like(per_token));
     const at::Tensor keep = labels.ne(o_.ignore_index).to(labels.device());
-    return Reduced(per_token.masked_fill(keep.logical_not(), 0),
-                   keep.to(per_token.scalar_type()));
+    return Reduced(per_token.masked_fill(keep.logical_not(), 0), keep.to(per_token.scalar_type()));
   }
 
  private:
@@ -141,54 +143,56 @@ class SequenceDivergence final : public Loss {
   SequenceOptions o_;
 };
 
-LossFactory Factory(std::string key, Divergence divergence, const char* mix_kwarg = nullptr,
-                    double mix_default = 0) {
+LossFactory Factory(std::string key, Divergence divergence, const char* mix_kwarg = nullptr) {
   return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Loss>> {
     SequenceOptions o{.divergence = divergence};
-    o.temperature = NumberKwarg(kwargs, "temperature", 1.0);
-    o.ignore_index = static_cast<int64_t>(NumberKwarg(kwargs, "ignore_index", -100));
-    const std::string reduction = StringKwarg(kwargs, "reduction", "token_mean");
+    o.temperature = NumberKwarg(kwargs, "temperature");
+    o.ignore_index = IntKwarg(kwargs, "ignore_index");
+    const std::string reduction = StringKwarg(kwargs, "reduction");
     o.reduce = reduction == "sequence_mean" ? Reduce::kSequenceMean
                : reduction == "sum"         ? Reduce::kSum
                : reduction == "none"        ? Reduce::kNone
                                             : Reduce::kTokenMean;
-    if (mix_kwarg != nullptr) o.mix = NumberKwarg(kwargs, mix_kwarg, mix_default);
+    if (mix_kwarg != nullptr) o.mix = NumberKwarg(kwargs, mix_kwarg);
     return std::unique_ptr<Loss>(std::make_unique<SequenceDivergence>(key, o));
   };
 }
 
 std::vector<KwargSpec> Specs(std::vector<KwargSpec> extra = {}) {
-  std::vector<KwargSpec> specs = {
-      {.name = "temperature", .type = KwargType::kNumber, .doc = "softmax temperature; 1",
-       .min = 0, .min_exclusive = true},
-      {.name = "ignore_index", .type = KwargType::kInteger,
-       .doc = "label of positions left out; -100"},
-      {.name = "reduction", .type = KwargType::kString,
-       .doc = "token_mean (default), sequence_mean, sum or none",
-       .choices = {"token_mean", "sequence_mean", "sum", "none"}}};
+  std::vector<KwargSpec> specs = {PositiveNumberSpec("temperature", "softmax temperature", 1.0),
+                                  {.name = "ignore_index",
+                                   .type = KwargType::kInteger,
+                                   .doc = "label of positions left out",
+                                   .default_value = -100},
+                                  {.name = "reduction",
+                                   .type = KwargType::kString,
+                                   .doc = "token_mean, sequence_mean, sum or none",
+                                   .default_value = "token_mean",
+                                   .choices = {"token_mean", "sequence_mean", "sum", "none"}}};
   specs.insert(specs.end(), extra.begin(), extra.end());
   return specs;
 }
 
-KD_REGISTER(LossRegistry(), "forward_kl", Factory("forward_kl", Divergence::kForwardKl),
-            Specs());
-KD_REGISTER(LossRegistry(), "reverse_kl", Factory("reverse_kl", Divergence::kReverseKl),
-            Specs());
+KD_REGISTER(LossRegistry(), "forward_kl", Factory("forward_kl", Divergence::kForwardKl), Specs());
+KD_REGISTER(LossRegistry(), "reverse_kl", Factory("reverse_kl", Divergence::kReverseKl), Specs());
 KD_REGISTER(LossRegistry(), "generalized_jsd",
-            Factory("generalized_jsd", Divergence::kGeneralizedJsd, "beta", 0.5),
-            Specs({{.name = "beta", .type = KwargType::kNumber,
-                    .doc = "teacher weight in the mixture, strictly between 0 and 1; 0.5",
-                    .min = 0, .max = 1, .min_exclusive = true, .max_exclusive = true}}));
+            Factory("generalized_jsd", Divergence::kGeneralizedJsd, "beta"),
+            Specs({JsdBetaKwargSpec()}));
 KD_REGISTER(LossRegistry(), "total_variation",
             Factory("total_variation", Divergence::kTotalVariation), Specs());
-const KwargSpec kSkew = {.name = "alpha", .type = KwargType::kNumber,
-                         .doc = "skew: the weight of the first distribution in the mixture, in "
-                                "[0, 1) (0: plain KL); 0.1 (DistiLLM's)",
-                         .min = 0, .max = 1, .max_exclusive = true};
+const KwargSpec kSkew = {.name = "alpha",
+                         .type = KwargType::kNumber,
+                         .doc =
+                             "skew: the weight of the first distribution in the mixture, in "
+                             "[0, 1) (0: plain KL); DistiLLM's default",
+                         .default_value = 0.1,
+                         .min = 0,
+                         .max = 1,
+                         .max_exclusive = true};
 KD_REGISTER(LossRegistry(), "skew_forward_kl",
-            Factory("skew_forward_kl", Divergence::kSkewForwardKl, "alpha", 0.1), Specs({kSkew}));
+            Factory("skew_forward_kl", Divergence::kSkewForwardKl, "alpha"), Specs({kSkew}));
 KD_REGISTER(LossRegistry(), "skew_reverse_kl",
-            Factory("skew_reverse_kl", Divergence::kSkewReverseKl, "alpha", 0.1), Specs({kSkew}));
+            Factory("skew_reverse_kl", Divergence::kSkewReverseKl, "alpha"), Specs({kSkew}));
 
 }  // namespace
 }  // namespace kd

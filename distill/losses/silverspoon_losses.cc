@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/internal/chunked_divergence.h"
@@ -56,14 +57,14 @@ PairFn Mse(const Kwargs& kwargs) {
 }
 
 PairFn NormalizedMse(const Kwargs& kwargs) {
-  const double eps = NumberKwarg(kwargs, "eps", 1e-5);
+  const double eps = NumberKwarg(kwargs, "eps");
   return [eps](const at::Tensor& s, const at::Tensor& t) {
     return at::mse_loss(Standardize(s, eps), Standardize(t, eps));
   };
 }
 
 PairFn Cosine(const Kwargs& kwargs) {
-  const int64_t dim = static_cast<int64_t>(NumberKwarg(kwargs, "dim", -1));
+  const int64_t dim = IntKwarg(kwargs, "dim");
   return [dim](const at::Tensor& s, const at::Tensor& t) {
     return 1 - at::cosine_similarity(s, t, dim).mean();
   };
@@ -71,15 +72,15 @@ PairFn Cosine(const Kwargs& kwargs) {
 
 PairFn SmoothL1(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
-  const double beta = NumberKwarg(kwargs, "beta", 1.0);
+  const double beta = NumberKwarg(kwargs, "beta");
   return [reduction, beta](const at::Tensor& s, const at::Tensor& t) {
     return at::smooth_l1_loss(s, t, reduction, beta);
   };
 }
 
 PairFn KlDivergence(const Kwargs& kwargs) {
-  const double temp = NumberKwarg(kwargs, "temperature", 1.0);
-  const auto chunk = static_cast<int64_t>(NumberKwarg(kwargs, "chunk_size", 0));
+  const double temp = NumberKwarg(kwargs, "temperature");
+  const int64_t chunk = IntKwarg(kwargs, "chunk_size");
   return [temp, chunk](const at::Tensor& student, const at::Tensor& teacher) {
     if (Chunked(chunk, student)) {
       return losses_internal::ChunkedKlDivergence(student, teacher, temp, chunk);
@@ -95,9 +96,9 @@ PairFn KlDivergence(const Kwargs& kwargs) {
 // JSD_beta(P_t || P_s) = beta KL(P_t || M) + (1 - beta) KL(P_s || M), M = beta P_t +
 // (1 - beta) P_s, per token, times T^2.
 PairFn Jsd(const Kwargs& kwargs) {
-  const double temp = NumberKwarg(kwargs, "temperature", 1.0);
-  const double beta = NumberKwarg(kwargs, "beta", 0.5);
-  const auto chunk = static_cast<int64_t>(NumberKwarg(kwargs, "chunk_size", 0));
+  const double temp = NumberKwarg(kwargs, "temperature");
+  const double beta = NumberKwarg(kwargs, "beta");
+  const int64_t chunk = IntKwarg(kwargs, "chunk_size");
   return [temp, beta, chunk](const at::Tensor& student, const at::Tensor& teacher) {
     if (Chunked(chunk, student)) {
       return losses_internal::ChunkedJsd(student, teacher, temp, beta, chunk);
@@ -117,7 +118,7 @@ PairFn Jsd(const Kwargs& kwargs) {
 // libkd reads it as a linear layer's inputs "head_weight" (V, D) and optional "head_bias" (V)
 // (an LM head or a classifier; a config points them at the model's parameters, io: PARAMETER).
 absl::StatusOr<std::unique_ptr<Loss>> MakeLogitLensKl(const Kwargs& kwargs) {
-  const double temp = NumberKwarg(kwargs, "temperature", 1.0);
+  const double temp = NumberKwarg(kwargs, "temperature");
   return MakeFunctionLoss([temp](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     constexpr absl::string_view kKey = "logit_lens_kl";
     KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get(kKey, "student"));
@@ -212,17 +213,20 @@ class ContrastiveLoss final : public Loss {
 };
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeContrastive(const Kwargs& kwargs) {
-  const int64_t student_dim = static_cast<int64_t>(NumberKwarg(kwargs, "student_dim", 0));
-  const int64_t teacher_dim = static_cast<int64_t>(NumberKwarg(kwargs, "teacher_dim", 0));
-  return std::unique_ptr<Loss>(std::make_unique<ContrastiveLoss>(
-      NumberKwarg(kwargs, "temperature", 0.07), student_dim, teacher_dim));
+  // Unset dimensions (0) are inferred from the first batch.
+  const int64_t student_dim =
+      FindKwarg(kwargs, "student_dim") ? IntKwarg(kwargs, "student_dim") : 0;
+  const int64_t teacher_dim =
+      FindKwarg(kwargs, "teacher_dim") ? IntKwarg(kwargs, "teacher_dim") : 0;
+  return std::unique_ptr<Loss>(std::make_unique<ContrastiveLoss>(NumberKwarg(kwargs, "temperature"),
+                                                                 student_dim, teacher_dim));
 }
 
 // Direction and scale apart: alpha (1 - mean cos(s, t)) + beta MSE(|s|, |t|) along `dim`.
 PairFn AngularMagnitude(const Kwargs& kwargs) {
-  const double alpha = NumberKwarg(kwargs, "alpha", 1.0);
-  const double beta = NumberKwarg(kwargs, "beta", 1.0);
-  const int64_t dim = static_cast<int64_t>(NumberKwarg(kwargs, "dim", -1));
+  const double alpha = NumberKwarg(kwargs, "alpha");
+  const double beta = NumberKwarg(kwargs, "beta");
+  const int64_t dim = IntKwarg(kwargs, "dim");
   return [=](const at::Tensor& s, const at::Tensor& t) {
     const at::Tensor angular = 1 - at::cosine_similarity(s, t, dim).mean();
     return alpha * angular + beta * at::mse_loss(s.norm(2, {dim}), t.norm(2, {dim}));
@@ -309,7 +313,7 @@ LossFactory MahalanobisFactory(std::string key, bool cosine) {
   return [key = std::move(key),
           cosine](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Loss>> {
     return std::unique_ptr<Loss>(
-        std::make_unique<MahalanobisLoss>(key, cosine, NumberKwarg(kwargs, "eps", 1e-8)));
+        std::make_unique<MahalanobisLoss>(key, cosine, cosine ? NumberKwarg(kwargs, "eps") : 0.0));
   };
 }
 
@@ -344,8 +348,8 @@ PairFn RelKdAngle(const Kwargs&) {
   return [](const at::Tensor& s, const at::Tensor& t) { return RelationLoss(s, t, PivotAngles); };
 }
 PairFn RelKdDistanceAngle(const Kwargs& kwargs) {
-  const double dist_weight = NumberKwarg(kwargs, "dist_weight", 1.0);
-  const double angle_weight = NumberKwarg(kwargs, "angle_weight", 2.0);
+  const double dist_weight = NumberKwarg(kwargs, "dist_weight");
+  const double angle_weight = NumberKwarg(kwargs, "angle_weight");
   return [=](const at::Tensor& s, const at::Tensor& t) {
     return dist_weight * RelationLoss(s, t, Distances) +
            angle_weight * RelationLoss(s, t, PivotAngles);
@@ -353,34 +357,30 @@ PairFn RelKdDistanceAngle(const Kwargs& kwargs) {
 }
 
 const KwargSpec kReduction = ReductionKwargSpec();
-const KwargSpec kTemperature = {.name = "temperature",
-                                .type = KwargType::kNumber,
-                                .doc = "softening T; 1",
-                                .min = 0,
-                                .min_exclusive = true};
+const KwargSpec kTemperature = PositiveNumberSpec("temperature", "softening T", 1.0);
 const KwargSpec kChunkSize = {.name = "chunk_size",
                               .type = KwargType::kInteger,
                               .doc = "tokens computed at a time (less memory, same value); 0: all",
+                              .default_value = 0,
                               .min = 0};
 
 KD_REGISTER(LossRegistry(), "mse", Factory("mse", Mse), {kReduction});
 KD_REGISTER(LossRegistry(), "normalized_mse", Factory("normalized_mse", NormalizedMse),
-            {{.name = "eps", .type = KwargType::kNumber, .doc = "1e-5", .min = 0}});
+            {NonNegativeNumberSpec("eps", "std's guard", 1e-5)});
 KD_REGISTER(LossRegistry(), "cosine", Factory("cosine", Cosine),
-            {{.name = "dim", .type = KwargType::kInteger, .doc = "-1"}});
+            {{.name = "dim",
+              .type = KwargType::kInteger,
+              .doc = "the dimension compared",
+              .default_value = -1}});
 KD_REGISTER(LossRegistry(), "smooth_l1", Factory("smooth_l1", SmoothL1),
-            {kReduction, {.name = "beta", .type = KwargType::kNumber, .doc = "1", .min = 0}});
+            {kReduction, NonNegativeNumberSpec("beta", "L1/L2 switch", 1.0)});
 KD_REGISTER(LossRegistry(), "kl_divergence", Factory("kl_divergence", KlDivergence),
             {kTemperature, kChunkSize});
 KD_REGISTER(LossRegistry(), "kl_div", Factory("kl_div", KlDivergence), {kTemperature, kChunkSize});
 KD_REGISTER(LossRegistry(), "logit_lens_kl", MakeLogitLensKl, {kTemperature});
 KD_REGISTER(
     LossRegistry(), "contrastive", MakeContrastive,
-    {{.name = "temperature",
-      .type = KwargType::kNumber,
-      .doc = "0.07",
-      .min = 0,
-      .min_exclusive = true},
+    {PositiveNumberSpec("temperature", "softening T", 0.07),
      {.name = "student_dim",
       .type = KwargType::kInteger,
       .doc = "student features; with teacher_dim, the projector is made up front",
@@ -393,12 +393,15 @@ KD_REGISTER(
       return absl::OkStatus();
     });
 KD_REGISTER(LossRegistry(), "angular_magnitude", Factory("angular_magnitude", AngularMagnitude),
-            {{.name = "alpha", .type = KwargType::kNumber, .doc = "angular weight; 1", .min = 0},
-             {.name = "beta", .type = KwargType::kNumber, .doc = "magnitude weight; 1", .min = 0},
-             {.name = "dim", .type = KwargType::kInteger, .doc = "-1"}});
+            {NonNegativeNumberSpec("alpha", "angular weight", 1.0),
+             NonNegativeNumberSpec("beta", "magnitude weight", 1.0),
+             {.name = "dim",
+              .type = KwargType::kInteger,
+              .doc = "the feature dimension",
+              .default_value = -1}});
 const std::vector<KwargSpec> kMahalanobisMse = {};
 const std::vector<KwargSpec> kMahalanobisCosine = {
-    {.name = "eps", .type = KwargType::kNumber, .doc = "denominator guard; 1e-8", .min = 0}};
+    NonNegativeNumberSpec("eps", "denominator guard", 1e-8)};
 KD_REGISTER(LossRegistry(), "mahalanobis_mse", MahalanobisFactory("mahalanobis_mse", false),
             kMahalanobisMse);
 KD_REGISTER(LossRegistry(), "mahal_mse", MahalanobisFactory("mahal_mse", false), kMahalanobisMse);
@@ -411,22 +414,14 @@ KD_REGISTER(LossRegistry(), "relkd_distance",
 KD_REGISTER(LossRegistry(), "relkd_angle",
             Factory("relkd_angle", RelKdAngle, PairShape::kSameBatch), {});
 const std::vector<KwargSpec> kRelKdDa = {
-    {.name = "dist_weight", .type = KwargType::kNumber, .doc = "1", .min = 0},
-    {.name = "angle_weight", .type = KwargType::kNumber, .doc = "2", .min = 0}};
+    NonNegativeNumberSpec("dist_weight", "distance weight", 1.0),
+    NonNegativeNumberSpec("angle_weight", "angle weight", 2.0)};
 KD_REGISTER(LossRegistry(), "relkd_distance_angle",
             Factory("relkd_distance_angle", RelKdDistanceAngle, PairShape::kSameBatch), kRelKdDa);
 KD_REGISTER(LossRegistry(), "relkd_da",
             Factory("relkd_da", RelKdDistanceAngle, PairShape::kSameBatch), kRelKdDa);
 KD_REGISTER(LossRegistry(), "jsd", Factory("jsd", Jsd),
-            {kTemperature,
-             kChunkSize,
-             {.name = "beta",
-              .type = KwargType::kNumber,
-              .doc = "teacher weight in the mixture, strictly between 0 and 1; 0.5",
-              .min = 0,
-              .max = 1,
-              .min_exclusive = true,
-              .max_exclusive = true}});
+            {kTemperature, kChunkSize, JsdBetaKwargSpec()});
 
 }  // namespace
 }  // namespace kd

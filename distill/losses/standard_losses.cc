@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/loss.h"
@@ -48,8 +49,8 @@ LossFactory Elementwise(std::string key) {
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
-  const int64_t ignore_index = static_cast<int64_t>(NumberKwarg(kwargs, "ignore_index", -100));
-  const double smoothing = NumberKwarg(kwargs, "label_smoothing", 0.0);
+  const int64_t ignore_index = IntKwarg(kwargs, "ignore_index");
+  const double smoothing = NumberKwarg(kwargs, "label_smoothing");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor input, in.Get("CrossEntropyLoss", "input"));
     KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("CrossEntropyLoss", "target"));
@@ -59,7 +60,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeSmoothL1(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
-  const double beta = NumberKwarg(kwargs, "beta", 1.0);
+  const double beta = NumberKwarg(kwargs, "beta");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("SmoothL1Loss", in));
     return at::smooth_l1_loss(compared.first, compared.second, reduction, beta);
@@ -77,8 +78,8 @@ at::Tensor KlDiv(const at::Tensor& log_input, const at::Tensor& target,
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeKlDiv(const Kwargs& kwargs) {
-  const std::string reduction = StringKwarg(kwargs, "reduction", "mean");
-  const bool log_target = kwargs.count("log_target") && kwargs.at("log_target").toBool();
+  const std::string reduction = StringKwarg(kwargs, "reduction");
+  const bool log_target = BoolKwarg(kwargs, "log_target");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("KLDivLoss", in));
     return KlDiv(compared.first, compared.second, reduction, log_target);
@@ -95,7 +96,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
-  const double margin = NumberKwarg(kwargs, "margin", 0.0);
+  const double margin = NumberKwarg(kwargs, "margin");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get("CosineEmbeddingLoss", "input1"));
     KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get("CosineEmbeddingLoss", "input2"));
@@ -115,15 +116,16 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCosineEmbedding(const Kwargs& kwargs) 
 // Knowledge Distillation"): both logits z-scored over classes, (z - mean) / (eps + std), before
 // the temperature; the CE term still reads the raw student logits.
 absl::StatusOr<std::unique_ptr<Loss>> MakeKdWith(const Kwargs& kwargs, bool standardize) {
-  const double eps = NumberKwarg(kwargs, "eps", 1e-7);
+  const double eps = standardize ? NumberKwarg(kwargs, "eps") : 0.0;
   auto prepare = [standardize, eps](const at::Tensor& logits) {
     return standardize ? Standardize(logits, eps) : logits;
   };
-  const double t = NumberKwarg(kwargs, "temperature", 1.0);
-  const bool has_alpha = kwargs.count("alpha") != 0;
-  const double alpha = NumberKwarg(kwargs, "alpha", 0.0);
-  const double beta = NumberKwarg(kwargs, "beta", 1.0 - alpha);
-  const std::string reduction = StringKwarg(kwargs, "reduction", "batchmean");
+  const double t = NumberKwarg(kwargs, "temperature");
+  const bool has_alpha = FindKwarg(kwargs, "alpha") != nullptr;
+  const double alpha = has_alpha ? NumberKwarg(kwargs, "alpha") : 0.0;
+  // beta's default depends on alpha, so the spec cannot hold it.
+  const double beta = FindKwarg(kwargs, "beta") ? NumberKwarg(kwargs, "beta") : 1.0 - alpha;
+  const std::string reduction = StringKwarg(kwargs, "reduction");
   const int64_t ce_reduction = ReductionEnum(reduction == "batchmean" ? "mean" : reduction);
   const std::string key = standardize ? "LogitStdKDLoss" : "KDLoss";
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
@@ -154,9 +156,9 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLogitStdKd(const Kwargs& kwargs) {
 // mdistiller's CE term and its linear warm-up of the DKD weight over the first epochs are not in
 // the loss: a CrossEntropyLoss term and the term's weight give them.
 absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
-  const double alpha = NumberKwarg(kwargs, "alpha", 1.0);
-  const double beta = NumberKwarg(kwargs, "beta", 8.0);
-  const double t = NumberKwarg(kwargs, "temperature", 4.0);
+  const double alpha = NumberKwarg(kwargs, "alpha");
+  const double beta = NumberKwarg(kwargs, "beta");
+  const double t = NumberKwarg(kwargs, "temperature");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get("DKDLoss", "student"));
     KD_ASSIGN_OR_RETURN(at::Tensor teacher, in.Get("DKDLoss", "teacher"));
@@ -187,64 +189,73 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
 KD_REGISTER(LossRegistry(), "MSELoss", Elementwise<at::mse_loss>("MSELoss"), {kReduction});
 KD_REGISTER(LossRegistry(), "L1Loss", Elementwise<at::l1_loss>("L1Loss"), {kReduction});
 KD_REGISTER(LossRegistry(), "SmoothL1Loss", MakeSmoothL1,
-            {kReduction,
-             {.name = "beta", .type = KwargType::kNumber, .doc = "L1/L2 switch; 1", .min = 0}});
+            {kReduction, NonNegativeNumberSpec("beta", "L1/L2 switch", 1.0)});
 KD_REGISTER(LossRegistry(), "CrossEntropyLoss", MakeCrossEntropy,
             {kReduction,
-             {.name = "ignore_index", .type = KwargType::kInteger, .doc = "target to skip; -100"},
+             {.name = "ignore_index",
+              .type = KwargType::kInteger,
+              .doc = "target to skip",
+              .default_value = -100},
              {.name = "label_smoothing",
               .type = KwargType::kNumber,
-              .doc = "0 (default) to 1",
+              .doc = "0 to 1",
+              .default_value = 0.0,
               .min = 0,
               .max = 1}});
 KD_REGISTER(LossRegistry(), "KLDivLoss", MakeKlDiv,
             {{.name = "reduction",
               .type = KwargType::kString,
-              .doc = "mean (default; torch's), batchmean, sum or none",
+              .doc = "batchmean, mean (torch's default), sum or none",
+              .default_value = "mean",
               .choices = {"mean", "batchmean", "sum", "none"}},
-             {.name = "log_target", .type = KwargType::kBool, .doc = "target is log-probs"}});
+             {.name = "log_target",
+              .type = KwargType::kBool,
+              .doc = "target is log-probs",
+              .default_value = false}});
 KD_REGISTER(LossRegistry(), "BCEWithLogitsLoss", MakeBceWithLogits, {kReduction});
-KD_REGISTER(
-    LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
-    {kReduction,
-     {.name = "margin", .type = KwargType::kNumber, .doc = "-1 to 1; 0", .min = -1, .max = 1}});
+KD_REGISTER(LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
+            {kReduction,
+             {.name = "margin",
+              .type = KwargType::kNumber,
+              .doc = "-1 to 1",
+              .default_value = 0.0,
+              .min = -1,
+              .max = 1}});
 // KDLoss's kwargs, which LogitStdKDLoss shares (plus its eps).
 std::vector<KwargSpec> KdSpecs() {
-  return {
-      {.name = "temperature",
-       .type = KwargType::kNumber,
-       .doc = "softening T",
-       .min = 0,
-       .min_exclusive = true,
-       .required = true},
-      {.name = "alpha",
-       .type = KwargType::kNumber,
-       .doc = "weight of CE; unset: KL only",
-       .min = 0,
-       .max = 1},
-      {.name = "beta", .type = KwargType::kNumber, .doc = "weight of T^2 KL; 1 - alpha", .min = 0},
-      {.name = "reduction",
-       .type = KwargType::kString,
-       .doc = "KL's; batchmean",
-       .choices = {"batchmean", "mean", "sum"}}};
+  return {{.name = "temperature",
+           .type = KwargType::kNumber,
+           .doc = "softening T",
+           .min = 0,
+           .min_exclusive = true,
+           .required = true},
+          {.name = "alpha",
+           .type = KwargType::kNumber,
+           .doc = "weight of CE; unset: KL only",
+           .min = 0,
+           .max = 1},
+          {.name = "beta",
+           .type = KwargType::kNumber,
+           .doc = "weight of T^2 KL; unset: 1 - alpha",
+           .min = 0},
+          {.name = "reduction",
+           .type = KwargType::kString,
+           .doc = "KL's",
+           .default_value = "batchmean",
+           .choices = {"batchmean", "mean", "sum"}}};
 }
 
 std::vector<KwargSpec> LogitStdKdSpecs() {
   std::vector<KwargSpec> specs = KdSpecs();
-  specs.push_back(
-      {.name = "eps", .type = KwargType::kNumber, .doc = "std's guard; 1e-7", .min = 0});
+  specs.push_back(NonNegativeNumberSpec("eps", "std's guard", 1e-7));
   return specs;
 }
 
 KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdSpecs());
 KD_REGISTER(LossRegistry(), "DKDLoss", MakeDkd,
-            {{.name = "alpha", .type = KwargType::kNumber, .doc = "TCKD weight; 1", .min = 0},
-             {.name = "beta", .type = KwargType::kNumber, .doc = "NCKD weight; 8", .min = 0},
-             {.name = "temperature",
-              .type = KwargType::kNumber,
-              .doc = "4",
-              .min = 0,
-              .min_exclusive = true}});
+            {NonNegativeNumberSpec("alpha", "TCKD weight", 1.0),
+             NonNegativeNumberSpec("beta", "NCKD weight", 8.0),
+             PositiveNumberSpec("temperature", "softening T", 4.0)});
 KD_REGISTER(LossRegistry(), "LogitStdKDLoss", MakeLogitStdKd, LogitStdKdSpecs());
 
 }  // namespace

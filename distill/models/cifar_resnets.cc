@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/kwargs.h"
 #include "distill/models/internal/kwargs_util.h"
 #include "distill/models/model_registry.h"
 #include "hooks/hook_point.h"
@@ -28,9 +29,6 @@ namespace kd {
 namespace {
 
 namespace nn = torch::nn;
-using models_internal::IntKwarg;
-using models_internal::NumberKwarg;
-using models_internal::StringKwarg;
 
 nn::Conv2d Conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
@@ -155,11 +153,10 @@ struct CifarResNetImpl : nn::Module {
 TORCH_MODULE(CifarResNet);
 
 absl::StatusOr<std::unique_ptr<Model>> MakeCifarResNet(int64_t depth, const Kwargs& kwargs) {
-  const Shortcut shortcut = StringKwarg(kwargs, "shortcut", "projection") == "zero_pad"
-                                ? Shortcut::kZeroPad
-                                : Shortcut::kProjection;
-  return MakeNativeModel(CifarResNet((depth - 2) / 6, IntKwarg(kwargs, "num_classes", 10),
-                                     IntKwarg(kwargs, "in_channels", 3), shortcut)
+  const Shortcut shortcut =
+      StringKwarg(kwargs, "shortcut") == "zero_pad" ? Shortcut::kZeroPad : Shortcut::kProjection;
+  return MakeNativeModel(CifarResNet((depth - 2) / 6, IntKwarg(kwargs, "num_classes"),
+                                     IntKwarg(kwargs, "in_channels"), shortcut)
                              .ptr());
 }
 
@@ -169,7 +166,8 @@ std::vector<KwargSpec> CifarResNetSpecs() {
           {.name = "shortcut",
            .type = KwargType::kString,
            .doc = "where a block's shape changes: projection (option B, 1x1 conv + BN, as "
-                  "torchdistill) or zero_pad (option A, parameter-free); projection",
+                  "torchdistill) or zero_pad (option A, parameter-free)",
+           .default_value = "projection",
            .choices = {"projection", "zero_pad"}}};
 }
 
@@ -259,16 +257,14 @@ constexpr int64_t kWrnDepth = 16;
 constexpr int64_t kWrnWidenFactor = 4;
 
 absl::StatusOr<std::unique_ptr<Model>> MakeWideResNet(const Kwargs& kwargs) {
-  return MakeNativeModel(WideResNet(IntKwarg(kwargs, "depth", kWrnDepth),
-                                    IntKwarg(kwargs, "widen_factor", kWrnWidenFactor),
-                                    NumberKwarg(kwargs, "dropout", 0.0),
-                                    IntKwarg(kwargs, "num_classes", 10),
-                                    IntKwarg(kwargs, "in_channels", 3))
+  return MakeNativeModel(WideResNet(IntKwarg(kwargs, "depth"), IntKwarg(kwargs, "widen_factor"),
+                                    NumberKwarg(kwargs, "dropout"), IntKwarg(kwargs, "num_classes"),
+                                    IntKwarg(kwargs, "in_channels"))
                              .ptr());
 }
 
 absl::Status CheckWrnDepth(const KwargsView& view) {
-  const int64_t depth = IntKwarg(view.kwargs, "depth", kWrnDepth);
+  const int64_t depth = IntKwarg(view.kwargs, "depth");
   if ((depth - 4) % 6 == 0) return absl::OkStatus();
   const int64_t below = depth - (depth - 4) % 6;  // >= 10: the spec's minimum passed
   return absl::InvalidArgumentError(absl::StrCat("kwarg \"depth\" must be 6n + 4 (10, 16, 22, ",
@@ -289,11 +285,13 @@ KD_REGISTER(
 KD_REGISTER(ModelRegistry(), "wrn", MakeWideResNet,
             {{.name = "depth",
               .type = KwargType::kInteger,
-              .doc = "layers with weights, 6n + 4 (n blocks per stage); 16",
+              .doc = "layers with weights, 6n + 4 (n blocks per stage)",
+              .default_value = kWrnDepth,
               .min = 10},
              {.name = "widen_factor",
               .type = KwargType::kInteger,
-              .doc = "k, the channel multiplier (16k, 32k, 64k per stage); 4 (WRN-16-4)",
+              .doc = "k, the channel multiplier (16k, 32k, 64k per stage; WRN-16-4 by default)",
+              .default_value = kWrnWidenFactor,
               .min = 1},
              models_internal::DropoutSpec("between a block's two convolutions"),
              models_internal::NumClassesSpec(),

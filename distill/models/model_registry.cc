@@ -22,9 +22,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeRegisteredModel(absl::string_view key
   Registry<ModelFactory>& registry = ModelRegistry();
   KD_ASSIGN_OR_RETURN(const ModelFactory* factory, registry.Get(key));
   const std::string owner = absl::StrCat(kModelKind, " \"", key, "\"");
-  KD_RETURN_IF_ERROR(CheckPluginKwargValues(registry, key, kwargs, owner));
+  KD_ASSIGN_OR_RETURN(const Kwargs resolved, ResolvePluginKwargs(registry, key, kwargs, owner));
   absl::StatusOr<absl::StatusOr<std::unique_ptr<Model>>> model =
-      CallTorch([&] { return (*factory)(kwargs); }, absl::StatusCode::kInvalidArgument);
+      CallTorch([&] { return (*factory)(resolved); }, absl::StatusCode::kInvalidArgument);
   if (!model.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("building ", owner, ": ", model.status().message()));

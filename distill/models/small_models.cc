@@ -14,6 +14,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "absl/status/statusor.h"
+#include "base/kwargs.h"
 #include "distill/models/internal/kwargs_util.h"
 #include "distill/models/model_registry.h"
 #include "hooks/hook_point.h"
@@ -23,9 +24,6 @@ namespace kd {
 namespace {
 
 namespace nn = torch::nn;
-using models_internal::IntKwarg;
-using models_internal::IntListKwarg;
-using models_internal::NumberKwarg;
 
 // mlp: one hidden layer, fc -> relu -> dropout.
 struct MlpBlockImpl : nn::Module {
@@ -69,10 +67,9 @@ struct MlpImpl : nn::Module {
 TORCH_MODULE(Mlp);
 
 absl::StatusOr<std::unique_ptr<Model>> MakeMlp(const Kwargs& kwargs) {
-  return MakeNativeModel(
-      Mlp(IntKwarg(kwargs, "in_features", 0), IntListKwarg(kwargs, "hidden", {256, 128}),
-          IntKwarg(kwargs, "num_classes", 10), NumberKwarg(kwargs, "dropout", 0.0))
-          .ptr());
+  return MakeNativeModel(Mlp(IntKwarg(kwargs, "in_features"), IntListKwarg(kwargs, "hidden"),
+                             IntKwarg(kwargs, "num_classes"), NumberKwarg(kwargs, "dropout"))
+                             .ptr());
 }
 
 // LeNet-5 (LeCun et al. 1998) for 28x28 inputs: the first convolution pads by 2, giving the
@@ -101,7 +98,7 @@ TORCH_MODULE(LeNet5);
 
 absl::StatusOr<std::unique_ptr<Model>> MakeLeNet5(const Kwargs& kwargs) {
   return MakeNativeModel(
-      LeNet5(IntKwarg(kwargs, "in_channels", 1), IntKwarg(kwargs, "num_classes", 10)).ptr());
+      LeNet5(IntKwarg(kwargs, "in_channels"), IntKwarg(kwargs, "num_classes")).ptr());
 }
 
 // conv 3x3 (no bias) -> BN -> ReLU, appended to `seq`.
@@ -143,10 +140,9 @@ struct FashionCnnImpl : nn::Module {
 TORCH_MODULE(FashionCnn);
 
 absl::StatusOr<std::unique_ptr<Model>> MakeFashionCnn(const Kwargs& kwargs) {
-  return MakeNativeModel(
-      FashionCnn(IntKwarg(kwargs, "width", 16), IntKwarg(kwargs, "num_classes", 10),
-                 IntKwarg(kwargs, "in_channels", 1), NumberKwarg(kwargs, "dropout", 0.0))
-          .ptr());
+  return MakeNativeModel(FashionCnn(IntKwarg(kwargs, "width"), IntKwarg(kwargs, "num_classes"),
+                                    IntKwarg(kwargs, "in_channels"), NumberKwarg(kwargs, "dropout"))
+                             .ptr());
 }
 
 KD_REGISTER(ModelRegistry(), "mlp", MakeMlp,
@@ -157,7 +153,8 @@ KD_REGISTER(ModelRegistry(), "mlp", MakeMlp,
               .required = true},
              {.name = "hidden",
               .type = KwargType::kIntegerList,
-              .doc = "widths of the hidden layers, in order ([] for none); [256, 128]",
+              .doc = "widths of the hidden layers, in order ([] for none)",
+              .default_value = std::vector<int64_t>{256, 128},
               .min = 1},
              models_internal::NumClassesSpec(),
              models_internal::DropoutSpec("after each hidden layer's ReLU")});
@@ -168,7 +165,8 @@ KD_REGISTER(ModelRegistry(), "lenet5", MakeLeNet5,
 KD_REGISTER(ModelRegistry(), "fashion_cnn", MakeFashionCnn,
             {{.name = "width",
               .type = KwargType::kInteger,
-              .doc = "channels of stem and layer1 (layer2 has twice as many); 16",
+              .doc = "channels of stem and layer1 (layer2 has twice as many)",
+              .default_value = 16,
               .min = 1},
              models_internal::NumClassesSpec(),
              models_internal::InChannelsSpec(1),

@@ -40,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/config/distill_config.pb.h"
@@ -179,8 +180,9 @@ template <typename Kind>
 absl::StatusOr<ProcFunc<Kind>> BuildProcFunc(absl::string_view key, Kwargs kwargs = {}) {
   Registry<ProcFn<Kind>>& registry = ProcRegistry<Kind>();
   KD_ASSIGN_OR_RETURN(const ProcFn<Kind>* fn, registry.Get(key));
-  KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, registry.KwargSpecs(key), ProcOwnerName<Kind>(key)));
-  return ProcFunc<Kind>(std::string(key), *fn, std::move(kwargs));
+  KD_ASSIGN_OR_RETURN(Kwargs resolved,
+                      ResolvePluginKwargs(registry, key, kwargs, ProcOwnerName<Kind>(key)));
+  return ProcFunc<Kind>(std::string(key), *fn, std::move(resolved));
 }
 
 // The function a config names: `{key: "..." kwargs {...}}`, its kwargs the defaults.

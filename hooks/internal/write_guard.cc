@@ -17,7 +17,7 @@
 #include <c10/core/StorageMaterializer.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "base/ivalue_util.h"
+#include "hooks/internal/lazy_clone.h"
 
 namespace kd {
 namespace internal {
@@ -259,8 +259,7 @@ void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
 }
 
 [[gnu::noinline]] void WriteGuards::KeepWithHistory(c10::IValue& value, c10::TensorImpl& impl,
-                                                    c10::StorageImpl& storage,
-                                                    WriteGuard& guard) {
+                                                    c10::StorageImpl& storage, WriteGuard& guard) {
   const at::Tensor& t = value.toTensor();
   // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
   // both stay with the copy.
@@ -291,8 +290,7 @@ void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& kept) {
   ReleaseSlot(index);
 }
 
-[[gnu::noinline]] void WriteGuards::Rebuild(c10::IValue& value, WriteGuard& kept,
-                                            bool written) {
+[[gnu::noinline]] void WriteGuards::Rebuild(c10::IValue& value, WriteGuard& kept, bool written) {
   const Slot& slot = slots[kept.slot];
   const c10::TensorImpl* impl = value.unsafeToTensorImpl();
   // The bytes as they were: the copy if the storage was written, else the storage (only the

@@ -27,7 +27,8 @@
 //
 // Armed storages are kept alive until their guards go (pop, clear). A storage takes one write
 // hook at a time: while a guard is armed on it, at::_lazy_clone of it fails libtorch's
-// "materializer already active" assert (kd::LazyCloneValue copies such storages eagerly).
+// "materializer already active" assert (kd::LazyCloneValue, hooks/internal/lazy_clone.h, copies
+// such storages eagerly).
 #ifndef LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
 #define LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_
 

@@ -10,9 +10,9 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "base/ivalue_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hooks/internal/lazy_clone.h"
 #include "testing/tensor_matchers.h"
 
 namespace kd {

@@ -89,7 +89,7 @@ class StageRun {
 // it next.
 // `group` (null: a single process) is the run's process group: the training loader gives this
 // rank its shard, and a student with wrapper DISTRIBUTED_DATA_PARALLEL averages its gradients
-// across the ranks (distill/boxes/ddp.h).
+// across the ranks (distill/boxes/distributed/ddp.h).
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
                                    RunConfig::Precision precision,
                                    const c10::intrusive_ptr<c10d::ProcessGroup>& group);

@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "distill/boxes/metrics.h"
-#include "distill/boxes/optim.h"
+#include "distill/boxes/metrics/metrics.h"
+#include "distill/boxes/optim/optim.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"

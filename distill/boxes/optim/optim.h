@@ -12,8 +12,8 @@
 // (StepLR, MultiStepLR, CosineAnnealingLR, LinearLR for warm-up, ReduceLROnPlateau) with its
 // kwargs; libtorch ships only StepLR and ReduceLROnPlateau, and neither exposes its state for
 // checkpoints, so all five are written here against the optimizer's learning rates.
-#ifndef LIBKD_DISTILL_BOXES_OPTIM_H_
-#define LIBKD_DISTILL_BOXES_OPTIM_H_
+#ifndef LIBKD_DISTILL_BOXES_OPTIM_OPTIM_H_
+#define LIBKD_DISTILL_BOXES_OPTIM_OPTIM_H_
 
 #include <cstdint>
 #include <functional>
@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/registry.h"
 #include "distill/procs/training_context.h"
 
@@ -95,4 +95,4 @@ std::vector<int64_t> ParamGroupSizes(const torch::optim::Optimizer& optimizer);
 
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_OPTIM_H_
+#endif  // LIBKD_DISTILL_BOXES_OPTIM_OPTIM_H_

@@ -8,7 +8,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/cuda.h>
 
-#include "distill/boxes/ddp.h"
+#include "distill/boxes/distributed/ddp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"

@@ -1,4 +1,4 @@
-#include "distill/boxes/internal/rendezvous.h"
+#include "distill/boxes/distributed/internal/rendezvous.h"
 
 #include <netdb.h>
 #include <poll.h>

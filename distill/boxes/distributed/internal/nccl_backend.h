@@ -1,8 +1,8 @@
 // The seam between //distill/boxes:ddp and //distill/boxes:nccl: ddp builds process groups
 // without CUDA headers; linking :nccl (alwayslink) sets the factory at start-up, so that
 // InitProcessGroup on a CUDA device gets libtorch's ProcessGroupNCCL.
-#ifndef LIBKD_DISTILL_BOXES_INTERNAL_NCCL_BACKEND_H_
-#define LIBKD_DISTILL_BOXES_INTERNAL_NCCL_BACKEND_H_
+#ifndef LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_NCCL_BACKEND_H_
+#define LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_NCCL_BACKEND_H_
 
 #include <chrono>
 
@@ -29,4 +29,4 @@ NcclBackendFactory& RegisteredNcclBackend();
 }  // namespace ddp_internal
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_INTERNAL_NCCL_BACKEND_H_
+#endif  // LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_NCCL_BACKEND_H_

@@ -1,6 +1,6 @@
 // Data parallelism across 2 processes on loopback. The test binary starts copies of itself as
 // the ranks (LIBKD_DDP_WORKER set), as torchrun would start a training program.
-#include "distill/boxes/ddp.h"
+#include "distill/boxes/distributed/ddp.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,7 +27,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "absl/strings/str_cat.h"
-#include "distill/boxes/rank_monitor.h"
+#include "distill/boxes/distributed/rank_monitor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/native_model.h"

@@ -1,4 +1,4 @@
-#include "distill/boxes/optim.h"
+#include "distill/boxes/optim/optim.h"
 
 #include <cmath>
 #include <memory>

@@ -16,8 +16,8 @@
 //   }
 //
 // Errors are statuses naming the variable, the address or the rank concerned.
-#ifndef LIBKD_DISTILL_BOXES_DDP_H_
-#define LIBKD_DISTILL_BOXES_DDP_H_
+#ifndef LIBKD_DISTILL_BOXES_DISTRIBUTED_DDP_H_
+#define LIBKD_DISTILL_BOXES_DISTRIBUTED_DDP_H_
 
 #include <chrono>
 #include <cstdint>
@@ -124,4 +124,4 @@ class DataParallel {
 
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_DDP_H_
+#endif  // LIBKD_DISTILL_BOXES_DISTRIBUTED_DDP_H_

@@ -1,4 +1,4 @@
-#include "distill/boxes/rank_monitor.h"
+#include "distill/boxes/distributed/rank_monitor.h"
 
 #include <algorithm>
 #include <exception>

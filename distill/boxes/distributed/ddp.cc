@@ -1,4 +1,4 @@
-#include "distill/boxes/ddp.h"
+#include "distill/boxes/distributed/ddp.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,8 +29,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
-#include "distill/boxes/internal/nccl_backend.h"
-#include "distill/boxes/internal/rendezvous.h"
+#include "distill/boxes/distributed/internal/nccl_backend.h"
+#include "distill/boxes/distributed/internal/rendezvous.h"
 
 extern char** environ;
 

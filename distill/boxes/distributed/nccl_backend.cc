@@ -2,7 +2,7 @@
 // libtorch_cuda), registered with //distill/boxes:ddp at start-up. Compiled with the CUDA
 // toolkit's and NCCL's headers where @libtorch//:cuda_headers has them (LIBKD_CUDA_HEADERS); a
 // GPU is needed only to run it.
-#include "distill/boxes/internal/nccl_backend.h"
+#include "distill/boxes/distributed/internal/nccl_backend.h"
 
 #include <chrono>
 

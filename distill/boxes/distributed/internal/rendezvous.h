@@ -1,8 +1,8 @@
 // The rendezvous's pieces (distill/boxes/ddp.cc, InitProcessGroup): one deadline for all of
 // it, the master's address resolved and reached with the cause of a failure named, and
 // libtorch's logs quiet meanwhile.
-#ifndef LIBKD_DISTILL_BOXES_INTERNAL_RENDEZVOUS_H_
-#define LIBKD_DISTILL_BOXES_INTERNAL_RENDEZVOUS_H_
+#ifndef LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_RENDEZVOUS_H_
+#define LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_RENDEZVOUS_H_
 
 #include <sys/socket.h>
 
@@ -56,4 +56,4 @@ class QuietTorchLogs {
 }  // namespace rendezvous_internal
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_INTERNAL_RENDEZVOUS_H_
+#endif  // LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_RENDEZVOUS_H_

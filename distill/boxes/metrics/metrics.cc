@@ -1,4 +1,4 @@
-#include "distill/boxes/metrics.h"
+#include "distill/boxes/metrics/metrics.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
@@ -45,13 +46,12 @@ class Accuracy final : public Metric {
 
 KD_REGISTER(MetricRegistry(), "accuracy",
             ([](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Metric>> {
-              auto it = kwargs.find("top_k");
-              return std::unique_ptr<Metric>(
-                  std::make_unique<Accuracy>(it == kwargs.end() ? 1 : it->second.toInt()));
+              return std::unique_ptr<Metric>(std::make_unique<Accuracy>(IntKwarg(kwargs, "top_k")));
             }),
             {{.name = "top_k",
               .type = KwargType::kInteger,
-              .doc = "a hit if the target is among the k largest outputs; 1",
+              .doc = "a hit if the target is among the k largest outputs",
+              .default_value = 1,
               .min = 1}});
 
 }  // namespace
@@ -64,9 +64,10 @@ Registry<MetricFactory>& MetricRegistry() {
 
 absl::StatusOr<std::unique_ptr<Metric>> MakeMetric(absl::string_view key, const Kwargs& kwargs) {
   KD_ASSIGN_OR_RETURN(const MetricFactory* factory, MetricRegistry().Get(key));
-  KD_RETURN_IF_ERROR(
-      CheckPluginKwargValues(MetricRegistry(), key, kwargs, absl::StrCat("metric \"", key, "\"")));
-  return (*factory)(kwargs);
+  KD_ASSIGN_OR_RETURN(
+      const Kwargs resolved,
+      ResolvePluginKwargs(MetricRegistry(), key, kwargs, absl::StrCat("metric \"", key, "\"")));
+  return (*factory)(resolved);
 }
 
 }  // namespace kd

@@ -26,7 +26,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "absl/strings/str_cat.h"
-#include "distill/boxes/ddp.h"
+#include "distill/boxes/distributed/ddp.h"
 #include "hooks/native_model.h"
 
 namespace kd {

@@ -15,8 +15,8 @@
 //     // "rank 1 of 2 was lost: its heartbeat stopped (the process died or hangs); rank 0
 //     //  stopped on: ... Connection reset by peer"
 //   }
-#ifndef LIBKD_DISTILL_BOXES_RANK_MONITOR_H_
-#define LIBKD_DISTILL_BOXES_RANK_MONITOR_H_
+#ifndef LIBKD_DISTILL_BOXES_DISTRIBUTED_RANK_MONITOR_H_
+#define LIBKD_DISTILL_BOXES_DISTRIBUTED_RANK_MONITOR_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -87,4 +87,4 @@ class RankMonitor {
 
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_RANK_MONITOR_H_
+#endif  // LIBKD_DISTILL_BOXES_DISTRIBUTED_RANK_MONITOR_H_

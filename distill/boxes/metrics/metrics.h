@@ -5,8 +5,8 @@
 //                       kd::MakeMetric("accuracy", {{"top_k", int64_t{5}}}));
 //   for (...) top5->Update(logits, targets);
 //   double value = top5->Value();
-#ifndef LIBKD_DISTILL_BOXES_METRICS_H_
-#define LIBKD_DISTILL_BOXES_METRICS_H_
+#ifndef LIBKD_DISTILL_BOXES_METRICS_METRICS_H_
+#define LIBKD_DISTILL_BOXES_METRICS_METRICS_H_
 
 #include <functional>
 #include <memory>
@@ -44,4 +44,4 @@ absl::StatusOr<std::unique_ptr<Metric>> MakeMetric(absl::string_view key, const 
 
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_BOXES_METRICS_H_
+#endif  // LIBKD_DISTILL_BOXES_METRICS_METRICS_H_

@@ -1,0 +1,77 @@
+// What a ForwardHookManager hook holds between a forward and the pop, and how it becomes an
+// I/O dict value: the values of one io type (inputs or outputs) per device, in call order,
+// each with the write guard that keeps it as returned; the gather of several devices'
+// values (torchdistill's, for replicas); and the list or stack of several calls' values.
+// The manager (hooks/forward_hook_manager.cc) decides which hooks record and when to pop.
+//
+//   internal::Recorded outputs;  // of the hook on "fc"
+//   internal::StoreValue(outputs, c10::kCPU, y, /*accumulates=*/true, /*write_guards=*/nullptr);
+//   ...  // more calls
+//   KD_ASSIGN_OR_RETURN(c10::IValue list, internal::CombineCalls(outputs.front().values,
+//                                                                {.accumulates = true}, "fc",
+//                                                                kOutput));
+#ifndef LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
+#define LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
+
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "hooks/internal/write_guard.h"
+
+namespace kd {
+namespace internal {
+
+// The values of one io type recorded on one device, in call order (one if !accumulates).
+struct RecordedOnDevice {
+  c10::Device device;
+  std::vector<c10::IValue> values;
+  // With write guards: one per value (guards[i] for values[i]), resolved (and emptied)
+  // before the values are popped, and kept for the next values.
+  std::vector<WriteGuard> guards;
+};
+
+// One io type of one hook, per device (usually one).
+using Recorded = std::vector<RecordedOnDevice>;
+
+// Where a call's values are recorded: the device of the output's first tensor, else of the
+// args', else the CPU.
+c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10::IValue>& args);
+
+// Adds `value`, recorded on `device`, to `recorded`: after the earlier calls' if `accumulates`,
+// else in place of the last call's. With `write_guards` (non-null), a guard keeps it as it is
+// now (ResolveValues gets it back).
+void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value, bool accumulates,
+                WriteGuards* write_guards);
+
+// `on`'s values as they were returned: what a write guard kept, where the forward wrote later.
+// Does nothing without write guards (null).
+void ResolveValues(RecordedOnDevice& on, WriteGuards* write_guards);
+
+// Drops every recorded value and guard, keeping the capacity for the next calls.
+void ClearValues(Recorded& recorded);
+
+// torchdistill's gather: tensors concatenated on dim 0 on `device`, tuples element-wise;
+// anything else is the last value, moved to `device`. `values` is not empty.
+c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device);
+
+// How a hook combines its calls (HookOptions' fields of the same names).
+struct CombineOptions {
+  bool accumulates = false;
+  bool stacks_accumulated = false;
+};
+
+// The I/O dict value of the calls' `values` (in call order, not empty): the last one, or with
+// `accumulates` a list of them, or with `stacks_accumulated` one tensor stacked on a new dim
+// 0. Errors: InvalidArgument naming `key` and `io_type` when a value to stack is not a tensor
+// or the shapes differ.
+absl::StatusOr<c10::IValue> CombineCalls(std::vector<c10::IValue> values, CombineOptions how,
+                                         absl::string_view key, absl::string_view io_type);
+
+}  // namespace internal
+}  // namespace kd
+
+#endif  // LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
