@@ -25,10 +25,10 @@
 #include "distill/boxes/checkpoint.h"
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/boxes/distributed/rank_monitor.h"
+#include "distill/boxes/internal/run_setup.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/boxes/run_folder.h"
-#include "distill/config/kwargs.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
 #include "hooks/torchscript_model.h"
@@ -83,44 +83,14 @@ class BoxImpl final : public Box {
       KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));
       KD_ASSIGN_OR_RETURN(monitor_, RankMonitor::Start(group_));
     }
-    run_dir_ = options_.run_dir;
-    if (run_dir_.empty()) run_dir_ = config_.run().run_dir();
-    if (run_dir_.empty()) {
-      run_dir_ = absl::StrCat("runs/", config_.run().name().empty() ? "run" : config_.run().name());
-    }
-    run_dir_ = ResolveAgainst(options_.base_dir, run_dir_);
-    ckpt_dir_ = (fs::path(run_dir_) /
-                 (config_.checkpoint().dir().empty() ? "ckpt" : config_.checkpoint().dir()))
-                    .string();
+    run_dir_ = box_internal::RunDir(config_, options_);
+    ckpt_dir_ = box_internal::CheckpointDir(config_, run_dir_);
     if (rank_ == 0) {  // the rank that writes holds the folder for the run
-      RunFolderOptions folder{
-          .resume = options_.resume || !config_.checkpoint().resume_from().empty(),
-          .overwrite = options_.overwrite,
-          .checkpoint_dir = ckpt_dir_};
-      for (const ModelConfig* model : {&config_.teacher(), &config_.student()}) {
-        for (const std::string& file : {model->torchscript(), model->src_ckpt()}) {
-          if (!file.empty()) folder.inputs.push_back(ResolveAgainst(options_.base_dir, file));
-        }
-      }
-      if (!config_.checkpoint().resume_from().empty()) {
-        folder.inputs.push_back(
-            ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from()));
-      }
-      KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, folder));
+      KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, box_internal::RunFolderOptionsFor(
+                                                                  config_, options_, ckpt_dir_)));
     }
     at::manual_seed(seed_);
-    for (const DatasetConfig& dataset : config_.datasets()) {
-      KD_ASSIGN_OR_RETURN(Kwargs kwargs,
-                          PluginKwargs(DatasetRegistry(), dataset.key(), dataset.kwargs(),
-                                       absl::StrCat("dataset \"", dataset.key(), "\"")));
-      const std::string field = absl::StrCat("dataset \"", dataset.id(), "\"");
-      absl::StatusOr<std::shared_ptr<Dataset>> made = MakeDataset(dataset.key(), kwargs);
-      if (made.ok() && dataset.has_subset()) {
-        made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
-      }
-      if (!made.ok()) return InField(field, made.status());
-      datasets_[dataset.id()] = *std::move(made);
-    }
+    KD_ASSIGN_OR_RETURN(datasets_, box_internal::MakeDatasets(config_));
     if (config_.has_teacher()) {
       KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
       teacher_->To(device_);
@@ -214,7 +184,10 @@ class BoxImpl final : public Box {
             ? (evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
                                                     : evaluation.metrics(0).name())
             : "loss";
-    KD_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler, MakeProfiler());
+    std::unique_ptr<Profiler> profiler;  // rank 0's
+    if (rank_ == 0) {
+      KD_ASSIGN_OR_RETURN(profiler, box_internal::MakeRunProfiler(config_, options_, run_dir_));
+    }
     std::unique_ptr<StageRun> last_stage;
     for (size_t s = first_stage; s < stages_.size(); ++s) {
       KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
@@ -287,26 +260,6 @@ class BoxImpl final : public Box {
   std::string LastPath() const { return (fs::path(ckpt_dir_) / "last.pt").string(); }
 
   // Stage `s` built on the box's models and datasets; errors name the stage.
-  // The run's profiler (null: none), from the config's `profiler` and BoxOptions.profile_dir.
-  absl::StatusOr<std::unique_ptr<Profiler>> MakeProfiler() const {
-    if (rank_ != 0 || (!config_.has_profiler() && options_.profile_dir.empty())) return nullptr;
-    const ProfilerConfig& c = config_.profiler();
-    ProfilerOptions options;
-    options.output_dir = !options_.profile_dir.empty() ? options_.profile_dir
-                         : !c.output_dir().empty()
-                             ? ResolveAgainst(options_.base_dir, c.output_dir())
-                             : (fs::path(run_dir_) / "profile").string();
-    if (c.has_wait()) options.schedule.wait = c.wait();
-    if (c.has_warmup()) options.schedule.warmup = c.warmup();
-    if (c.has_active()) options.schedule.active = c.active();
-    if (c.has_repeat()) options.schedule.repeat = c.repeat();
-    options.schedule.skip_first = c.skip_first();
-    if (c.has_record_shapes()) options.record_shapes = c.record_shapes();
-    if (c.has_profile_memory()) options.profile_memory = c.profile_memory();
-    options.with_stack = c.with_stack();
-    return CreateProfiler(options);  // its errors begin with "profiler: "
-  }
-
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
     std::unique_ptr<StageRun> stage = box_internal::NewStage(
         teacher_.get(), student_.get(), device_, config_.run().precision(), group_);

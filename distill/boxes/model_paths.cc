@@ -10,6 +10,7 @@
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/status_macros.h"
+#include "base/torch_status.h"
 #include "distill/config/kwargs.h"
 #include "distill/models/model_registry.h"
 #include "hooks/torchscript_model.h"
@@ -160,21 +161,20 @@ absl::StatusOr<std::unique_ptr<Model>> OptimizeForInference(const Model& model,
                      "works on TorchScript modules), not a ",
                      model.kind(), " one; export it with torch.jit.script or drop the flag"));
   }
-  try {
-    torch::jit::Module eval = module->clone();
-    eval.eval();
-    torch::jit::Module frozen = torch::jit::freeze(eval);
-    torch::jit::Module optimized = torch::jit::optimize_for_inference(frozen);
-    // Freezing drops the `training` flag with the rest of the attributes; the box sets and
-    // reads it (Module::train, is_training), and an optimized module is in eval mode for good.
-    if (!optimized.hasattr("training")) {
-      optimized.register_attribute("training", c10::BoolType::get(), false);
-    }
-    return MakeTorchScriptModel(optimized);
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role, ".optimize_for_inference: ", e.what_without_backtrace()));
+  KD_ASSIGN_OR_RETURN(torch::jit::Module optimized,
+                      CallTorch(absl::StrCat(role, ".optimize_for_inference"),
+                                absl::StatusCode::kInvalidArgument, [&] {
+                                  torch::jit::Module eval = module->clone();
+                                  eval.eval();
+                                  torch::jit::Module frozen = torch::jit::freeze(eval);
+                                  return torch::jit::optimize_for_inference(frozen);
+                                }));
+  // Freezing drops the `training` flag with the rest of the attributes; the box sets and
+  // reads it (Module::train, is_training), and an optimized module is in eval mode for good.
+  if (!optimized.hasattr("training")) {
+    optimized.register_attribute("training", c10::BoolType::get(), false);
   }
+  return MakeTorchScriptModel(optimized);
 }
 
 std::vector<ConfigProblem> CheckModulePaths(const LoadedConfig& loaded,

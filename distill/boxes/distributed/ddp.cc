@@ -58,11 +58,6 @@ absl::StatusOr<int> EnvInt(const char* name, int fallback) {
 }
 
 // A libtorch error's first line: its message without the trace libtorch appends.
-std::string ErrorText(const c10::Error& error) {
-  const std::string text = error.what_without_backtrace();
-  return text.substr(0, text.find('\n'));
-}
-
 }  // namespace
 
 namespace ddp_internal {
@@ -143,47 +138,48 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
   // libtorch's socket warnings (an IPv6 listen that fell back, each retry) are not this run's
   // output: the outcome is this function's one status.
   const QuietTorchLogs quiet;
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    c10d::TCPStoreOptions options;
-    options.port = static_cast<std::uint16_t>(env.master_port);
-    options.isServer = env.rank == 0;
-    options.numWorkers = static_cast<size_t>(env.world_size);
-    options.waitWorkers = false;
-    options.timeout = deadline.Left();
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
-  } catch (const c10::Error& error) {
-    if (env.rank == 0) {
-      return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the rendezvous at ", where,
-                                                 " (is MASTER_PORT in use?): ", ErrorText(error)));
-    }
-    return absl::UnavailableError(absl::StrCat(
-        "rank ", env.rank, " cannot reach the master at ", where, " within ", timeout.count(),
-        " ms (is rank 0 running? MASTER_ADDR, MASTER_PORT): ", ErrorText(error)));
-  }
+  const std::string store_context =
+      env.rank == 0
+          ? absl::StrCat("rank 0 cannot serve the rendezvous at ", where,
+                         " (is MASTER_PORT in use?)")
+          : absl::StrCat("rank ", env.rank, " cannot reach the master at ", where, " within ",
+                         timeout.count(), " ms (is rank 0 running? MASTER_ADDR, MASTER_PORT)");
+  KD_ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store,
+                      CallTorch(store_context, absl::StatusCode::kUnavailable,
+                                [&]() -> c10::intrusive_ptr<c10d::Store> {
+                                  c10d::TCPStoreOptions options;
+                                  options.port = static_cast<std::uint16_t>(env.master_port);
+                                  options.isServer = env.rank == 0;
+                                  options.numWorkers = static_cast<size_t>(env.world_size);
+                                  options.waitWorkers = false;
+                                  options.timeout = deadline.Left();
+                                  return c10::make_intrusive<c10d::TCPStore>(env.master_addr,
+                                                                             options);
+                                }));
   // As Python's init_process_group("cpu:gloo,cuda:nccl"): Gloo for CPU tensors, NCCL for
   // CUDA ones on a CUDA device, each backend under its device's prefix in the store.
-  try {
-    auto options = c10d::ProcessGroupGloo::Options::create(deadline.Left());
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
-    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("cpu/", store), env.rank, env.world_size, options);
-    auto group = c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
-    group->setBackend(c10::kCPU, c10d::ProcessGroup::GLOO, gloo);
-    group->setDefaultBackend(c10d::ProcessGroup::GLOO);
-    if (device.is_cuda()) {
-      c10::intrusive_ptr<c10d::Backend> backend =
-          nccl(c10::make_intrusive<c10d::PrefixStore>("cuda/", store), env.rank, env.world_size,
-               deadline.Left());
-      group->setBackend(c10::kCUDA, c10d::ProcessGroup::NCCL, backend);
-      group->setDefaultBackend(c10d::ProcessGroup::NCCL);
-    }
-    return group;
-  } catch (const c10::Error& error) {
-    return absl::UnavailableError(absl::StrCat("rank ", env.rank, " of ", env.world_size,
-                                               ": the process group did not form within ",
-                                               timeout.count(), " ms: ", ErrorText(error)));
-  }
+  return CallTorch(absl::StrCat("rank ", env.rank, " of ", env.world_size,
+                                ": the process group did not form within ", timeout.count(), " ms"),
+                   absl::StatusCode::kUnavailable, [&]() -> c10::intrusive_ptr<c10d::ProcessGroup> {
+                     auto options = c10d::ProcessGroupGloo::Options::create(deadline.Left());
+                     options->devices.push_back(
+                         c10d::ProcessGroupGloo::createDeviceForHostname(env.master_addr));
+                     auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(
+                         c10::make_intrusive<c10d::PrefixStore>("cpu/", store), env.rank,
+                         env.world_size, options);
+                     auto group =
+                         c10::make_intrusive<c10d::ProcessGroup>(store, env.rank, env.world_size);
+                     group->setBackend(c10::kCPU, c10d::ProcessGroup::GLOO, gloo);
+                     group->setDefaultBackend(c10d::ProcessGroup::GLOO);
+                     if (device.is_cuda()) {
+                       c10::intrusive_ptr<c10d::Backend> backend =
+                           nccl(c10::make_intrusive<c10d::PrefixStore>("cuda/", store), env.rank,
+                                env.world_size, deadline.Left());
+                       group->setBackend(c10::kCUDA, c10d::ProcessGroup::NCCL, backend);
+                       group->setDefaultBackend(c10d::ProcessGroup::NCCL);
+                     }
+                     return group;
+                   });
 }
 
 int FreeLoopbackPort() {
@@ -311,7 +307,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
   for (size_t i = 0; i < params.size(); ++i)
     reversed[i] = static_cast<int64_t>(params.size() - 1 - i);
   const std::vector<bool> sparse(params.size(), false);
-  try {
+  KD_RETURN_IF_ERROR(CallTorch("DataParallel: c10d::Reducer", absl::StatusCode::kInternal, [&] {
     auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
         params, {static_cast<size_t>(first_cap), static_cast<size_t>(cap)}, sparse, reversed);
     std::vector<int64_t> caps(limits.begin(), limits.end());
@@ -319,9 +315,7 @@ absl::StatusOr<std::unique_ptr<DataParallel>> DataParallel::Create(
         params, std::move(buckets), ddp->group_, sparse, cap, options.find_unused_parameters,
         /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>(), first_cap,
         /*skip_all_reduce_unused_params=*/false, /*use_python_reducer=*/false, std::move(caps));
-  } catch (const c10::Error& error) {
-    return absl::InternalError(absl::StrCat("DataParallel: c10d::Reducer: ", ErrorText(error)));
-  }
+  }));
   return ddp;
 }
 

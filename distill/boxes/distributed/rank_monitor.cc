@@ -1,7 +1,6 @@
 #include "distill/boxes/distributed/rank_monitor.h"
 
 #include <algorithm>
-#include <exception>
 #include <utility>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -9,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/torch_status.h"
 
 namespace kd {
 namespace {
@@ -30,17 +31,16 @@ absl::StatusOr<std::unique_ptr<RankMonitor>> RankMonitor::Start(
   monitor->rank_ = group->getRank();
   monitor->world_size_ = group->getSize();
   monitor->period_ = period;
-  try {
-    monitor->store_ = group->getStore()->clone();
-    monitor->reader_ = group->getStore()->clone();
-    // A store that stops answering is an answer here: wait a few beats, not the run's timeout.
-    monitor->store_->setTimeout(period * kMissedBeats);
-    monitor->reader_->setTimeout(period * kMissedBeats);
-    monitor->store_->add(BeatKey(monitor->rank_), 1);
-  } catch (const std::exception& error) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "RankMonitor: cannot open a connection to the rendezvous store: ", error.what()));
-  }
+  KD_RETURN_IF_ERROR(CallTorch("RankMonitor: cannot open a connection to the rendezvous store",
+                               absl::StatusCode::kFailedPrecondition, [&] {
+                                 monitor->store_ = group->getStore()->clone();
+                                 monitor->reader_ = group->getStore()->clone();
+                                 // A store that stops answering is an answer here: wait a few
+                                 // beats, not the run's timeout.
+                                 monitor->store_->setTimeout(period * kMissedBeats);
+                                 monitor->reader_->setTimeout(period * kMissedBeats);
+                                 monitor->store_->add(BeatKey(monitor->rank_), 1);
+                               }));
   monitor->thread_ = std::thread([m = monitor.get()] { m->Beat(); });
   return monitor;
 }
@@ -58,27 +58,25 @@ void RankMonitor::Beat() {
   const std::string key = BeatKey(rank_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, period_, [this] { return stop_; })) {
-    try {
-      store_->add(key, 1);
-    } catch (const std::exception&) {
+    if (!CallTorch([&] { store_->add(key, 1); }).ok()) {
       return;  // rank 0, which serves the store, is gone (or hangs): Explain will say so
     }
   }
 }
 
 void RankMonitor::ReportFailure(absl::string_view reason) {
-  try {
+  // Best effort: a store that is gone has no one left to tell.
+  CallTorch([&] {
     reader_->set(FailedKey(rank_), std::vector<uint8_t>(reason.begin(), reason.end()));
-  } catch (const std::exception&) {
-  }
+  }).IgnoreError();
 }
 
 std::vector<int64_t> RankMonitor::ReadBeats() {
   std::vector<int64_t> beats;
-  try {
-    for (int r = 0; r < world_size_; ++r) beats.push_back(reader_->add(BeatKey(r), 0));
-  } catch (const std::exception&) {
-    beats.clear();
+  if (!CallTorch([&] {
+         for (int r = 0; r < world_size_; ++r) beats.push_back(reader_->add(BeatKey(r), 0));
+       }).ok()) {
+    beats.clear();  // the store stopped answering
   }
   return beats;
 }
@@ -109,14 +107,13 @@ absl::Status RankMonitor::Explain(absl::string_view error) {
   std::vector<std::string> parts;
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
-    std::string reason;
-    try {
+    std::string reason;  // stays empty if the store cannot tell
+    CallTorch([&] {
       if (reader_->check({FailedKey(r)})) {
         const std::vector<uint8_t> bytes = reader_->get(FailedKey(r));
         reason.assign(bytes.begin(), bytes.end());
       }
-    } catch (const std::exception&) {
-    }
+    }).IgnoreError();
     if (!reason.empty()) {
       parts.push_back(absl::StrCat("rank ", r, " of ", world_size_, " failed: ", reason));
     } else if (std::find(lost.begin(), lost.end(), r) != lost.end()) {

@@ -8,13 +8,10 @@
 //
 //   KD_ASSIGN_OR_RETURN(auto group, kd::InitProcessGroup(env, device, timeout));
 //   KD_ASSIGN_OR_RETURN(std::unique_ptr<kd::RankMonitor> monitor, kd::RankMonitor::Start(group));
-//   try {
-//     ... training with collectives on `group` ...
-//   } catch (const std::exception& error) {
-//     return monitor->Explain(error.what());
-//     // "rank 1 of 2 was lost: its heartbeat stopped (the process died or hangs); rank 0
-//     //  stopped on: ... Connection reset by peer"
-//   }
+//   absl::Status trained = Train(...);  // collectives on `group`, under kd::CallTorch
+//   if (!trained.ok()) return monitor->Explain(trained.message());
+//   // "rank 1 of 2 was lost: its heartbeat stopped (the process died or hangs); rank 0
+//   //  stopped on: ... Connection reset by peer"
 #ifndef LIBKD_DISTILL_BOXES_DISTRIBUTED_RANK_MONITOR_H_
 #define LIBKD_DISTILL_BOXES_DISTRIBUTED_RANK_MONITOR_H_
 

@@ -1,0 +1,88 @@
+#include "distill/boxes/internal/run_setup.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/file_util.h"
+#include "base/kwargs.h"
+#include "base/status_macros.h"
+#include "distill/boxes/internal/stage.h"
+#include "distill/config/kwargs.h"
+
+namespace kd {
+namespace box_internal {
+
+namespace fs = std::filesystem;
+
+std::string RunDir(const DistillConfig& config, const BoxOptions& options) {
+  std::string run_dir = options.run_dir;
+  if (run_dir.empty()) run_dir = config.run().run_dir();
+  if (run_dir.empty()) {
+    run_dir = absl::StrCat("runs/", config.run().name().empty() ? "run" : config.run().name());
+  }
+  return ResolveAgainst(options.base_dir, run_dir);
+}
+
+std::string CheckpointDir(const DistillConfig& config, const std::string& run_dir) {
+  return (fs::path(run_dir) /
+          (config.checkpoint().dir().empty() ? "ckpt" : config.checkpoint().dir()))
+      .string();
+}
+
+RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptions& options,
+                                     const std::string& checkpoint_dir) {
+  RunFolderOptions folder{.resume = options.resume || !config.checkpoint().resume_from().empty(),
+                          .overwrite = options.overwrite,
+                          .checkpoint_dir = checkpoint_dir};
+  for (const ModelConfig* model : {&config.teacher(), &config.student()}) {
+    for (const std::string& file : {model->torchscript(), model->src_ckpt()}) {
+      if (!file.empty()) folder.inputs.push_back(ResolveAgainst(options.base_dir, file));
+    }
+  }
+  if (!config.checkpoint().resume_from().empty()) {
+    folder.inputs.push_back(ResolveAgainst(options.base_dir, config.checkpoint().resume_from()));
+  }
+  return folder;
+}
+
+absl::StatusOr<std::map<std::string, std::shared_ptr<Dataset>>> MakeDatasets(
+    const DistillConfig& config) {
+  std::map<std::string, std::shared_ptr<Dataset>> datasets;
+  for (const DatasetConfig& dataset : config.datasets()) {
+    KD_ASSIGN_OR_RETURN(Kwargs kwargs,
+                        PluginKwargs(DatasetRegistry(), dataset.key(), dataset.kwargs(),
+                                     absl::StrCat("dataset \"", dataset.key(), "\"")));
+    const std::string field = absl::StrCat("dataset \"", dataset.id(), "\"");
+    absl::StatusOr<std::shared_ptr<Dataset>> made = MakeDataset(dataset.key(), kwargs);
+    if (made.ok() && dataset.has_subset()) {
+      made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
+    }
+    if (!made.ok()) return InField(field, made.status());
+    datasets[dataset.id()] = *std::move(made);
+  }
+  return datasets;
+}
+
+absl::StatusOr<std::unique_ptr<Profiler>> MakeRunProfiler(const DistillConfig& config,
+                                                          const BoxOptions& options,
+                                                          const std::string& run_dir) {
+  if (!config.has_profiler() && options.profile_dir.empty()) return nullptr;
+  const ProfilerConfig& c = config.profiler();
+  ProfilerOptions profiler;
+  profiler.output_dir = !options.profile_dir.empty() ? options.profile_dir
+                        : !c.output_dir().empty() ? ResolveAgainst(options.base_dir, c.output_dir())
+                                                  : (fs::path(run_dir) / "profile").string();
+  if (c.has_wait()) profiler.schedule.wait = c.wait();
+  if (c.has_warmup()) profiler.schedule.warmup = c.warmup();
+  if (c.has_active()) profiler.schedule.active = c.active();
+  if (c.has_repeat()) profiler.schedule.repeat = c.repeat();
+  profiler.schedule.skip_first = c.skip_first();
+  if (c.has_record_shapes()) profiler.record_shapes = c.record_shapes();
+  if (c.has_profile_memory()) profiler.profile_memory = c.profile_memory();
+  profiler.with_stack = c.with_stack();
+  return CreateProfiler(profiler);  // its errors begin with "profiler: "
+}
+
+}  // namespace box_internal
+}  // namespace kd

@@ -1,0 +1,70 @@
+// The stage's evaluation: validation and test loss and metrics of the student, summed across
+// ranks in a multi-process run.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/torch_status.h"
+#include "distill/boxes/internal/stage_impl.h"
+#include "distill/boxes/io_util.h"
+#include "memdiag/tracking_allocator.h"
+
+namespace kd {
+namespace box_internal {
+
+absl::StatusOr<std::map<std::string, double>> Stage::Test(
+    const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+    int64_t seed) {
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> test,
+                      MakeLoader(loader, datasets, seed, "test_data_loader", world_size(), rank(),
+                                 /*exact_shards=*/true));
+  return EvaluateOn(*test);
+}
+
+absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& loader) {
+  RECORD_USER_SCOPE("eval");
+  std::map<std::string, double> out;
+  const bool was_training = student_->is_training();
+  student_->SetTraining(false);
+  at::NoGradGuard no_grad;
+  for (auto& [name, metric] : metrics_) metric->Reset();
+  double loss_sum = 0;
+  int64_t count = 0;
+  loader.SetEpoch(0);
+  BatchStream batches(loader);
+  for (int64_t i = 0; i < loader.num_batches(); ++i) {
+    if (leaks_.callback != nullptr) leaks_.callback->OnPredictionStep();
+    ScopedMemoryAnnotation scope("eval", i + 1);
+    Batch batch = batches.Next();
+    ToDevice(batch);
+    std::optional<AutocastGuard> autocast;
+    Autocast(autocast);
+    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
+    student_hooks_.ClearIoDict();
+    if (!output.isTensor() || !batch.targets.isTensor()) {
+      return absl::InvalidArgumentError(
+          "evaluation needs a tensor output (logits) and tensor targets");
+    }
+    const at::Tensor logits = output.toTensor(), targets = batch.targets.toTensor();
+    loss_sum += at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum).item<double>();
+    count += targets.size(0);
+    for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
+  }
+  if (leaks_.callback != nullptr) leaks_.callback->OnEvaluate();
+  if (distributed()) AddAcrossRanks(*group_, device_, loss_sum, count, metrics_);
+  out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
+  for (auto& [name, metric] : metrics_) out[name] = metric->Value();
+  student_->SetTraining(was_training);
+  return out;
+}
+
+}  // namespace box_internal
+}  // namespace kd

@@ -1,0 +1,186 @@
+// The stage a box runs (StageRun, internal/stage.h) and the TrainingContext its process
+// functions see: what torchdistill's box holds for the current stage. Its parts live in three
+// files: stage.cc (building from the config, the training epoch, the forward), stage_eval.cc
+// (validation and test), stage_state.cc (what a checkpoint keeps of it).
+#ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
+#define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/optimizer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "distill/boxes/amp.h"
+#include "distill/boxes/distributed/ddp.h"
+#include "distill/boxes/internal/stage.h"
+#include "distill/boxes/internal/stage_setup.h"
+#include "distill/boxes/metrics/metrics.h"
+#include "distill/boxes/optim/optim.h"
+#include "distill/data/data_loader.h"
+#include "distill/losses/criterion.h"
+#include "distill/procs/proc_func.h"
+#include "distill/procs/training_context.h"
+#include "hooks/forward_hook_manager.h"
+#include "memdiag/leak_detection.h"
+
+namespace kd {
+namespace box_internal {
+
+class Stage final : public StageRun, public TrainingContext {
+ public:
+  Stage(Model* teacher, Model* student, c10::Device device, RunConfig::Precision precision,
+        c10::intrusive_ptr<c10d::ProcessGroup> group)
+      : teacher_(teacher),
+        student_(student),
+        device_(device),
+        group_(std::move(group)),
+        teacher_hooks_(device),
+        student_hooks_(device) {
+    if (precision == RunConfig::BF16) autocast_dtype_ = at::kBFloat16;
+    if (precision == RunConfig::FP16) {
+      autocast_dtype_ = at::kHalf;
+      scaler_ = std::make_unique<GradScaler>(device);
+    }
+  }
+
+  // Builds everything of `config` (`previous` for what a later stage may leave
+  // unset).
+  absl::Status Build(const StageConfig& config, const StageConfig* previous,
+                     const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+                     const EvaluationConfig& evaluation, int64_t seed) override;
+
+  // DISTRIBUTED_DATA_PARALLEL in a multi-process run, as torchdistill's wrap_model: each
+  // wrapped model that trains (the teacher only with requires_grad), with what trains beside
+  // them (`own`: auxiliary modules, the losses' parameters, which Python's DDP would hold inside
+  // the wrapped model), kept in sync by one Reducer.
+  absl::Status WrapForDataParallel(const StageConfig& config, const std::vector<at::Tensor>& own);
+
+  // TrainingContext.
+  Model* model(ModelRole role) override {
+    return role == ModelRole::kTeacher ? teacher_ : student_;
+  }
+  void ClearIo(ModelRole role) override {
+    (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_).ClearIoDict();
+  }
+  bool distributed() const override { return group_.defined(); }
+  void SetSamplerEpoch(int64_t) override {}
+  void Barrier() override {
+    if (distributed()) group_->barrier()->wait();
+  }
+  int64_t IncrementStageGradCount() override { return ++grad_count_; }
+  int64_t grad_accum_step() const override { return grad_accum_step_; }
+  std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
+  void Backward(const at::Tensor& loss) override {
+    RECORD_USER_SCOPE("backward");
+    (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
+  }
+  void ClipGradNorm(double max_norm) override {
+    if (scaler_ != nullptr) scaler_->Unscale(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(params_, max_norm);
+  }
+  void OptimizerStep() override;
+  void ZeroGrad() override { optimizer_->zero_grad(/*set_to_none=*/true); }
+  bool has_scheduler() const override { return scheduler_ != nullptr; }
+  int64_t scheduling_step() const override { return scheduling_step_; }
+  void SchedulerStep(const SchedulerStepArgs& args) override {
+    if (scheduler_ != nullptr) scheduler_->Step(args);
+  }
+  void AuxiliaryPostEpoch(ModelRole) override {}
+
+  // One epoch of training (epoch counts from 0); the mean loss.
+  absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
+                                    Profiler* profiler) override;
+
+  // The validation loss and metrics of the student (empty without a validation loader).
+  absl::StatusOr<std::map<std::string, double>> Evaluate() override {
+    if (val_loader_ == nullptr) return std::map<std::string, double>();
+    return EvaluateOn(*val_loader_);
+  }
+
+  absl::StatusOr<std::map<std::string, double>> Test(
+      const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
+      int64_t seed) override;
+
+  absl::StatusOr<std::map<std::string, double>> EvaluateOn(DataLoader& loader);
+
+  int64_t world_size() const { return distributed() ? group_->getSize() : 1; }
+  int64_t rank() const { return distributed() ? group_->getRank() : 0; }
+
+  absl::Status PostEpoch(std::optional<double> metric) override {
+    return (*post_epoch_)(*this, metric);
+  }
+
+  // What a checkpoint keeps of this stage.
+  void SaveTo(c10::impl::GenericDict& dict) const override;
+
+  absl::Status LoadFrom(const c10::impl::GenericDict& dict) override;
+
+  const std::string& name() const override { return name_; }
+  const StageConfig& config() const override { return config_; }
+  double lr() const override { return LearningRates(*optimizer_).at(0); }
+  int64_t train_samples_per_epoch() const override {
+    // The loader's batch size: a later stage may inherit the loader from an
+    // earlier one.
+    return train_loader_->num_batches() * train_loader_->options().batch_size;
+  }
+
+ private:
+  void ToDevice(Batch& batch) const {
+    if (device_.is_cpu()) return;
+    batch.samples = kd::ToDevice(batch.samples, device_);
+    batch.targets = kd::ToDevice(batch.targets, device_);
+  }
+
+  // Starts autocast in `guard` for this stage's precision (nothing for FP32).
+  void Autocast(std::optional<AutocastGuard>& guard) const {
+    if (autocast_dtype_.has_value()) guard.emplace(device_.type(), *autocast_dtype_);
+  }
+
+  absl::StatusOr<CriterionResult> Forward(const Batch& batch);
+
+  Model* teacher_;
+  Model* student_;
+  c10::Device device_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
+  std::unique_ptr<DataParallel> ddp_;             // the wrapped models', in a multi-process run
+  ForwardHookManager teacher_hooks_, student_hooks_;
+  StageConfig config_;
+  std::string name_;
+  bool teacher_trains_ = false;
+  std::unique_ptr<Criterion> criterion_;
+  std::unique_ptr<DataLoader> train_loader_, val_loader_;
+  std::string train_dataset_;  // the training loader's dataset id, for messages
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<LrScheduler> scheduler_;
+  int64_t scheduling_step_ = 0;
+  std::optional<double> max_grad_norm_;
+  int64_t grad_accum_step_ = 1;
+  int64_t grad_count_ = 0;
+  // Optional only because they have no default constructor: Build sets them.
+  std::optional<ProcFunc<PreEpochProc>> pre_epoch_;
+  std::optional<ProcFunc<PreForwardProc>> pre_forward_;
+  std::optional<ProcFunc<PostForwardProc>> post_forward_;
+  std::optional<ProcFunc<PostEpochProc>> post_epoch_;
+  std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
+  std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
+  std::vector<AuxModule> aux_;
+  LeakDetection leaks_;                           // memdiag's, when the evaluation asks for it
+  std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
+  std::unique_ptr<GradScaler> scaler_;            // FP16 only
+};
+
+}  // namespace box_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
