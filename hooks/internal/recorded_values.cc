@@ -16,59 +16,6 @@
 namespace kd {
 namespace internal {
 
-c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10::IValue>& args) {
-  if (out.isTensor()) return out.toTensor().device();
-  std::optional<c10::Device> device = FirstTensorDevice(out);
-  for (size_t i = 0; !device && i < args.size(); ++i) device = FirstTensorDevice(args[i]);
-  return device.value_or(c10::Device(c10::kCPU));
-}
-
-void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value, bool accumulates,
-                WriteGuards* write_guards) {
-  RecordedOnDevice* on = nullptr;
-  if (!recorded.empty() && recorded.front().device == device) {
-    on = &recorded.front();  // the usual case: one device
-  } else {
-    auto it = std::find_if(recorded.begin(), recorded.end(),
-                           [device](const RecordedOnDevice& d) { return d.device == device; });
-    if (it == recorded.end()) {
-      recorded.push_back(RecordedOnDevice{device, {}});
-      it = recorded.end() - 1;
-    }
-    on = &*it;
-  }
-  const bool replaces = !accumulates && !on->values.empty();  // the last call wins
-  if (write_guards != nullptr) {
-    // Guards outlive their values' pop, resolved (empty), and serve the next calls.
-    const size_t index = on->values.size() - (replaces ? 1 : 0);
-    if (index == on->guards.size()) {
-      on->guards.emplace_back();
-    } else if (on->guards[index].armed()) {
-      on->guards[index] = WriteGuard();  // the replaced call's, released
-    }
-    write_guards->Keep(value, on->guards[index]);
-  }
-  if (replaces) {
-    on->values.back() = std::move(value);
-    return;
-  }
-  on->values.push_back(std::move(value));
-}
-
-void ResolveValues(RecordedOnDevice& on, WriteGuards* write_guards) {
-  if (write_guards == nullptr) return;
-  for (size_t i = 0; i < on.values.size(); ++i) {
-    write_guards->ResolveInPlace(on.values[i], on.guards[i]);
-  }
-}
-
-void ClearValues(Recorded& recorded) {
-  for (RecordedOnDevice& d : recorded) {
-    d.values.clear();  // keeps the capacity
-    d.guards.clear();
-  }
-}
-
 c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
   const c10::IValue& first = values.front();
   if (first.isTensor()) {

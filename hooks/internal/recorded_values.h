@@ -13,6 +13,9 @@
 #ifndef LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
 #define LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
 
+#include <algorithm>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -20,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/ivalue_util.h"
 #include "hooks/internal/write_guard.h"
 
 namespace kd {
@@ -39,20 +43,65 @@ using Recorded = std::vector<RecordedOnDevice>;
 
 // Where a call's values are recorded: the device of the output's first tensor, else of the
 // args', else the CPU.
-c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10::IValue>& args);
+// (Inline, as StoreValue, ResolveValues and ClearValues: they run on every hooked call.)
+inline c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10::IValue>& args) {
+  if (out.isTensor()) return out.toTensor().device();
+  std::optional<c10::Device> device = FirstTensorDevice(out);
+  for (size_t i = 0; !device && i < args.size(); ++i) device = FirstTensorDevice(args[i]);
+  return device.value_or(c10::Device(c10::kCPU));
+}
 
 // Adds `value`, recorded on `device`, to `recorded`: after the earlier calls' if `accumulates`,
 // else in place of the last call's. With `write_guards` (non-null), a guard keeps it as it is
 // now (ResolveValues gets it back).
-void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value, bool accumulates,
-                WriteGuards* write_guards);
+inline void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value, bool accumulates,
+                       WriteGuards* write_guards) {
+  RecordedOnDevice* on = nullptr;
+  if (!recorded.empty() && recorded.front().device == device) {
+    on = &recorded.front();  // the usual case: one device
+  } else {
+    auto it = std::find_if(recorded.begin(), recorded.end(),
+                           [device](const RecordedOnDevice& d) { return d.device == device; });
+    if (it == recorded.end()) {
+      recorded.push_back(RecordedOnDevice{device, {}});
+      it = recorded.end() - 1;
+    }
+    on = &*it;
+  }
+  const bool replaces = !accumulates && !on->values.empty();  // the last call wins
+  if (write_guards != nullptr) {
+    // Guards outlive their values' pop, resolved (empty), and serve the next calls.
+    const size_t index = on->values.size() - (replaces ? 1 : 0);
+    if (index == on->guards.size()) {
+      on->guards.emplace_back();
+    } else if (on->guards[index].armed()) {
+      on->guards[index] = WriteGuard();  // the replaced call's, released
+    }
+    write_guards->Keep(value, on->guards[index]);
+  }
+  if (replaces) {
+    on->values.back() = std::move(value);
+    return;
+  }
+  on->values.push_back(std::move(value));
+}
 
 // `on`'s values as they were returned: what a write guard kept, where the forward wrote later.
 // Does nothing without write guards (null).
-void ResolveValues(RecordedOnDevice& on, WriteGuards* write_guards);
+inline void ResolveValues(RecordedOnDevice& on, WriteGuards* write_guards) {
+  if (write_guards == nullptr) return;
+  for (size_t i = 0; i < on.values.size(); ++i) {
+    write_guards->ResolveInPlace(on.values[i], on.guards[i]);
+  }
+}
 
 // Drops every recorded value and guard, keeping the capacity for the next calls.
-void ClearValues(Recorded& recorded);
+inline void ClearValues(Recorded& recorded) {
+  for (RecordedOnDevice& d : recorded) {
+    d.values.clear();  // keeps the capacity
+    d.guards.clear();
+  }
+}
 
 // torchdistill's gather: tensors concatenated on dim 0 on `device`, tuples element-wise;
 // anything else is the last value, moved to `device`. `values` is not empty.
