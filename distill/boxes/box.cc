@@ -25,6 +25,7 @@
 #include "distill/boxes/checkpoint.h"
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/boxes/distributed/rank_monitor.h"
+#include "distill/boxes/internal/box_impl.h"
 #include "distill/boxes/internal/run_setup.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
@@ -34,344 +35,310 @@
 #include "hooks/torchscript_model.h"
 
 namespace kd {
-namespace {
+namespace box_internal {
 
 namespace fs = std::filesystem;
 
-using box_internal::Clock;
-using box_internal::InField;
-using box_internal::Seconds;
-using box_internal::StageRun;
+absl::Status BoxImpl::Init() {
+  stages_.clear();
+  if (config_.has_train()) stages_.push_back(config_.train());
+  for (const StageConfig& stage : config_.stages()) stages_.push_back(stage);
+  if (stages_.empty()) return absl::InvalidArgumentError("no stage: set train or stages");
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));
+  }
+  seed_ = options_.seed.value_or(config_.run().seed());
+  const std::string device =
+      options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
+  // Checked here as the tools check it: a CUDA device on a machine without one is one line.
+  absl::StatusOr<c10::Device> parsed = ParseDevice(device);
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat("run.device: ", parsed.status().message()));
+  }
+  device_ = *parsed;
+  // A multi-process run (torchrun's environment, WORLD_SIZE > 1) joins its process group.
+  KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
+  rank_ = env.rank;
+  if (rank_ != 0) {  // progress and logs are rank 0's
+    options_.on_step = nullptr;
+    options_.on_epoch = nullptr;
+  }
+  if (env.world_size > 1) {
+    // torchrun's convention: each rank on the GPU of its LOCAL_RANK unless one is named.
+    if (device_.is_cuda() && !device_.has_index()) {
+      device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    }
+    const int timeout_s =
+        config_.run().distributed_timeout_s() > 0 ? config_.run().distributed_timeout_s() : 300;
+    KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));
+    KD_ASSIGN_OR_RETURN(monitor_, RankMonitor::Start(group_));
+  }
+  run_dir_ = box_internal::RunDir(config_, options_);
+  ckpt_dir_ = box_internal::CheckpointDir(config_, run_dir_);
+  if (rank_ == 0) {  // the rank that writes holds the folder for the run
+    KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, box_internal::RunFolderOptionsFor(
+                                                                config_, options_, ckpt_dir_)));
+  }
+  at::manual_seed(seed_);
+  KD_ASSIGN_OR_RETURN(datasets_, box_internal::MakeDatasets(config_));
+  if (config_.has_teacher()) {
+    KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
+    teacher_->To(device_);
+    if (config_.teacher().optimize_for_inference()) {
+      KD_ASSIGN_OR_RETURN(teacher_, OptimizeForInference(*teacher_, "teacher"));
+    }
+  }
+  KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
+  student_->To(device_);
+  // Every stage is built once here, so that a mistake in a later stage shows before the first
+  // one trains. Building may draw random numbers (a loss's own layers): the RNG state is put
+  // back, so the check leaves no trace in the run.
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  at::Tensor rng;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    rng = generator.get_state();
+  }
+  for (size_t s = 0; s < stages_.size(); ++s) KD_RETURN_IF_ERROR(BuildStage(s).status());
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rng);
+  }
+  return absl::OkStatus();
+}
 
-class BoxImpl final : public Box {
- public:
-  BoxImpl(DistillConfig config, BoxOptions options)
-      : config_(std::move(config)), options_(std::move(options)) {}
+absl::StatusOr<RunResult> BoxImpl::Run() {
+  if (stepped_) {
+    return absl::FailedPreconditionError(
+        "Run after the step API was used on this box: make a new box to run it end to end");
+  }
+  absl::StatusOr<absl::StatusOr<RunResult>> ran = CallTorch([&] { return RunStages(); });
+  absl::StatusOr<RunResult> result =
+      ran.ok() ? *std::move(ran)
+               : absl::InternalError(
+                     absl::StrCat("the run stopped on libtorch's error: ", ran.status().message()));
+  if (!result.ok() && monitor_ != nullptr) {
+    // A lost or failed rank explains this one's error (a process function wraps a failed
+    // collective in its own status); otherwise the error is this rank's, and the others are
+    // told.
+    absl::Status peers = monitor_->Explain(result.status().message());
+    if (peers.code() == absl::StatusCode::kUnavailable) return peers;
+    monitor_->ReportFailure(result.status().message());
+  }
+  return result;
+}
 
-  absl::Status Init() {
-    stages_.clear();
-    if (config_.has_train()) stages_.push_back(config_.train());
-    for (const StageConfig& stage : config_.stages()) stages_.push_back(stage);
-    if (stages_.empty()) return absl::InvalidArgumentError("no stage: set train or stages");
-    for (size_t i = 0; i < stages_.size(); ++i) {
-      if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));
+absl::StatusOr<RunResult> BoxImpl::RunStages() {
+  const Clock::time_point start = Clock::now();
+  RunResult result;
+  // Where to start: after the last checkpoint's epoch when resuming.
+  size_t first_stage = 0;
+  int64_t first_epoch = 0;
+  std::optional<c10::impl::GenericDict> resume;
+  const std::string resume_path =
+      !config_.checkpoint().resume_from().empty()
+          ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
+          : (options_.resume ? LastPath() : "");
+  if (!resume_path.empty() && fs::exists(resume_path)) {
+    KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
+    first_stage = static_cast<size_t>(resume->at("stage").toInt());
+    if (first_stage >= stages_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          resume_path, ": the checkpoint is at stage ", first_stage, ", but the config has ",
+          stages_.size(), stages_.size() == 1 ? " stage" : " stages",
+          " (a checkpoint of another config?)"));
     }
-    seed_ = options_.seed.value_or(config_.run().seed());
-    const std::string device =
-        options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
-    // Checked here as the tools check it: a CUDA device on a machine without one is one line.
-    absl::StatusOr<c10::Device> parsed = ParseDevice(device);
-    if (!parsed.ok()) {
-      return absl::Status(parsed.status().code(),
-                          absl::StrCat("run.device: ", parsed.status().message()));
+    first_epoch = resume->at("epoch").toInt();  // epochs completed in that stage
+    best_ = resume->at("best").toDouble();
+    KD_RETURN_IF_ERROR(LoadStateDict(*student_, resume->at("student"), resume_path));
+    if (teacher_ != nullptr && resume->contains("teacher")) {
+      KD_RETURN_IF_ERROR(LoadStateDict(*teacher_, resume->at("teacher"), resume_path));
     }
-    device_ = *parsed;
-    // A multi-process run (torchrun's environment, WORLD_SIZE > 1) joins its process group.
-    KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
-    rank_ = env.rank;
-    if (rank_ != 0) {  // progress and logs are rank 0's
-      options_.on_step = nullptr;
-      options_.on_epoch = nullptr;
-    }
-    if (env.world_size > 1) {
-      // torchrun's convention: each rank on the GPU of its LOCAL_RANK unless one is named.
-      if (device_.is_cuda() && !device_.has_index()) {
-        device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  } else if (!config_.checkpoint().resume_from().empty()) {
+    return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", resume_path));
+  } else if (options_.resume) {
+    return absl::NotFoundError(absl::StrCat("--resume: run folder ", run_dir_,
+                                            " has no checkpoint to resume (", resume_path,
+                                            "); drop --resume to start a fresh run"));
+  }
+  const int log_every =
+      config_.run().log_every_n_steps() > 0 ? config_.run().log_every_n_steps() : 50;
+  const EvaluationConfig& evaluation = config_.evaluation();
+  const std::string primary = PrimaryMetric();
+  std::unique_ptr<Profiler> profiler;  // rank 0's
+  if (rank_ == 0) {
+    KD_ASSIGN_OR_RETURN(profiler, box_internal::MakeRunProfiler(config_, options_, run_dir_));
+  }
+  std::unique_ptr<StageRun> last_stage;
+  for (size_t s = first_stage; s < stages_.size(); ++s) {
+    // The previous stage's hooks go before the next stage's come (torchdistill's clean_modules).
+    last_stage.reset();
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
+    StageRun& stage = *run;
+    int64_t epoch = 0;
+    if (resume.has_value() && s == first_stage) {
+      // A checkpoint written at a stage's end starts the next stage afresh.
+      if (!resume->contains("fresh_stage")) {
+        KD_RETURN_IF_ERROR(LoadStage(stage, *resume, resume_path));
       }
-      const int timeout_s =
-          config_.run().distributed_timeout_s() > 0 ? config_.run().distributed_timeout_s() : 300;
-      KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));
-      KD_ASSIGN_OR_RETURN(monitor_, RankMonitor::Start(group_));
-    }
-    run_dir_ = box_internal::RunDir(config_, options_);
-    ckpt_dir_ = box_internal::CheckpointDir(config_, run_dir_);
-    if (rank_ == 0) {  // the rank that writes holds the folder for the run
-      KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, box_internal::RunFolderOptionsFor(
-                                                                  config_, options_, ckpt_dir_)));
-    }
-    at::manual_seed(seed_);
-    KD_ASSIGN_OR_RETURN(datasets_, box_internal::MakeDatasets(config_));
-    if (config_.has_teacher()) {
-      KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
-      teacher_->To(device_);
-      if (config_.teacher().optimize_for_inference()) {
-        KD_ASSIGN_OR_RETURN(teacher_, OptimizeForInference(*teacher_, "teacher"));
-      }
-    }
-    KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
-    student_->To(device_);
-    // Every stage is built once here, so that a mistake in a later stage shows before the first
-    // one trains. Building may draw random numbers (a loss's own layers): the RNG state is put
-    // back, so the check leaves no trace in the run.
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    at::Tensor rng;
-    {
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      rng = generator.get_state();
-    }
-    for (size_t s = 0; s < stages_.size(); ++s) KD_RETURN_IF_ERROR(BuildStage(s).status());
-    {
+      epoch = first_epoch;
+      const at::Tensor rng = resume->at("rng").toTensor();
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(generator.mutex());
       generator.set_state(rng);
     }
-    return absl::OkStatus();
-  }
-
-  std::string kind() const override {
-    const bool multi = stages_.size() > 1 || !config_.stages().empty();
-    return absl::StrCat(multi ? "MultiStages" : "", teacher_ ? "DistillationBox" : "TrainingBox");
-  }
-
-  // In a multi-process run, an error caused by a lost or failed rank becomes the monitor's
-  // account naming it; a rank's own error is reported to the others before it returns.
-  absl::StatusOr<RunResult> Run() override {
-    absl::StatusOr<absl::StatusOr<RunResult>> ran = CallTorch([&] { return RunStages(); });
-    absl::StatusOr<RunResult> result =
-        ran.ok() ? *std::move(ran)
-                 : absl::InternalError(absl::StrCat("the run stopped on libtorch's error: ",
-                                                    ran.status().message()));
-    if (!result.ok() && monitor_ != nullptr) {
-      // A lost or failed rank explains this one's error (a process function wraps a failed
-      // collective in its own status); otherwise the error is this rank's, and the others are
-      // told.
-      absl::Status peers = monitor_->Explain(result.status().message());
-      if (peers.code() == absl::StatusCode::kUnavailable) return peers;
-      monitor_->ReportFailure(result.status().message());
-    }
-    return result;
-  }
-
- private:
-  absl::StatusOr<RunResult> RunStages() {
-    const Clock::time_point start = Clock::now();
-    RunResult result;
-    // Where to start: after the last checkpoint's epoch when resuming.
-    size_t first_stage = 0;
-    int64_t first_epoch = 0;
-    std::optional<c10::impl::GenericDict> resume;
-    const std::string resume_path =
-        !config_.checkpoint().resume_from().empty()
-            ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
-            : (options_.resume ? LastPath() : "");
-    if (!resume_path.empty() && fs::exists(resume_path)) {
-      KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
-      first_stage = static_cast<size_t>(resume->at("stage").toInt());
-      if (first_stage >= stages_.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            resume_path, ": the checkpoint is at stage ", first_stage, ", but the config has ",
-            stages_.size(), stages_.size() == 1 ? " stage" : " stages",
-            " (a checkpoint of another config?)"));
+    const int64_t num_epochs = stages_[s].num_epochs();
+    for (; epoch < num_epochs; ++epoch) {
+      const Clock::time_point epoch_start = Clock::now();
+      KD_ASSIGN_OR_RETURN(double train_loss,
+                          stage.TrainEpoch(epoch, options_, log_every, profiler.get()));
+      const double train_seconds = Seconds(epoch_start);
+      const int every = std::max(1, evaluation.every_n_epochs());
+      std::map<std::string, double> metrics;
+      if ((epoch + 1) % every == 0 || epoch + 1 == num_epochs) {
+        KD_ASSIGN_OR_RETURN(metrics, stage.Evaluate());
       }
-      first_epoch = resume->at("epoch").toInt();  // epochs completed in that stage
-      best_ = resume->at("best").toDouble();
-      KD_RETURN_IF_ERROR(LoadStateDict(*student_, resume->at("student"), resume_path));
-      if (teacher_ != nullptr && resume->contains("teacher")) {
-        KD_RETURN_IF_ERROR(LoadStateDict(*teacher_, resume->at("teacher"), resume_path));
-      }
-    } else if (!config_.checkpoint().resume_from().empty()) {
-      return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", resume_path));
-    } else if (options_.resume) {
-      return absl::NotFoundError(absl::StrCat("--resume: run folder ", run_dir_,
-                                              " has no checkpoint to resume (", resume_path,
-                                              "); drop --resume to start a fresh run"));
+      std::optional<double> metric;
+      if (auto it = metrics.find(primary); it != metrics.end()) metric = it->second;
+      KD_RETURN_IF_ERROR(stage.PostEpoch(metric));
+      EpochReport report{.stage = stage.name(),
+                         .epoch = epoch + 1,
+                         .num_epochs = num_epochs,
+                         .train_loss = train_loss,
+                         .metrics = metrics,
+                         .lr = stage.lr(),
+                         .seconds = Seconds(epoch_start)};
+      report.samples_per_second =
+          static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
+      KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
+      result.epochs.push_back(report);
+      ++result.epochs_run;
+      if (options_.on_epoch) options_.on_epoch(report);
+      if (!metrics.empty()) result.final_metrics = metrics;
     }
-    const int log_every =
-        config_.run().log_every_n_steps() > 0 ? config_.run().log_every_n_steps() : 50;
-    const EvaluationConfig& evaluation = config_.evaluation();
-    const std::string primary =
-        !evaluation.primary_metric().empty() ? evaluation.primary_metric()
-        : !evaluation.metrics().empty()
-            ? (evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
-                                                    : evaluation.metrics(0).name())
-            : "loss";
-    std::unique_ptr<Profiler> profiler;  // rank 0's
-    if (rank_ == 0) {
-      KD_ASSIGN_OR_RETURN(profiler, box_internal::MakeRunProfiler(config_, options_, run_dir_));
+    if (result.final_metrics.empty() && s + 1 == stages_.size()) {
+      KD_ASSIGN_OR_RETURN(result.final_metrics, stage.Evaluate());
     }
-    std::unique_ptr<StageRun> last_stage;
-    for (size_t s = first_stage; s < stages_.size(); ++s) {
-      KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
-      StageRun& stage = *run;
-      int64_t epoch = 0;
-      if (resume.has_value() && s == first_stage) {
-        // A checkpoint written at a stage's end starts the next stage afresh.
-        if (!resume->contains("fresh_stage")) {
-          KD_RETURN_IF_ERROR(LoadStage(stage, *resume, resume_path));
-        }
-        epoch = first_epoch;
-        const at::Tensor rng = resume->at("rng").toTensor();
-        at::Generator generator = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        generator.set_state(rng);
-      }
-      const int64_t num_epochs = stages_[s].num_epochs();
-      for (; epoch < num_epochs; ++epoch) {
-        const Clock::time_point epoch_start = Clock::now();
-        KD_ASSIGN_OR_RETURN(double train_loss,
-                            stage.TrainEpoch(epoch, options_, log_every, profiler.get()));
-        const double train_seconds = Seconds(epoch_start);
-        const int every = std::max(1, evaluation.every_n_epochs());
-        std::map<std::string, double> metrics;
-        if ((epoch + 1) % every == 0 || epoch + 1 == num_epochs) {
-          KD_ASSIGN_OR_RETURN(metrics, stage.Evaluate());
-        }
-        std::optional<double> metric;
-        if (auto it = metrics.find(primary); it != metrics.end()) metric = it->second;
-        KD_RETURN_IF_ERROR(stage.PostEpoch(metric));
-        EpochReport report{.stage = stage.name(),
-                           .epoch = epoch + 1,
-                           .num_epochs = num_epochs,
-                           .train_loss = train_loss,
-                           .metrics = metrics,
-                           .lr = stage.lr(),
-                           .seconds = Seconds(epoch_start)};
-        report.samples_per_second =
-            static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
-        KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
-        result.epochs.push_back(report);
-        ++result.epochs_run;
-        if (options_.on_epoch) options_.on_epoch(report);
-        if (!metrics.empty()) result.final_metrics = metrics;
-      }
-      if (result.final_metrics.empty() && s + 1 == stages_.size()) {
-        KD_ASSIGN_OR_RETURN(result.final_metrics, stage.Evaluate());
-      }
-      last_stage = std::move(run);
-    }
-    if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Stop());  // an open window is saved
-    // The run's student from here on is the one validation chose.
-    KD_RETURN_IF_ERROR(ChooseStudent(result));
-    for (const auto& [model, config] :
-         {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
-          std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
-      if (model != nullptr && !config->dst_ckpt().empty()) {
-        const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
-        KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
-        KD_RETURN_IF_ERROR(model->SaveState(path));
-      }
-    }
-    if (config_.has_test_data_loader()) {
-      KD_RETURN_IF_ERROR(Test(std::move(last_stage), result));
-    }
-    result.seconds = Seconds(start);
-    return result;
+    last_stage = std::move(run);
   }
-
-  std::string LastPath() const { return (fs::path(ckpt_dir_) / "last.pt").string(); }
-
-  // Stage `s` built on the box's models and datasets; errors name the stage.
-  absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s) {
-    std::unique_ptr<StageRun> stage = box_internal::NewStage(
-        teacher_.get(), student_.get(), device_, config_.run().precision(), group_);
-    const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr,
-                                            datasets_, config_.evaluation(), seed_);
-    if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
-    return stage;
-  }
-
-  // Puts the best student by validation (best.pt, written by this run or the one it resumes)
-  // in the student's place, as torchdistill's scripts keep the best checkpoint; without
-  // validation (or best.pt) the final one stays. Every rank gets rank 0's choice.
-  absl::Status ChooseStudent(RunResult& result) {
-    const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
-    if (!std::isnan(best_) && rank_ == 0 && fs::exists(best)) {
-      KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(best));
-      KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), best));
-      result.tested_checkpoint = best;
+  if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Stop());  // an open window is saved
+  // The run's student from here on is the one validation chose.
+  KD_RETURN_IF_ERROR(ChooseStudent(result));
+  for (const auto& [model, config] :
+       {std::pair<Model*, const ModelConfig*>{student_.get(), &config_.student()},
+        std::pair<Model*, const ModelConfig*>{teacher_.get(), &config_.teacher()}}) {
+    if (model != nullptr && !config->dst_ckpt().empty()) {
+      const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
+      KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
+      KD_RETURN_IF_ERROR(model->SaveState(path));
     }
-    if (group_) KD_RETURN_IF_ERROR(BroadcastFromRankZero(*student_, *group_));
-    return absl::OkStatus();
   }
-
-  // The test set's metrics of the chosen student (ChooseStudent). `last_stage` is null when a
-  // resumed run had no stage left to train: the last stage is built for testing then.
-  absl::Status Test(std::unique_ptr<StageRun> last_stage, RunResult& result) {
-    if (last_stage == nullptr) {
-      KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
-    }
-    KD_ASSIGN_OR_RETURN(result.test_metrics,
-                        last_stage->Test(config_.test_data_loader(), datasets_, seed_));
-    return absl::OkStatus();
+  if (config_.has_test_data_loader()) {
+    KD_RETURN_IF_ERROR(Test(std::move(last_stage), result));
   }
+  result.seconds = Seconds(start);
+  return result;
+}
 
-  // kd::CheckCheckpoint checked the keys' types; what they hold can still disagree with the
-  // stage (another optimizer, other shapes), which libtorch throws for.
-  static absl::Status LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
+std::string BoxImpl::PrimaryMetric() const {
+  const EvaluationConfig& evaluation = config_.evaluation();
+  if (!evaluation.primary_metric().empty()) return evaluation.primary_metric();
+  if (evaluation.metrics().empty()) return "loss";
+  return evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
+                                              : evaluation.metrics(0).name();
+}
+
+absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
+  std::unique_ptr<StageRun> stage = box_internal::NewStage(teacher_.get(), student_.get(), device_,
+                                                           config_.run().precision(), group_);
+  const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
+                                          config_.evaluation(), seed_);
+  if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
+  return stage;
+}
+
+absl::Status BoxImpl::ChooseStudent(RunResult& result) {
+  const std::string best = (fs::path(ckpt_dir_) / "best.pt").string();
+  if (!std::isnan(best_) && rank_ == 0 && fs::exists(best)) {
+    KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(best));
+    KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), best));
+    result.tested_checkpoint = best;
+  }
+  if (group_) KD_RETURN_IF_ERROR(BroadcastFromRankZero(*student_, *group_));
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::Test(std::unique_ptr<StageRun> last_stage, RunResult& result) {
+  if (last_stage == nullptr) {
+    KD_ASSIGN_OR_RETURN(last_stage, BuildStage(stages_.size() - 1));
+  }
+  KD_ASSIGN_OR_RETURN(result.test_metrics,
+                      last_stage->Test(config_.test_data_loader(), datasets_, seed_));
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
                                 const std::string& path) {
-    absl::StatusOr<absl::Status> loaded =
-        CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
-    const absl::Status status = loaded.ok() ? *loaded : loaded.status();
-    if (!status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": the checkpoint's state does not fit stage \"", stage.name(),
-                       "\": ", status.message()));
-    }
-    return absl::OkStatus();
+  absl::StatusOr<absl::Status> loaded =
+      CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
+  const absl::Status status = loaded.ok() ? *loaded : loaded.status();
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ": the checkpoint's state does not fit stage \"",
+                                                   stage.name(), "\": ", status.message()));
   }
+  return absl::OkStatus();
+}
 
-  static absl::Status CreateDirectories(const std::string& dir) {
-    if (dir.empty()) return absl::OkStatus();
-    std::error_code error;
-    fs::create_directories(dir, error);
-    if (error) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create the folder ", dir, ": ", error.message()));
-    }
-    return absl::OkStatus();
+absl::Status BoxImpl::CreateDirectories(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create the folder ", dir, ": ", error.message()));
   }
+  return absl::OkStatus();
+}
 
-  absl::Status Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
-                          std::optional<double> metric, bool lower_is_better) {
-    c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-    dict.insert("format", std::string(kCheckpointFormat));
-    dict.insert("stage", static_cast<int64_t>(stage_index));
-    dict.insert("stage_name", stage.name());
-    // A finished stage resumes at the start of the next one.
-    const bool stage_done = epochs_done >= stage.config().num_epochs();
-    dict.insert("epoch", epochs_done);
-    const bool improved =
-        metric.has_value() &&
-        (std::isnan(best_) || (lower_is_better ? *metric < best_ : *metric > best_));
-    if (improved) best_ = *metric;
-    dict.insert("best", best_);
-    dict.insert("student", StateDict(*student_));
-    if (teacher_ != nullptr) dict.insert("teacher", StateDict(*teacher_));
-    stage.SaveTo(dict);
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    {
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      dict.insert("rng", generator.get_state());
-    }
-    if (stage_done && stage_index + 1 < stages_.size()) {
-      dict.insert_or_assign("stage", static_cast<int64_t>(stage_index + 1));
-      dict.insert_or_assign("epoch", int64_t{0});
-      dict.insert("fresh_stage", true);
-    }
-    if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes them
-    return WriteCheckpointFiles(c10::IValue(dict), ckpt_dir_, config_.checkpoint(), stage.name(),
-                                epochs_done, improved, stage_done);
+absl::Status BoxImpl::Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
+                                 std::optional<double> metric, bool lower_is_better) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("format", std::string(kCheckpointFormat));
+  dict.insert("stage", static_cast<int64_t>(stage_index));
+  dict.insert("stage_name", stage.name());
+  // A finished stage resumes at the start of the next one.
+  const bool stage_done = epochs_done >= stage.config().num_epochs();
+  dict.insert("epoch", epochs_done);
+  const bool improved =
+      metric.has_value() &&
+      (std::isnan(best_) || (lower_is_better ? *metric < best_ : *metric > best_));
+  if (improved) best_ = *metric;
+  dict.insert("best", best_);
+  dict.insert("student", StateDict(*student_));
+  if (teacher_ != nullptr) dict.insert("teacher", StateDict(*teacher_));
+  stage.SaveTo(dict);
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    dict.insert("rng", generator.get_state());
   }
+  if (stage_done && stage_index + 1 < stages_.size()) {
+    dict.insert_or_assign("stage", static_cast<int64_t>(stage_index + 1));
+    dict.insert_or_assign("epoch", int64_t{0});
+    dict.insert("fresh_stage", true);
+  }
+  if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes them
+  return WriteCheckpointFiles(c10::IValue(dict), ckpt_dir_, config_.checkpoint(), stage.name(),
+                              epochs_done, improved, stage_done);
+}
 
-  DistillConfig config_;
-  BoxOptions options_;
-  std::vector<StageConfig> stages_;
-  int64_t seed_ = 0;
-  c10::Device device_ = c10::Device(c10::kCPU);
-  std::string run_dir_, ckpt_dir_;
-  std::map<std::string, std::shared_ptr<Dataset>> datasets_;
-  std::unique_ptr<Model> teacher_, student_;
-  double best_ = NAN;
-  int rank_ = 0;                                  // this process's; only rank 0 writes
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
-  std::unique_ptr<RankMonitor> monitor_;          // with group_
-  std::optional<RunFolder> folder_;               // rank 0's, held for the box's life
-};
-
-}  // namespace
+}  // namespace box_internal
 
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
                                              const BoxOptions& options) {
-  auto box = std::make_unique<BoxImpl>(config, options);
+  auto box = std::make_unique<box_internal::BoxImpl>(config, options);
   KD_RETURN_IF_ERROR(box->Init());
   return std::unique_ptr<Box>(std::move(box));
 }

@@ -39,12 +39,20 @@
 #ifndef LIBKD_DISTILL_BOXES_BOX_H_
 #define LIBKD_DISTILL_BOXES_BOX_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+
+#include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
 #include "distill/boxes/box_options.h"
 #include "distill/config/distill_config.pb.h"
+#include "distill/data/batch.h"
+#include "distill/data/data_loader.h"
+#include "hooks/io_dict.h"
+#include "hooks/model.h"
 
 namespace kd {
 
@@ -54,7 +62,63 @@ class Box {
   // "TrainingBox", "DistillationBox", "MultiStagesTrainingBox" or "MultiStagesDistillationBox".
   virtual std::string kind() const = 0;
   // Runs every stage (after a resume: what is left). Errors name the stage and what failed.
+  // Run is a loop over the stage's step API below (with checkpoints, logs and the profiler); a
+  // box driven by hand cannot Run afterwards (FailedPrecondition).
   virtual absl::StatusOr<RunResult> Run() = 0;
+
+  // torchdistill's step API, for a training loop of the caller's own (its names:
+  // pre_epoch_process, pre_forward_process, forward_process, post_forward_process,
+  // post_epoch_process, advance_to_next_stage):
+  //
+  //   for (int64_t epoch = 0; epoch < box->num_epochs(); ++epoch) {
+  //     KD_RETURN_IF_ERROR(box->PreEpoch(epoch));
+  //     KD_ASSIGN_OR_RETURN(kd::DataLoader* loader, box->TrainLoader());
+  //     for (kd::BatchStream batches(*loader); !batches.done();) {
+  //       kd::Batch batch = batches.Next();
+  //       KD_RETURN_IF_ERROR(box->PreForward(batch));
+  //       KD_ASSIGN_OR_RETURN(at::Tensor loss, box->Forward(batch));
+  //       KD_RETURN_IF_ERROR(box->PostForward(loss));  // backward, optimizer, scheduler
+  //     }
+  //     KD_ASSIGN_OR_RETURN(auto metrics, box->Evaluate());
+  //     KD_RETURN_IF_ERROR(box->PostEpoch(metrics));
+  //   }
+  //
+  // Calls out of this order are FailedPrecondition naming the call that was due; the stage
+  // is built by the first call. The same config and seed give the weights Run() gives, bit for
+  // bit, when the loop takes its batches from TrainLoader after PreEpoch.
+  //
+  // The current stage's pre-epoch process; `epoch` (from 0) sets the training loader's order.
+  virtual absl::Status PreEpoch(int64_t epoch) = 0;
+  // `batch` to the run's device, then the pre-forward process.
+  virtual absl::Status PreForward(Batch& batch) = 0;
+  // The teacher's and the student's forwards through their hooks and the criterion over their
+  // I/O dicts: the total loss. Errors name the stage, epoch, step and dataset.
+  virtual absl::StatusOr<at::Tensor> Forward(Batch& batch) = 0;
+  // The post-forward process (backward, clipping, optimizer and step-wise scheduler steps) on
+  // the loss the last Forward returned.
+  virtual absl::Status PostForward(const at::Tensor& loss) = 0;
+  // The student's validation loss and metrics (empty without a validation loader).
+  virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
+  // The post-epoch process, given the epoch's metrics (its primary metric steps a
+  // ReduceLROnPlateau scheduler).
+  virtual absl::Status PostEpoch(const std::map<std::string, double>& metrics) = 0;
+  // The next stage, built on the same models (the current one's hooks removed first);
+  // OutOfRange after the last stage.
+  virtual absl::Status AdvanceToNextStage() = 0;
+  // The current stage's training loader (torchdistill's train_data_loader), set to the epoch of
+  // the last PreEpoch: a kd::BatchStream over it gives the batches Run takes.
+  virtual absl::StatusOr<DataLoader*> TrainLoader() = 0;
+  // The I/O dicts of the last Forward (torchdistill's teacher_io_dict, student_io_dict);
+  // FailedPrecondition before a Forward.
+  virtual absl::StatusOr<const IoDict*> TeacherIoDict() = 0;
+  virtual absl::StatusOr<const IoDict*> StudentIoDict() = 0;
+  // The models the stages train (torchdistill's student_model, teacher_model; null: none).
+  virtual Model& student() = 0;
+  virtual Model* teacher() = 0;
+  // The current stage: its index (from 0) and epochs; the number of stages.
+  virtual size_t stage_index() const = 0;
+  virtual int64_t num_epochs() const = 0;
+  virtual size_t num_stages() const = 0;
 };
 
 // The box `config` describes; models, datasets and stage plugins are built and checked here

@@ -191,10 +191,57 @@ void Stage::OptimizerStep() {
   scaler_->Update();
 }
 
-absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
-                                         Profiler* profiler) {
+absl::Status Stage::PreEpoch(int64_t epoch) {
+  epoch_ = epoch;
+  step_ = 0;
   KD_RETURN_IF_ERROR((*pre_epoch_)(*this, epoch));
   train_loader_->SetEpoch(epoch);
+  return absl::OkStatus();
+}
+
+absl::Status Stage::PreForward(Batch& batch) {
+  ToDevice(batch);
+  return (*pre_forward_)(*this, batch);
+}
+
+absl::StatusOr<CriterionResult> Stage::Forward(Batch& batch) {
+  ToDevice(batch);  // nothing to do after PreForward
+  const int64_t step = step_++;
+  // A forward that fails names the dataset and the batch, and, for libtorch's shape errors
+  // (images of another size than the models take), says so: bad input, not a crash.
+  absl::StatusOr<absl::StatusOr<CriterionResult>> forwarded =
+      CallTorch([&] { return ForwardModels(batch); }, absl::StatusCode::kInternal);
+  if (const absl::Status failed = forwarded.ok() ? forwarded->status() : forwarded.status();
+      !failed.ok()) {
+    const std::string message(failed.message());
+    const std::string first = message.substr(0, message.find('\n'));
+    const bool shapes = absl::StrContains(first, "shape") || absl::StrContains(first, "size");
+    return absl::Status(
+        shapes && failed.code() == absl::StatusCode::kInternal ? absl::StatusCode::kInvalidArgument
+                                                               : failed.code(),
+        absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ", step + 1,
+                     ", a batch of dataset \"", train_dataset_, "\" (samples ",
+                     DescribeSamples(batch.samples), "): ", first,
+                     shapes ? " (do the dataset's samples have the shape the models take?)" : ""));
+  }
+  CriterionResult result = *std::move(*forwarded);
+  const double loss = result.total.item<double>();
+  if (!std::isfinite(loss)) {
+    std::vector<std::string> terms;
+    for (const TermValue& term : result.terms) {
+      terms.push_back(absl::StrCat(term.name, " = ", term.value.item<double>()));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ", step + 1,
+                     ": the loss is ", loss, " (", absl::StrJoin(terms, ", "),
+                     "); stopped without saving, the last good checkpoint is kept"));
+  }
+  return result;
+}
+
+absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
+                                         Profiler* profiler) {
+  KD_RETURN_IF_ERROR(PreEpoch(epoch));
   const int64_t steps = train_loader_->num_batches();
   double loss_sum = 0;
   Clock::time_point window = Clock::now();
@@ -205,43 +252,12 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
     {
       RECORD_USER_SCOPE("data");
       batch = batches.Next();
-      ToDevice(batch);
     }
-    KD_RETURN_IF_ERROR((*pre_forward_)(*this, batch));
-    // A forward that fails names the dataset and the batch, and, for libtorch's shape errors
-    // (images of another size than the models take), says so: bad input, not a crash.
-    absl::StatusOr<absl::StatusOr<CriterionResult>> forwarded =
-        CallTorch([&] { return Forward(batch); }, absl::StatusCode::kInternal);
-    if (const absl::Status failed = forwarded.ok() ? forwarded->status() : forwarded.status();
-        !failed.ok()) {
-      const std::string message(failed.message());
-      const std::string first = message.substr(0, message.find('\n'));
-      const bool shapes = absl::StrContains(first, "shape") || absl::StrContains(first, "size");
-      return absl::Status(
-          shapes && failed.code() == absl::StatusCode::kInternal
-              ? absl::StatusCode::kInvalidArgument
-              : failed.code(),
-          absl::StrCat(
-              "stage \"", name_, "\" epoch ", epoch + 1, " step ", step + 1,
-              ", a batch of dataset \"", train_dataset_, "\" (samples ",
-              DescribeSamples(batch.samples), "): ", first,
-              shapes ? " (do the dataset's samples have the shape the models take?)" : ""));
-    }
-    KD_ASSIGN_OR_RETURN(CriterionResult result, *std::move(forwarded));
+    KD_RETURN_IF_ERROR(PreForward(batch));
+    KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
     const double loss = result.total.item<double>();
-    if (!std::isfinite(loss)) {
-      std::vector<std::string> terms;
-      for (const TermValue& term : result.terms) {
-        terms.push_back(absl::StrCat(term.name, " = ", term.value.item<double>()));
-      }
-      return absl::FailedPreconditionError(absl::StrCat("stage \"", name_, "\" epoch ", epoch + 1,
-                                                        " step ", step + 1, ": the loss is ", loss,
-                                                        " (", absl::StrJoin(terms, ", "),
-                                                        "); stopped without saving, the last good "
-                                                        "checkpoint is kept"));
-    }
     loss_sum += loss;
-    KD_RETURN_IF_ERROR((*post_forward_)(*this, result.total, std::nullopt));
+    KD_RETURN_IF_ERROR(PostForward(result.total));
     if (profiler != nullptr) KD_RETURN_IF_ERROR(profiler->Step());
     window_samples += BatchSize(batch);
     if (options.on_step && log_every > 0 && (step + 1) % log_every == 0) {
@@ -268,11 +284,12 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
   return count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
 }
 
-absl::StatusOr<CriterionResult> Stage::Forward(const Batch& batch) {
+absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   std::optional<AutocastGuard> autocast;
   Autocast(autocast);
   CriterionInputs in;
-  IoDict teacher_io, student_io;
+  teacher_io_ = IoDict();  // the last forward's, dropped
+  student_io_ = IoDict();
   if (ddp_ != nullptr) ddp_->PrepareForward();
   if (teacher_ != nullptr) {
     RECORD_USER_SCOPE("teacher_forward");
@@ -283,22 +300,22 @@ absl::StatusOr<CriterionResult> Stage::Forward(const Batch& batch) {
       at::NoGradGuard no_grad;
       KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
     }
-    KD_ASSIGN_OR_RETURN(teacher_io, teacher_hooks_.PopIoDict());
+    KD_ASSIGN_OR_RETURN(teacher_io_, teacher_hooks_.PopIoDict());
     KD_RETURN_IF_ERROR(
-        RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io));
+        RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io_));
     KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
-    in.teacher_io = &teacher_io;
+    in.teacher_io = &teacher_io_;
     in.teacher_model = teacher_;
   }
   {
     RECORD_USER_SCOPE("student_forward");
     KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
-    KD_ASSIGN_OR_RETURN(student_io, student_hooks_.PopIoDict());
+    KD_ASSIGN_OR_RETURN(student_io_, student_hooks_.PopIoDict());
     KD_RETURN_IF_ERROR(
-        RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io));
+        RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io_));
     KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
   }
-  in.student_io = &student_io;
+  in.student_io = &student_io_;
   in.student_model = student_;
   if (batch.targets.isTensor()) in.targets = batch.targets.toTensor();
   RECORD_USER_SCOPE("loss");

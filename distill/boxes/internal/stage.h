@@ -21,8 +21,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "distill/boxes/box_options.h"
+#include "distill/boxes/optim/optim.h"
 #include "distill/config/distill_config.pb.h"
+#include "distill/data/batch.h"
+#include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
+#include "distill/losses/criterion.h"
+#include "hooks/io_dict.h"
 #include "hooks/model.h"
 #include "profiler/profiler.h"
 
@@ -58,8 +63,27 @@ class StageRun {
   virtual absl::Status Build(const StageConfig& config, const StageConfig* previous,
                              const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
                              const EvaluationConfig& evaluation, int64_t seed) = 0;
-  // One epoch of training (epoch counts from 0): the mean loss. A non-finite loss is
-  // FailedPrecondition naming the stage, epoch, step and terms.
+  // torchdistill's step API for this stage; Box checks the order of the calls.
+  // The pre-epoch process function; the training loader's epoch (its order).
+  virtual absl::Status PreEpoch(int64_t epoch) = 0;
+  // `batch` to the stage's device, then the pre-forward process function.
+  virtual absl::Status PreForward(Batch& batch) = 0;
+  // The teacher's and the student's forwards through their hooks and the criterion over their
+  // I/O dicts (kept for teacher_io / student_io until the next Forward). Errors name the stage,
+  // epoch, step and dataset; a shape error of libtorch's is InvalidArgument, a non-finite loss
+  // FailedPrecondition naming the terms.
+  virtual absl::StatusOr<CriterionResult> Forward(Batch& batch) = 0;
+  // The post-forward process function (backward, clipping, optimizer and scheduler steps).
+  virtual absl::Status PostForward(const at::Tensor& loss) = 0;
+  virtual DataLoader& train_loader() = 0;
+  // The I/O dicts of the last Forward (empty before one).
+  virtual const IoDict& teacher_io() const = 0;
+  virtual const IoDict& student_io() const = 0;
+  virtual torch::optim::Optimizer& optimizer() = 0;
+  virtual LrScheduler* scheduler() = 0;  // null: none
+  virtual Criterion& criterion() = 0;
+
+  // One epoch of training (epoch counts from 0) over the step API above: the mean loss.
   // `profiler` (null: none) steps after every training step.
   virtual absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
                                             Profiler* profiler) = 0;

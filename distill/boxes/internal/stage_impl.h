@@ -97,7 +97,21 @@ class Stage final : public StageRun, public TrainingContext {
   }
   void AuxiliaryPostEpoch(ModelRole) override {}
 
-  // One epoch of training (epoch counts from 0); the mean loss.
+  // The step API (StageRun).
+  absl::Status PreEpoch(int64_t epoch) override;
+  absl::Status PreForward(Batch& batch) override;
+  absl::StatusOr<CriterionResult> Forward(Batch& batch) override;
+  absl::Status PostForward(const at::Tensor& loss) override {
+    return (*post_forward_)(*this, loss, std::nullopt);
+  }
+  DataLoader& train_loader() override { return *train_loader_; }
+  const IoDict& teacher_io() const override { return teacher_io_; }
+  const IoDict& student_io() const override { return student_io_; }
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  LrScheduler* scheduler() override { return scheduler_.get(); }
+  Criterion& criterion() override { return *criterion_; }
+
+  // One epoch of training (epoch counts from 0) over the step API; the mean loss.
   absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
                                     Profiler* profiler) override;
 
@@ -146,7 +160,9 @@ class Stage final : public StageRun, public TrainingContext {
     if (autocast_dtype_.has_value()) guard.emplace(device_.type(), *autocast_dtype_);
   }
 
-  absl::StatusOr<CriterionResult> Forward(const Batch& batch);
+  // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
+  // criterion.
+  absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
 
   Model* teacher_;
   Model* student_;
@@ -178,6 +194,8 @@ class Stage final : public StageRun, public TrainingContext {
   LeakDetection leaks_;                           // memdiag's, when the evaluation asks for it
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
+  IoDict teacher_io_, student_io_;                // the last Forward's
+  int64_t epoch_ = 0, step_ = 0;                  // of the step API: for messages
 };
 
 }  // namespace box_internal

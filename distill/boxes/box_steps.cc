@@ -1,0 +1,103 @@
+// The step API of a box (distill/boxes/box.h): torchdistill's pre-epoch, pre-forward, forward,
+// post-forward, post-epoch and advance-to-next-stage calls on the current stage, in their order.
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "distill/boxes/internal/box_impl.h"
+
+namespace kd {
+namespace box_internal {
+
+absl::Status BoxImpl::PreEpoch(int64_t epoch) {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (step_ != Step::kNoEpoch) {
+    return Misuse("PreEpoch", absl::StrCat("epoch ", epoch_ + 1,
+                                           " is still open: end it with "
+                                           "PostEpoch first"));
+  }
+  KD_RETURN_IF_ERROR(stage->PreEpoch(epoch));
+  epoch_ = epoch;
+  step_ = Step::kInEpoch;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> BoxImpl::Forward(Batch& batch) {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (step_ != Step::kInEpoch) return Misuse("Forward", DueInstead());
+  KD_ASSIGN_OR_RETURN(CriterionResult result, stage->Forward(batch));
+  step_ = Step::kForwarded;
+  forwarded_ = true;
+  return result.total;
+}
+
+absl::Status BoxImpl::PostForward(const at::Tensor& loss) {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (step_ != Step::kForwarded) {
+    return Misuse("PostForward",
+                  "no Forward since the last PostForward: call Forward(batch) "
+                  "and give PostForward the loss it returns");
+  }
+  KD_RETURN_IF_ERROR(stage->PostForward(loss));
+  step_ = Step::kInEpoch;
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::PostEpoch(const std::map<std::string, double>& metrics) {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (step_ != Step::kInEpoch) return Misuse("PostEpoch", DueInstead());
+  std::optional<double> metric;
+  if (auto it = metrics.find(PrimaryMetric()); it != metrics.end()) metric = it->second;
+  KD_RETURN_IF_ERROR(stage->PostEpoch(metric));
+  step_ = Step::kNoEpoch;
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::AdvanceToNextStage() {
+  KD_RETURN_IF_ERROR(Current().status());
+  if (step_ != Step::kNoEpoch) return Misuse("AdvanceToNextStage", DueInstead());
+  if (stage_index_ + 1 >= stages_.size()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "AdvanceToNextStage: stage \"", stages_[stage_index_].name(), "\" is the last of ",
+        stages_.size(), stages_.size() == 1 ? " stage" : " stages"));
+  }
+  current_.reset();  // its hooks go with it
+  ++stage_index_;
+  forwarded_ = false;
+  return Current().status();
+}
+
+absl::StatusOr<const IoDict*> BoxImpl::TeacherIoDict() {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (teacher_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("TeacherIoDict: a ", kind(), " has no teacher"));
+  }
+  if (!forwarded_) return Misuse("TeacherIoDict", "no Forward in this stage yet");
+  return &stage->teacher_io();
+}
+
+absl::StatusOr<StageRun*> BoxImpl::Current() {
+  stepped_ = true;
+  if (current_ == nullptr) {
+    KD_ASSIGN_OR_RETURN(current_, BuildStage(stage_index_));
+  }
+  return current_.get();
+}
+
+std::string BoxImpl::DueInstead() const {
+  switch (step_) {
+    case Step::kNoEpoch:
+      return "no epoch is open: call PreEpoch(epoch) first";
+    case Step::kInEpoch:
+      return absl::StrCat("epoch ", epoch_ + 1,
+                          " is open: Forward a batch, or end it with PostEpoch");
+    case Step::kForwarded:
+      return "a Forward's loss awaits PostForward(loss)";
+  }
+  return "";
+}
+
+}  // namespace box_internal
+}  // namespace kd

@@ -1,0 +1,158 @@
+// The box behind kd::MakeBox (distill/boxes/box.h): the run's models, datasets, process group
+// and run folder, its stages in order, and the step API over the current stage. Its parts:
+// box.cc (set-up, Run, checkpoints), box_steps.cc (the step API).
+#ifndef LIBKD_DISTILL_BOXES_INTERNAL_BOX_IMPL_H_
+#define LIBKD_DISTILL_BOXES_INTERNAL_BOX_IMPL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "distill/boxes/box.h"
+#include "distill/boxes/distributed/rank_monitor.h"
+#include "distill/boxes/internal/stage.h"
+#include "distill/boxes/run_folder.h"
+#include "distill/data/dataset.h"
+#include "hooks/model.h"
+
+namespace kd {
+namespace box_internal {
+
+class BoxImpl final : public Box {
+ public:
+  BoxImpl(DistillConfig config, BoxOptions options)
+      : config_(std::move(config)), options_(std::move(options)) {}
+
+  absl::Status Init();
+
+  std::string kind() const override {
+    const bool multi = stages_.size() > 1 || !config_.stages().empty();
+    return absl::StrCat(multi ? "MultiStages" : "", teacher_ ? "DistillationBox" : "TrainingBox");
+  }
+
+  // In a multi-process run, an error caused by a lost or failed rank becomes the monitor's
+  // account naming it; a rank's own error is reported to the others before it returns.
+  absl::StatusOr<RunResult> Run() override;
+
+ private:
+  absl::StatusOr<RunResult> RunStages();
+
+  // The step API (box.h).
+  absl::Status PreEpoch(int64_t epoch) override;
+
+  absl::Status PreForward(Batch& batch) override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    if (step_ != Step::kInEpoch) return Misuse("PreForward", DueInstead());
+    return stage->PreForward(batch);
+  }
+
+  absl::StatusOr<at::Tensor> Forward(Batch& batch) override;
+
+  absl::Status PostForward(const at::Tensor& loss) override;
+
+  absl::StatusOr<std::map<std::string, double>> Evaluate() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    if (step_ == Step::kForwarded) return Misuse("Evaluate", DueInstead());
+    return stage->Evaluate();
+  }
+
+  absl::Status PostEpoch(const std::map<std::string, double>& metrics) override;
+
+  absl::Status AdvanceToNextStage() override;
+
+  absl::StatusOr<DataLoader*> TrainLoader() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return &stage->train_loader();
+  }
+
+  absl::StatusOr<const IoDict*> TeacherIoDict() override;
+
+  absl::StatusOr<const IoDict*> StudentIoDict() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    if (!forwarded_) return Misuse("StudentIoDict", "no Forward in this stage yet");
+    return &stage->student_io();
+  }
+
+  Model& student() override { return *student_; }
+  Model* teacher() override { return teacher_.get(); }
+  size_t stage_index() const override { return stage_index_; }
+  int64_t num_epochs() const override { return stages_[stage_index_].num_epochs(); }
+  size_t num_stages() const override { return stages_.size(); }
+
+  // The stage the step API drives, built on first use.
+  absl::StatusOr<StageRun*> Current();
+
+  // A call out of the step API's order.
+  static absl::Status Misuse(absl::string_view call, absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat(call, " out of order: ", why));
+  }
+
+  // What the step API expects next, for Misuse.
+  std::string DueInstead() const;
+
+  // The metric that chooses checkpoints and steps ReduceLROnPlateau: evaluation.primary_metric,
+  // else the first metric's name, else "loss".
+  std::string PrimaryMetric() const;
+
+  std::string LastPath() const { return (std::filesystem::path(ckpt_dir_) / "last.pt").string(); }
+
+  // Stage `s` built on the box's models and datasets; errors name the stage.
+  absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s);
+
+  // Puts the best student by validation (best.pt, written by this run or the one it resumes)
+  // in the student's place, as torchdistill's scripts keep the best checkpoint; without
+  // validation (or best.pt) the final one stays. Every rank gets rank 0's choice.
+  absl::Status ChooseStudent(RunResult& result);
+
+  // The test set's metrics of the chosen student (ChooseStudent). `last_stage` is null when a
+  // resumed run had no stage left to train: the last stage is built for testing then.
+  absl::Status Test(std::unique_ptr<StageRun> last_stage, RunResult& result);
+
+  // kd::CheckCheckpoint checked the keys' types; what they hold can still disagree with the
+  // stage (another optimizer, other shapes), which libtorch throws for.
+  static absl::Status LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
+                                const std::string& path);
+
+  static absl::Status CreateDirectories(const std::string& dir);
+
+  absl::Status Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
+                          std::optional<double> metric, bool lower_is_better);
+
+  DistillConfig config_;
+  BoxOptions options_;
+  std::vector<StageConfig> stages_;
+  int64_t seed_ = 0;
+  c10::Device device_ = c10::Device(c10::kCPU);
+  std::string run_dir_, ckpt_dir_;
+  std::map<std::string, std::shared_ptr<Dataset>> datasets_;
+  std::unique_ptr<Model> teacher_, student_;
+  double best_ = NAN;
+  int rank_ = 0;                                  // this process's; only rank 0 writes
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
+  std::unique_ptr<RankMonitor> monitor_;          // with group_
+  std::optional<RunFolder> folder_;               // rank 0's, held for the box's life
+  // The step API's state: where the caller is in torchdistill's loop, and the stage it drives.
+  enum class Step { kNoEpoch, kInEpoch, kForwarded };
+  Step step_ = Step::kNoEpoch;
+  bool stepped_ = false;    // the step API was used: Run refuses
+  bool forwarded_ = false;  // a Forward in the current stage
+  int64_t epoch_ = 0;
+  size_t stage_index_ = 0;
+  std::unique_ptr<StageRun> current_;
+};
+
+}  // namespace box_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_INTERNAL_BOX_IMPL_H_
