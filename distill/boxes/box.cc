@@ -82,14 +82,35 @@ absl::Status BoxImpl::Init() {
   }
   at::manual_seed(seed_);
   KD_ASSIGN_OR_RETURN(datasets_, box_internal::MakeDatasets(config_));
-  if (config_.has_teacher()) {
+  for (auto& [id, dataset] : inputs_.datasets) {
+    if (dataset == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset \"", id, "\" handed to MakeBox is null"));
+    }
+    if (!datasets_.emplace(id, std::move(dataset)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dataset \"", id, "\" is both in the config and handed to MakeBox; drop one of them"));
+    }
+  }
+  inputs_.datasets.clear();
+  if (inputs_.teacher != nullptr) {
+    KD_ASSIGN_OR_RETURN(teacher_, AdoptModel(std::move(inputs_.teacher), config_.teacher(),
+                                             options_.base_dir, "teacher"));
+  } else if (config_.has_teacher()) {
     KD_ASSIGN_OR_RETURN(teacher_, LoadModel(config_.teacher(), options_.base_dir, "teacher"));
+  }
+  if (teacher_ != nullptr) {
     teacher_->To(device_);
     if (config_.teacher().optimize_for_inference()) {
       KD_ASSIGN_OR_RETURN(teacher_, OptimizeForInference(*teacher_, "teacher"));
     }
   }
-  KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
+  if (inputs_.student != nullptr) {
+    KD_ASSIGN_OR_RETURN(student_, AdoptModel(std::move(inputs_.student), config_.student(),
+                                             options_.base_dir, "student"));
+  } else {
+    KD_ASSIGN_OR_RETURN(student_, LoadModel(config_.student(), options_.base_dir, "student"));
+  }
   student_->To(device_);
   // Every stage is built once here, so that a mistake in a later stage shows before the first
   // one trains. Building may draw random numbers (a loss's own layers): the RNG state is put
@@ -250,8 +271,9 @@ std::string BoxImpl::PrimaryMetric() const {
 }
 
 absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
-  std::unique_ptr<StageRun> stage = box_internal::NewStage(teacher_.get(), student_.get(), device_,
-                                                           config_.run().precision(), group_);
+  std::unique_ptr<StageRun> stage =
+      box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision(),
+                             group_, options_.lr_factor);
   const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
                                           config_.evaluation(), seed_);
   if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
@@ -338,7 +360,16 @@ absl::Status BoxImpl::Checkpoint(const StageRun& stage, size_t stage_index, int6
 
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
                                              const BoxOptions& options) {
-  auto box = std::make_unique<box_internal::BoxImpl>(config, options);
+  return MakeBox(config, BoxInputs{}, options);
+}
+
+absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config, BoxInputs inputs,
+                                             const BoxOptions& options) {
+  if (!std::isfinite(options.lr_factor) || options.lr_factor <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BoxOptions.lr_factor must be finite and > 0, got ", options.lr_factor));
+  }
+  auto box = std::make_unique<box_internal::BoxImpl>(config, options, std::move(inputs));
   KD_RETURN_IF_ERROR(box->Init());
   return std::unique_ptr<Box>(std::move(box));
 }

@@ -51,6 +51,7 @@
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/batch.h"
 #include "distill/data/data_loader.h"
+#include "distill/data/dataset.h"
 #include "hooks/io_dict.h"
 #include "hooks/model.h"
 
@@ -124,6 +125,23 @@ class Box {
 // The box `config` describes; models, datasets and stage plugins are built and checked here
 // (errors name the config field), the run starts with Run().
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
+                                             const BoxOptions& options = {});
+
+// What a caller hands a box instead of the config's sections, as torchdistill's scripts hand
+// get_distillation_box(teacher_model, student_model, dataset_dict, ...) their own objects:
+// models as kd::Model handles (kd::MakeNativeModel over a torch::nn::Module, or a TorchScript
+// module), datasets by the ids the config's loaders name (any kd::Dataset, registered or not).
+// The config still gives the stages, hooks, losses, optimizer, scheduler and process
+// functions; its `teacher`/`student` may still give src_ckpt, dst_ckpt and
+// optimize_for_inference for a handed model, but not a model of their own.
+struct BoxInputs {
+  std::unique_ptr<Model> teacher;  // null: the config's (or none)
+  std::unique_ptr<Model> student;  // null: the config's
+  std::map<std::string, std::shared_ptr<Dataset>> datasets;
+};
+
+// The box `config` describes, over the objects in `inputs` where they are given.
+absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config, BoxInputs inputs,
                                              const BoxOptions& options = {});
 
 }  // namespace kd

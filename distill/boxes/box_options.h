@@ -56,6 +56,10 @@ struct BoxOptions {
   // config's `profiler` settings, or silverspoon-kd's defaults when it has none. Default: only
   // a config's `profiler` profiles, into its output_dir or "<run_dir>/profile".
   std::string profile_dir;
+  // Multiplies every learning rate the config gives (the optimizer's "lr" and each parameter
+  // group's), as torchdistill's lr_factor does (a script scales it with the number of
+  // processes). Finite and > 0.
+  double lr_factor = 1.0;
   // Called for logged steps and finished epochs (progress display).
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EpochReport&)> on_epoch;

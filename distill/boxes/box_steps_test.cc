@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -13,6 +15,8 @@
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "distill/data/data_loader.h"
+#include "distill/data/dataset.h"
+#include "distill/models/model_registry.h"
 #include "hooks/io_dict.h"
 #include "testing/status_matchers.h"
 
@@ -136,6 +140,125 @@ TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("stage \"s\" is the last of 1")));
   EXPECT_THAT(b.Run(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("Run after the step API")));
+}
+
+// A dataset class of the caller's own, not registered: one tensor and one label per sample, as
+// a caller's own storage might hold them.
+class SampleListDataset final : public Dataset {
+ public:
+  SampleListDataset(std::vector<at::Tensor> samples, std::vector<int64_t> labels, int64_t classes)
+      : samples_(std::move(samples)), labels_(std::move(labels)), classes_(classes) {}
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int64_t num_classes() const override { return classes_; }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator&) const override {
+    std::vector<at::Tensor> picked;
+    std::vector<int64_t> labels;
+    for (int64_t i : std::vector<int64_t>(indices.data_ptr<int64_t>(),
+                                          indices.data_ptr<int64_t>() + indices.numel())) {
+      picked.push_back(samples_[i]);
+      labels.push_back(labels_[i]);
+    }
+    return {at::stack(picked), at::tensor(labels, at::kLong)};
+  }
+
+ private:
+  std::vector<at::Tensor> samples_;
+  std::vector<int64_t> labels_;
+  int64_t classes_;
+};
+
+// kData's datasets as the caller's own class: every sample, read once through the registry's.
+std::shared_ptr<Dataset> OwnCopy(const DistillConfig& config, const std::string& id) {
+  for (const DatasetConfig& d : config.datasets()) {
+    if (d.id() != id) continue;
+    auto made = MakeDataset(d.key(), {{"num_samples", d.kwargs(0).integer()},
+                                      {"num_classes", 4},
+                                      {"height", 6},
+                                      {"width", 6},
+                                      {"seed", 1}});
+    EXPECT_THAT(made, IsOk());
+    const Batch all = (*made)->Get(at::arange((*made)->size(), at::kLong), uint64_t{0});
+    std::vector<at::Tensor> samples;
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < (*made)->size(); ++i) {
+      samples.push_back(all.samples.toTensor()[i].clone());
+      labels.push_back(all.targets.toTensor()[i].item<int64_t>());
+    }
+    return std::make_shared<SampleListDataset>(std::move(samples), std::move(labels), 4);
+  }
+  ADD_FAILURE() << "no dataset " << id;
+  return nullptr;
+}
+
+// torchdistill's get_distillation_box(teacher_model, student_model, dataset_dict, ...): the
+// caller's models and datasets, the config's stages; the weights are those of the box that built
+// the same objects from the config.
+TEST_F(BoxTest, ABoxOverTheCallersObjectsTrainsAsTheConfigsBox) {
+  const DistillConfig full =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}"));
+  const std::string config_dir = RunDir("from_config");
+  ASSERT_THAT((*MakeBox(full, {.run_dir = config_dir}))->Run(), IsOk());
+
+  // The same objects, built by the caller in the order the box builds them (seed, teacher,
+  // student), the config without its models and datasets.
+  DistillConfig bare = full;
+  bare.clear_teacher();
+  bare.clear_student();
+  bare.clear_datasets();
+  BoxInputs inputs;
+  inputs.datasets = {{"train", OwnCopy(full, "train")}, {"val", OwnCopy(full, "val")}};
+  at::manual_seed(full.run().seed());
+  auto teacher = MakeRegisteredModel(
+      "mlp", {{"in_features", 36}, {"hidden", std::vector<int64_t>{32}}, {"num_classes", 4}});
+  auto student = MakeRegisteredModel(
+      "mlp", {{"in_features", 36}, {"hidden", std::vector<int64_t>{16}}, {"num_classes", 4}});
+  ASSERT_THAT(teacher, IsOk());
+  ASSERT_THAT(student, IsOk());
+  inputs.teacher = *std::move(teacher);
+  inputs.student = *std::move(student);
+  auto box = MakeBox(bare, std::move(inputs), {.run_dir = RunDir("from_inputs")});
+  ASSERT_THAT(box, IsOk());
+  EXPECT_EQ((*box)->kind(), "DistillationBox");
+  ASSERT_THAT(HandLoop(**box), IsOk());
+  for (const auto& [param, tensor] : (*box)->student().NamedParameters()) {
+    EXPECT_TRUE(at::equal(tensor, LastStudentTensor(config_dir, param))) << param;
+  }
+}
+
+TEST_F(BoxTest, HandedObjectsAndTheConfigMustNotBothGiveOne) {
+  const DistillConfig full =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  BoxInputs twice;
+  twice.student = *MakeRegisteredModel("mlp", {{"in_features", 36}, {"num_classes", 4}});
+  EXPECT_THAT(MakeBox(full, std::move(twice), {.run_dir = RunDir("twice")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("student: the config names a model (native) and one was handed")));
+  BoxInputs dataset_twice;
+  dataset_twice.datasets = {{"train", OwnCopy(full, "train")}};
+  EXPECT_THAT(MakeBox(full, std::move(dataset_twice), {.run_dir = RunDir("dataset_twice")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("dataset \"train\" is both in the config and handed")));
+  EXPECT_THAT(MakeBox(full, {.run_dir = RunDir("lr0"), .lr_factor = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lr_factor")));
+}
+
+// lr_factor multiplies the config's learning rates: lr 0.1 with factor 0.5 trains as lr 0.05.
+TEST_F(BoxTest, LrFactorScalesTheConfigsLearningRates) {
+  const std::string text = absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}");
+  DistillConfig half = Parse(text);
+  for (auto& kwarg : *half.mutable_train()->mutable_optimizer()->mutable_kwargs()) {
+    if (kwarg.name() == "lr") kwarg.set_number(kwarg.number() / 2);
+  }
+  const std::string scaled = RunDir("lr_scaled"), halved = RunDir("lr_halved");
+  ASSERT_THAT((*MakeBox(Parse(text), {.run_dir = scaled, .lr_factor = 0.5}))->Run(), IsOk());
+  ASSERT_THAT((*MakeBox(half, {.run_dir = halved}))->Run(), IsOk());
+  test::ExpectSameStudent(scaled, halved);
+  const std::string plain = RunDir("lr_plain");
+  ASSERT_THAT((*MakeBox(Parse(text), {.run_dir = plain}))->Run(), IsOk());
+  EXPECT_FALSE(
+      at::equal(LastStudentTensor(plain, "fc.weight"), LastStudentTensor(scaled, "fc.weight")));
 }
 
 }  // namespace

@@ -139,6 +139,25 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role) {
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(config, base_dir, role));
+  return LoadSourceCheckpoint(std::move(model), config, base_dir, role);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> AdoptModel(std::unique_ptr<Model> model,
+                                                  const ModelConfig& config,
+                                                  const std::string& base_dir,
+                                                  absl::string_view role) {
+  if (config.source_case() != ModelConfig::SOURCE_NOT_SET) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        role, ": the config names a model (", config.has_torchscript() ? "torchscript" : "native",
+        ") and one was handed to MakeBox; drop one of them"));
+  }
+  return LoadSourceCheckpoint(std::move(model), config, base_dir, role);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> LoadSourceCheckpoint(std::unique_ptr<Model> model,
+                                                            const ModelConfig& config,
+                                                            const std::string& base_dir,
+                                                            absl::string_view role) {
   if (!config.src_ckpt().empty()) {
     absl::Status loaded = model->LoadState(ResolveAgainst(base_dir, config.src_ckpt()));
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);

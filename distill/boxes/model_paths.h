@@ -26,6 +26,19 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role);
 
+// A model handed to MakeBox (BoxInputs) for `role`: `config` may give its src_ckpt (loaded as
+// LoadModel loads it), not a model of its own (InvalidArgument naming both).
+absl::StatusOr<std::unique_ptr<Model>> AdoptModel(std::unique_ptr<Model> model,
+                                                  const ModelConfig& config,
+                                                  const std::string& base_dir,
+                                                  absl::string_view role);
+
+// `model` with `config.src_ckpt` loaded into it (if set), its tensors checked finite.
+absl::StatusOr<std::unique_ptr<Model>> LoadSourceCheckpoint(std::unique_ptr<Model> model,
+                                                            const ModelConfig& config,
+                                                            const std::string& base_dir,
+                                                            absl::string_view role);
+
 // The TorchScript `model` frozen and optimized for inference (ModelConfig.optimize_for_inference):
 // torch::jit::freeze then torch::jit::optimize_for_inference, on a copy in eval mode (which
 // keeps a `training` attribute, false); the model itself is not changed.

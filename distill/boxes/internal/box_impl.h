@@ -31,8 +31,8 @@ namespace box_internal {
 
 class BoxImpl final : public Box {
  public:
-  BoxImpl(DistillConfig config, BoxOptions options)
-      : config_(std::move(config)), options_(std::move(options)) {}
+  BoxImpl(DistillConfig config, BoxOptions options, BoxInputs inputs = {})
+      : config_(std::move(config)), options_(std::move(options)), inputs_(std::move(inputs)) {}
 
   absl::Status Init();
 
@@ -131,6 +131,7 @@ class BoxImpl final : public Box {
 
   DistillConfig config_;
   BoxOptions options_;
+  BoxInputs inputs_;  // the caller's objects, moved into the box's members by Init
   std::vector<StageConfig> stages_;
   int64_t seed_ = 0;
   c10::Device device_ = c10::Device(c10::kCPU);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/ivalue_util.h"
+#include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/boxes/amp.h"
@@ -117,6 +118,14 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   KD_ASSIGN_OR_RETURN(Kwargs opt_kwargs,
                       PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
                                    absl::StrCat("optimizer \"", optimizer.key(), "\"")));
+  // torchdistill's lr_factor: every "lr" the config gives, the optimizer's and the groups'.
+  if (lr_factor_ != 1.0) {
+    auto scale = [this](Kwargs& kwargs) {
+      if (FindKwarg(kwargs, "lr") != nullptr) kwargs["lr"] = NumberKwarg(kwargs, "lr") * lr_factor_;
+    };
+    scale(opt_kwargs);
+    for (ParamGroup& group : groups) scale(group.kwargs);
+  }
   absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> made =
       MakeOptimizer(optimizer.key(), std::move(groups), opt_kwargs);
   if (!made.ok()) return InField("optimizer", made.status());
@@ -330,8 +339,9 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
 
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
                                    RunConfig::Precision precision,
-                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
-  return std::make_unique<Stage>(teacher, student, device, precision, group);
+                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                   double lr_factor) {
+  return std::make_unique<Stage>(teacher, student, device, precision, group, lr_factor);
 }
 
 }  // namespace box_internal

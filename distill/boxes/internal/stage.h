@@ -113,10 +113,12 @@ class StageRun {
 // it next.
 // `group` (null: a single process) is the run's process group: the training loader gives this
 // rank its shard, and a student with wrapper DISTRIBUTED_DATA_PARALLEL averages its gradients
-// across the ranks (distill/boxes/distributed/ddp.h).
+// across the ranks (distill/boxes/distributed/ddp.h). `lr_factor` multiplies the learning rates
+// the config gives (BoxOptions.lr_factor).
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,
                                    RunConfig::Precision precision,
-                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group);
+                                   const c10::intrusive_ptr<c10d::ProcessGroup>& group,
+                                   double lr_factor = 1.0);
 
 }  // namespace box_internal
 }  // namespace kd

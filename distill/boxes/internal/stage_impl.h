@@ -39,8 +39,9 @@ namespace box_internal {
 class Stage final : public StageRun, public TrainingContext {
  public:
   Stage(Model* teacher, Model* student, c10::Device device, RunConfig::Precision precision,
-        c10::intrusive_ptr<c10d::ProcessGroup> group)
-      : teacher_(teacher),
+        c10::intrusive_ptr<c10d::ProcessGroup> group, double lr_factor)
+      : lr_factor_(lr_factor),
+        teacher_(teacher),
         student_(student),
         device_(device),
         group_(std::move(group)),
@@ -164,6 +165,7 @@ class Stage final : public StageRun, public TrainingContext {
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
 
+  double lr_factor_;
   Model* teacher_;
   Model* student_;
   c10::Device device_;
