@@ -56,8 +56,7 @@ datasets {
 // 256 synthetic samples; `batch` per process; wrapper DDP (it does nothing in one process).
 std::string Config(int batch, const std::string& dst, int epochs = 2) {
   return absl::StrCat(R"(
-run { name: "ddp" seed: 3 })",
-                      kTrainData, R"(
+run { name: "ddp" seed: 3 })", kTrainData, R"(
 student {
   native {
     key: "mlp"
@@ -133,8 +132,7 @@ std::string WithRankOneDying(std::string text) {
 // <dir>/aux_{student,teacher}_<tag>.pt.
 std::string AuxConfig(int batch, const std::string& dir, const std::string& tag) {
   return absl::StrCat(R"(
-run { name: "aux" seed: 3 })",
-                      kTrainData, R"(
+run { name: "aux" seed: 3 })", kTrainData, R"(
 teacher {
   native {
     key: "mlp"
@@ -142,8 +140,7 @@ teacher {
     kwargs { name: "hidden" integers { values: [ 16 ] } }
     kwargs { name: "num_classes" integer: 4 }
   }
-  dst_ckpt: ")",
-                      dir, "/aux_teacher_", tag, R"(.pt"
+  dst_ckpt: ")", dir, "/aux_teacher_", tag, R"(.pt"
 }
 student {
   native {
@@ -152,13 +149,11 @@ student {
     kwargs { name: "hidden" integers { values: [ 32 ] } }
     kwargs { name: "num_classes" integer: 4 }
   }
-  dst_ckpt: ")",
-                      dir, "/aux_student_", tag, R"(.pt"
+  dst_ckpt: ")", dir, "/aux_student_", tag, R"(.pt"
 }
 train {
   num_epochs: 2
-  train_data_loader { dataset_id: "train" batch_size: )",
-                      batch, R"( shuffle: true }
+  train_data_loader { dataset_id: "train" batch_size: )", batch, R"( shuffle: true }
   teacher {
     requires_grad: true
     wrapper: DISTRIBUTED_DATA_PARALLEL
@@ -251,10 +246,10 @@ int Worker() {
   } else if (const char* unused = std::getenv("LIBKD_BOX_UNUSED"); unused != nullptr) {
     // The TorchScript student with an unused parameter, find_unused_parameters as given.
     const bool find = std::string(unused) == "find";
-    done =
-        RunBox(WithUnusedParameter(Config(16, absl::StrCat(dir, "/unused_", unused, rank, ".pt")),
-                                   dir + "/unused_student.pt", find),
-               absl::StrCat(dir, "/unused_", unused, rank));
+    done = RunBox(
+        WithUnusedParameter(Config(16, absl::StrCat(dir, "/unused_", unused, rank, ".pt")),
+                            dir + "/unused_student.pt", find),
+        absl::StrCat(dir, "/unused_", unused, rank));
     std::ofstream(absl::StrCat(dir, "/unused_", unused, "_rank", rank, ".err")) << done.message();
   } else if (const char* variant = std::getenv("LIBKD_BOX_VARIANT"); variant != nullptr) {
     const std::string config = std::string(variant) == "evaluation"
@@ -272,7 +267,8 @@ int Worker() {
     done = RunBox(Config(16, dir + "/shared_rank" + rank + ".pt", epochs), shared,
                   std::getenv("LIBKD_BOX_RESUME") != nullptr);
   } else {
-    done = RunBox(OnDevice(Config(16, dir + "/student_rank" + rank + ".pt")), dir + "/run" + rank);
+    done = RunBox(OnDevice(Config(16, dir + "/student_rank" + rank + ".pt")),
+                  dir + "/run" + rank);
   }
   if (!done.ok()) std::cerr << "rank " << rank << ": " << done.message() << "\n";
   return done.ok() ? 0 : 1;
@@ -297,9 +293,9 @@ TEST(BoxDdpTest, TwoRanksOnCudaTrainLikeOneProcess) {
   fs::create_directories(dir);
   char self[] = "/proc/self/exe";
   char* const argv[] = {self, nullptr};
-  absl::StatusOr<std::vector<int>> ranks =
-      StartLocalRanks(2, FreeLoopbackPort(), argv,
-                      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_DEVICE=cuda"});
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, FreeLoopbackPort(), argv,
+      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_DEVICE=cuda"});
   ASSERT_THAT(ranks, IsOk());
   ASSERT_THAT(WaitForRanks(*ranks), IsOk());
   ASSERT_THAT(RunBox(Config(32, dir + "/student_single.pt"), dir + "/single"), IsOk());
@@ -420,9 +416,9 @@ TEST(BoxDdpTest, ATrainingTeacherAndAuxiliaryModulesStayInSync) {
   fs::create_directories(dir);
   char self[] = "/proc/self/exe";
   char* const argv[] = {self, nullptr};
-  absl::StatusOr<std::vector<int>> ranks =
-      StartLocalRanks(2, FreeLoopbackPort(), argv,
-                      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_AUX=1"});
+  absl::StatusOr<std::vector<int>> ranks = StartLocalRanks(
+      2, FreeLoopbackPort(), argv,
+      {"LIBKD_BOX_WORKER=1", "LIBKD_BOX_DIR=" + dir, "LIBKD_BOX_AUX=1"});
   ASSERT_THAT(ranks, IsOk());
   ASSERT_THAT(WaitForRanks(*ranks), IsOk());
   ASSERT_THAT(RunBox(AuxConfig(32, dir, "single"), dir + "/aux_single"), IsOk());

@@ -212,39 +212,41 @@ TEST_F(BoxTest, ParamGroupsTrainTheirModulesAtTheirOwnRates) {
 // take the steps of one recording, the one nearest at step 1, within 1e-5 at every step.
 TEST_F(BoxTest, MixedPrecisionTakesPythonsSteps) {
   const c10::IValue expected = test::LoadExpected("amp");
-  for (const RunConfig::Precision precision : {RunConfig::FP32, RunConfig::BF16, RunConfig::FP16}) {
+  for (const RunConfig::Precision precision :
+       {RunConfig::FP32, RunConfig::BF16, RunConfig::FP16}) {
     const std::string name = absl::AsciiStrToLower(RunConfig::Precision_Name(precision));
     SCOPED_TRACE(name);
-    const DistillConfig config =
-        Parse(absl::StrCat(R"pb(run { name: "amp" seed: 0 log_every_n_steps: 1 precision:)pb",
-                           RunConfig::Precision_Name(precision), R"pb(}
-                                                                      datasets {
+    const DistillConfig config = Parse(absl::StrCat(
+        R"pb(run { name: "amp" seed: 0 log_every_n_steps: 1 precision: )pb",
+        RunConfig::Precision_Name(precision), R"pb( }
+             datasets {
                id: "train"
                key: "fashion_mnist"
                kwargs { name: "root" str: ")pb",
-                           test::FixturePath("amp_data"),
-                           R"pb(                                " }
+        test::FixturePath("amp_data"), R"pb(" }
              }
-                                                                student { torchscript: ")pb",
-                           test::FixturePath("amp_student.pt"),
-                           R"pb(" }
-                                train { num_epochs: 1
-                                        train_data_loader { dataset_id: "train" batch_size: 16 }
-                                        optimizer {
-                                          key: "SGD"
-                                          kwargs { name: "lr" number: 0.1 }
-                                          kwargs { name: "momentum" number: 0.9 }
-                                        })pb",
-                           kCe, "}"));
+             student { torchscript: ")pb",
+        test::FixturePath("amp_student.pt"), R"pb(" }
+             train {
+               num_epochs: 1
+               train_data_loader { dataset_id: "train" batch_size: 16 }
+               optimizer {
+                 key: "SGD"
+                 kwargs { name: "lr" number: 0.1 }
+                 kwargs { name: "momentum" number: 0.9 }
+               })pb",
+        kCe, "}"));
     std::vector<double> losses;
     const std::string dir = RunDir(name);
-    auto box = MakeBox(config, {.run_dir = dir,
-                                .on_step = [&](const StepReport& r) { losses.push_back(r.loss); }});
+    auto box = MakeBox(config, {.run_dir = dir, .on_step = [&](const StepReport& r) {
+                                  losses.push_back(r.loss);
+                                }});
     ASSERT_THAT(box, IsOk());
     ASSERT_THAT((*box)->Run(), IsOk());
     c10::IValue python = test::At(expected, name);
     ASSERT_EQ(losses.size(), 4u);
-    if (precision == RunConfig::FP16 && expected.toGenericDict().contains("fp16_variants")) {
+    if (precision == RunConfig::FP16 &&
+        expected.toGenericDict().contains("fp16_variants")) {
       auto distance = [&](const c10::IValue& recording) {
         return std::abs(losses[1] - test::At(recording, "losses").toTensor()[1].item<double>());
       };
@@ -295,8 +297,8 @@ TEST_F(BoxTest, TestSetIsEvaluatedWithTheBestStudent) {
   ASSERT_THAT(saved, IsOk());
   ASSERT_THAT(chosen, IsOk());
   for (const auto& entry : chosen->toGenericDict().at("student").toGenericDict()) {
-    EXPECT_TRUE(
-        at::equal(saved->toGenericDict().at(entry.key()).toTensor(), entry.value().toTensor()))
+    EXPECT_TRUE(at::equal(saved->toGenericDict().at(entry.key()).toTensor(),
+                          entry.value().toTensor()))
         << entry.key().toStringRef();
   }
 }

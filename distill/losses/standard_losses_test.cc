@@ -8,11 +8,11 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include "absl/strings/str_cat.h"
 #include "distill/losses/criterion.h"
 #include "distill/losses/loss.h"
-#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
@@ -81,11 +81,11 @@ TEST(StandardLossesTest, ValuesAndGradientsEqualThePeers) {
     }
   }
   // silverspoon-kd's 14 keys and 4 aliases are all checked against it.
-  for (const char* key :
-       {"mse", "normalized_mse", "cosine", "smooth_l1", "kl_divergence", "jsd", "logit_lens_kl",
-        "contrastive", "angular_magnitude", "mahalanobis_mse", "mahalanobis_cosine",
-        "relkd_distance", "relkd_angle", "relkd_distance_angle", "kl_div", "mahal_mse",
-        "mahal_cosine", "relkd_da"}) {
+  for (const char* key : {"mse", "normalized_mse", "cosine", "smooth_l1", "kl_divergence", "jsd",
+                          "logit_lens_kl", "contrastive", "angular_magnitude", "mahalanobis_mse",
+                          "mahalanobis_cosine", "relkd_distance", "relkd_angle",
+                          "relkd_distance_angle", "kl_div", "mahal_mse", "mahal_cosine",
+                          "relkd_da"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
 }
@@ -105,7 +105,8 @@ TEST(StandardLossesTest, KdIsZeroForIdenticalLogitsAtAnyTemperature) {
 // ignores the scale of the embedding (it divides by the mean distance).
 TEST(StandardLossesTest, FeatureLossesVanishOnEqualInputs) {
   const at::Tensor f = at::randn({4, 3, 5, 5});
-  for (const auto& [key, kwargs] : std::vector<std::pair<std::string, Kwargs>>{
+  for (const auto& [key, kwargs] :
+       std::vector<std::pair<std::string, Kwargs>>{
            {"ATLoss", {}},
            {"ATLoss", {{"mode", std::string("paper")}}},
            {"PKTLoss", {}},
@@ -119,8 +120,8 @@ TEST(StandardLossesTest, FeatureLossesVanishOnEqualInputs) {
     ASSERT_THAT(value, IsOk()) << key;
     EXPECT_NEAR(value->item<double>(), 0.0, 1e-6) << key;
   }
-  auto rkd = MakeLoss(
-      "RKDLoss", {{"dist_factor", 1.0}, {"angle_factor", 0.0}, {"reduction", std::string("mean")}});
+  auto rkd = MakeLoss("RKDLoss", {{"dist_factor", 1.0}, {"angle_factor", 0.0},
+                                  {"reduction", std::string("mean")}});
   ASSERT_THAT(rkd, IsOk());
   auto scaled = (*rkd)->Forward({{"student", f * 3.0}, {"teacher", f}});
   ASSERT_THAT(scaled, IsOk());
@@ -160,10 +161,8 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
   IoDict s_io, t_io;
   s_io["connector"][kOutput] = at::randn({4, 8});
   t_io["layer2"][kInput] = at::randn({4, 8});
-  auto result = criterion->Forward({.student_io = &s_io,
-                                    .teacher_io = &t_io,
-                                    .student_output = s_out,
-                                    .teacher_output = t_out,
+  auto result = criterion->Forward({.student_io = &s_io, .teacher_io = &t_io,
+                                    .student_output = s_out, .teacher_output = t_out,
                                     .targets = targets});
   ASSERT_THAT(result, IsOk());
   auto kd = MakeLoss("KDLoss", {{"temperature", 4.0}, {"alpha", 0.5}});
@@ -179,18 +178,14 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
 
   // A reference nothing recorded, and shapes a loss refuses, name the term and the references.
   IoDict empty;
-  EXPECT_THAT(criterion->Forward({.student_io = &empty,
-                                  .teacher_io = &t_io,
-                                  .student_output = s_out,
-                                  .teacher_output = t_out,
+  EXPECT_THAT(criterion->Forward({.student_io = &empty, .teacher_io = &t_io,
+                                  .student_output = s_out, .teacher_output = t_out,
                                   .targets = targets}),
               StatusIs(absl::StatusCode::kNotFound,
                        HasSubstr("loss term \"hint\": no I/O recorded for module \"connector\"")));
   s_io["connector"][kOutput] = at::randn({4, 7});
-  EXPECT_THAT(criterion->Forward({.student_io = &s_io,
-                                  .teacher_io = &t_io,
-                                  .student_output = s_out,
-                                  .teacher_output = t_out,
+  EXPECT_THAT(criterion->Forward({.student_io = &s_io, .teacher_io = &t_io,
+                                  .student_output = s_out, .teacher_output = t_out,
                                   .targets = targets}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("loss term \"hint\": loss \"MSELoss\": student has shape "
@@ -199,11 +194,7 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
                                  "io[\"layer2\"][\"input\"] [4, 8] Float)")));
   // Kwargs break the contract: named with the term.
   EXPECT_THAT(Criterion::FromConfig(ParseCriterion(R"pb(
-                terms {
-                  name: "kd"
-                  key: "KDLoss"
-                  kwargs { name: "temperature" number: -1 }
-                }
+                terms { name: "kd" key: "KDLoss" kwargs { name: "temperature" number: -1 } }
               )pb")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("loss term \"kd\": kwarg \"temperature\" for loss \"KDLoss\" "
@@ -213,8 +204,8 @@ TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {
 // FitNet's regressor is the loss's own: its parameters get gradients, and a few SGD steps on
 // them alone fit a student feature map to a teacher one that is a 1x1 map of it.
 TEST(StandardLossesTest, FitNetOwnsATrainableRegressor) {
-  auto loss =
-      MakeLoss("FitNetLoss", {{"student_channels", int64_t{3}}, {"teacher_channels", int64_t{5}}});
+  auto loss = MakeLoss("FitNetLoss", {{"student_channels", int64_t{3}},
+                                      {"teacher_channels", int64_t{5}}});
   ASSERT_THAT(loss, IsOk());
   const std::vector<at::Tensor> params = (*loss)->Parameters();
   ASSERT_EQ(params.size(), 2u);
@@ -309,13 +300,13 @@ TEST(StandardLossesTest, MistakesAreNamed) {
   ASSERT_THAT(mse, IsOk());
   const at::Tensor a = at::ones({2, 2}), b = at::zeros({2, 2});
   EXPECT_THAT((*mse)->Forward({{"student", a}, {"teacher", b}}), IsOk());
-  EXPECT_THAT((*mse)->Forward({{"input", a}}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                        HasSubstr("needs the input \"target\"")));
-  EXPECT_THAT(MakeLoss("KDLos", {}),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("did you mean \"KDLoss\"?")));
-  EXPECT_THAT(
-      MakeLoss("KDLoss", {{"temprature", 4.0}}),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("did you mean \"temperature\"?")));
+  EXPECT_THAT((*mse)->Forward({{"input", a}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs the input \"target\"")));
+  EXPECT_THAT(MakeLoss("KDLos", {}), StatusIs(absl::StatusCode::kNotFound,
+                                              HasSubstr("did you mean \"KDLoss\"?")));
+  EXPECT_THAT(MakeLoss("KDLoss", {{"temprature", 4.0}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("did you mean \"temperature\"?")));
 }
 
 }  // namespace
