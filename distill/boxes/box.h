@@ -55,7 +55,14 @@
 #include "hooks/io_dict.h"
 #include "hooks/model.h"
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 namespace kd {
+
+class Criterion;    // distill/losses/criterion.h
+class LrScheduler;  // distill/boxes/optim/optim.h
 
 class Box {
  public:
@@ -113,6 +120,11 @@ class Box {
   // FailedPrecondition before a Forward.
   virtual absl::StatusOr<const IoDict*> TeacherIoDict() = 0;
   virtual absl::StatusOr<const IoDict*> StudentIoDict() = 0;
+  // The current stage's optimizer, scheduler (null: none) and criterion, for a loop that steps
+  // or reads them itself (torchdistill's box.optimizer, box.lr_scheduler, box.criterion).
+  virtual absl::StatusOr<torch::optim::Optimizer*> Optimizer() = 0;
+  virtual absl::StatusOr<LrScheduler*> Scheduler() = 0;
+  virtual absl::StatusOr<Criterion*> StageCriterion() = 0;
   // The models the stages train (torchdistill's student_model, teacher_model; null: none).
   virtual Model& student() = 0;
   virtual Model* teacher() = 0;

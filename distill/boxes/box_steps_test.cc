@@ -9,13 +9,16 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/optim/optim.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
+#include "distill/losses/criterion.h"
 #include "distill/models/model_registry.h"
 #include "hooks/io_dict.h"
 #include "testing/status_matchers.h"
@@ -106,6 +109,38 @@ TEST_F(BoxTest, TheIoDictsOfTheLastForwardAreReadable) {
   EXPECT_THAT(GetIo(**student_io, "fc", kOutput),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"\"")));  // the nearest path
   EXPECT_THAT((*box)->TeacherIoDict(), IsOk());
+}
+
+// A loop that steps or reads the stage's optimizer, scheduler and criterion itself: a learning
+// rate set to 0 through Optimizer() leaves the student as it was after a step.
+TEST_F(BoxTest, TheStagesOptimizerSchedulerAndCriterionAreReachable) {
+  auto box = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}")),
+                     {.run_dir = RunDir("parts")});
+  ASSERT_THAT(box, IsOk());
+  auto optimizer = (*box)->Optimizer();
+  ASSERT_THAT(optimizer, IsOk());
+  ASSERT_EQ((*optimizer)->param_groups().size(), 1u);
+  EXPECT_EQ((*optimizer)->param_groups()[0].options().get_lr(), 0.1);  // the fixture's SGD
+  auto scheduler = (*box)->Scheduler();
+  ASSERT_THAT(scheduler, IsOk());
+  EXPECT_NE(*scheduler, nullptr);  // the fixture's MultiStepLR
+  auto criterion = (*box)->StageCriterion();
+  ASSERT_THAT(criterion, IsOk());
+  EXPECT_TRUE((*criterion)->Parameters().empty());  // cross-entropy owns none
+
+  (*optimizer)->param_groups()[0].options().set_lr(0.0);
+  std::vector<at::Tensor> before;
+  for (const auto& [name, p] : (*box)->student().NamedParameters()) before.push_back(p.clone());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  Batch batch = BatchStream(**(*box)->TrainLoader()).Next();
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  auto loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  ASSERT_THAT((*box)->PostForward(*loss), IsOk());
+  size_t i = 0;
+  for (const auto& [name, p] : (*box)->student().NamedParameters()) {
+    EXPECT_TRUE(at::equal(p, before[i++])) << name;
+  }
 }
 
 TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/distributed/rank_monitor.h"
 #include "distill/boxes/internal/stage.h"
@@ -84,6 +85,18 @@ class BoxImpl final : public Box {
     return &stage->student_io();
   }
 
+  absl::StatusOr<torch::optim::Optimizer*> Optimizer() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return &stage->optimizer();
+  }
+  absl::StatusOr<LrScheduler*> Scheduler() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return stage->scheduler();
+  }
+  absl::StatusOr<Criterion*> StageCriterion() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return &stage->criterion();
+  }
   Model& student() override { return *student_; }
   Model* teacher() override { return teacher_.get(); }
   size_t stage_index() const override { return stage_index_; }
