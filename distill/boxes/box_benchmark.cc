@@ -127,9 +127,15 @@ std::string Config(int samples, int batch) {
 // The box's training seconds for one epoch.
 double BoxEpoch(const DistillConfig& config) {
   double seconds = 0;
+  // Each epoch is a run of its own in one folder: the last one's is replaced.
   auto box = MakeBox(config, {.run_dir = "/tmp/libkd_box_benchmark",
+                              .overwrite = true,
                               .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
-  if (!box.ok() || !(*box)->Run().ok()) std::abort();
+  const absl::Status ran = box.ok() ? (*box)->Run().status() : box.status();
+  if (!ran.ok()) {
+    std::fprintf(stderr, "box_benchmark: %s\n", std::string(ran.message()).c_str());
+    std::exit(1);
+  }
   return seconds;
 }
 
