@@ -36,6 +36,7 @@ using test::LastStudentTensor;
 using test::Parse;
 using test::RunDir;
 using test::Stage;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // torchdistill's image-classification loop over `box`, every stage, with validation each epoch.
@@ -277,6 +278,28 @@ TEST_F(BoxTest, HandedObjectsAndTheConfigMustNotBothGiveOne) {
                        HasSubstr("dataset \"train\" is both in the config and handed")));
   EXPECT_THAT(MakeBox(full, {.run_dir = RunDir("lr0"), .lr_factor = 0}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lr_factor")));
+}
+
+// A dataset of the caller's whose samples do not fit the model: Forward names the stage, the
+// step, the dataset and the samples' shape (bad input, not a crash).
+TEST_F(BoxTest, ABatchOfTheWrongShapeIsNamed) {
+  DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  config.clear_datasets();
+  BoxInputs inputs;
+  std::vector<at::Tensor> samples(64, at::zeros({1, 5, 5}));  // the mlp takes 6x6
+  inputs.datasets = {
+      {"train", std::make_shared<SampleListDataset>(samples, std::vector<int64_t>(64, 0), 4)},
+      {"val", std::make_shared<SampleListDataset>(samples, std::vector<int64_t>(64, 0), 4)}};
+  auto box = MakeBox(config, std::move(inputs), {.run_dir = RunDir("wrong_shape")});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  Batch batch = BatchStream(**(*box)->TrainLoader()).Next();
+  EXPECT_THAT(
+      (*box)->Forward(batch),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("stage \"s\" epoch 1 step 1, a batch of dataset \"train\""),
+                     HasSubstr("samples Float[32, 1, 5, 5]"),
+                     HasSubstr("do the dataset's samples have the shape the models take?"))));
 }
 
 // lr_factor multiplies the config's learning rates: lr 0.1 with factor 0.5 trains as lr 0.05.
