@@ -113,6 +113,10 @@ class Box {
   // The next stage, built on the same models (the current one's hooks removed first);
   // OutOfRange after the last stage.
   virtual absl::Status AdvanceToNextStage() = 0;
+  // torchdistill's clean_modules: the current stage's hooks removed and I/O dicts dropped, every
+  // parameter of both models trainable again; the next call builds the stage anew (freezing
+  // what its config freezes). Only between epochs.
+  virtual absl::Status CleanModules() = 0;
   // The current stage's training loader (torchdistill's train_data_loader), set to the epoch of
   // the last PreEpoch: a kd::BatchStream over it gives the batches Run takes.
   virtual absl::StatusOr<DataLoader*> TrainLoader() = 0;

@@ -99,5 +99,19 @@ std::string BoxImpl::DueInstead() const {
   return "";
 }
 
+absl::Status BoxImpl::CleanModules() {
+  if (step_ != Step::kNoEpoch) return Misuse("CleanModules", DueInstead());
+  current_.reset();  // its hook managers remove their hooks; its I/O dicts go
+  forwarded_ = false;
+  for (Model* model : {student_.get(), teacher_.get()}) {
+    if (model == nullptr) continue;
+    for (const auto& [name, param] : model->NamedParameters()) {
+      at::Tensor p = param;
+      p.requires_grad_(true);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace box_internal
 }  // namespace kd

@@ -144,6 +144,38 @@ TEST_F(BoxTest, TheStagesOptimizerSchedulerAndCriterionAreReachable) {
   }
 }
 
+// torchdistill's clean_modules: hooks and I/O dicts gone, every parameter trainable; the next
+// epoch builds the stage anew and freezes the teacher again.
+TEST_F(BoxTest, CleanModulesUnfreezesAndTheNextEpochRebuilds) {
+  auto box =
+      MakeBox(Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 2, kKd), "}")),
+              {.run_dir = RunDir("clean")});
+  ASSERT_THAT(box, IsOk());
+  Box& b = **box;
+  auto teacher_trains = [&] {
+    bool all = true;
+    for (const auto& [name, p] : b.teacher()->NamedParameters()) all = all && p.requires_grad();
+    return all;
+  };
+  ASSERT_THAT(b.PreEpoch(0), IsOk());
+  EXPECT_FALSE(teacher_trains());  // the stage freezes the teacher
+  Batch batch = BatchStream(**b.TrainLoader()).Next();
+  auto loss = b.Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  ASSERT_THAT(b.PostForward(*loss), IsOk());
+  EXPECT_THAT(b.CleanModules(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("CleanModules out of order")));
+  ASSERT_THAT(b.PostEpoch({}), IsOk());
+  ASSERT_THAT(b.CleanModules(), IsOk());
+  EXPECT_TRUE(teacher_trains());
+  EXPECT_THAT(b.StudentIoDict(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_THAT(b.PreEpoch(1), IsOk());
+  EXPECT_FALSE(teacher_trains());
+  batch = BatchStream(**b.TrainLoader()).Next();
+  ASSERT_THAT(b.Forward(batch), IsOk());
+  EXPECT_THAT(b.StudentIoDict(), IsOk());
+}
+
 TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {
   auto box = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}")),
                      {.run_dir = RunDir("order")});

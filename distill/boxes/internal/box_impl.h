@@ -97,6 +97,7 @@ class BoxImpl final : public Box {
     KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
     return &stage->criterion();
   }
+  absl::Status CleanModules() override;
   Model& student() override { return *student_; }
   Model* teacher() override { return teacher_.get(); }
   size_t stage_index() const override { return stage_index_; }
