@@ -13,6 +13,10 @@
 //                       kd::MakeBox(config, {.run_dir = "runs/kd", .resume = true}));
 //   KD_ASSIGN_OR_RETURN(kd::RunResult result, box->Run());
 //
+// A box is also a library for a loop of the caller's own: the step API below (torchdistill's
+// pre_epoch_process, forward_process, ...), of which Run is one loop, and MakeBox over the
+// caller's own models and datasets (BoxInputs, torchdistill's get_distillation_box).
+//
 // Each stage runs torchdistill's loop through the process functions
 // (distill/procs): pre-epoch; per batch pre-forward, the teacher's forward
 // (eval mode under no-grad unless it trains), the student's, the criterion on
