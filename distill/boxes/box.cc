@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -198,6 +199,9 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
     KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
     StageRun& stage = *run;
     int64_t epoch = 0;
+    const bool resumes_inside =
+        resume.has_value() && s == first_stage && !resume->contains("fresh_stage");
+    if (!resumes_inside) KD_RETURN_IF_ERROR(StartStage(s));
     if (resume.has_value() && s == first_stage) {
       // A checkpoint written at a stage's end starts the next stage afresh.
       if (!resume->contains("fresh_stage")) {
@@ -232,6 +236,8 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
                          .seconds = Seconds(epoch_start)};
       report.samples_per_second =
           static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
+      // The stage's models go to their dst_ckpt before the checkpoint that ends the stage.
+      if (epoch + 1 == num_epochs) KD_RETURN_IF_ERROR(EndStage(s));
       KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
       result.epochs.push_back(report);
       ++result.epochs_run;
@@ -268,6 +274,34 @@ std::string BoxImpl::PrimaryMetric() const {
   if (evaluation.metrics().empty()) return "loss";
   return evaluation.metrics(0).name().empty() ? evaluation.metrics(0).key()
                                               : evaluation.metrics(0).name();
+}
+
+absl::Status BoxImpl::StartStage(size_t s) {
+  for (const auto& [model, config, role] :
+       {std::tuple<Model*, const StageModelConfig*, const char*>{student_.get(),
+                                                                 &stages_[s].student(), "student"},
+        {teacher_.get(), &stages_[s].teacher(), "teacher"}}) {
+    if (model == nullptr || config->src_ckpt().empty()) continue;
+    const absl::Status loaded =
+        model->LoadState(ResolveAgainst(options_.base_dir, config->src_ckpt()));
+    if (!loaded.ok()) {
+      return InField(absl::StrCat("stage \"", stages_[s].name(), "\" ", role, ".src_ckpt"), loaded);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::EndStage(size_t s) {
+  if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes
+  for (const auto& [model, config] :
+       {std::pair<Model*, const StageModelConfig*>{student_.get(), &stages_[s].student()},
+        {teacher_.get(), &stages_[s].teacher()}}) {
+    if (model == nullptr || config->dst_ckpt().empty()) continue;
+    const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
+    KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
+    KD_RETURN_IF_ERROR(model->SaveState(path));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {

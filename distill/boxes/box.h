@@ -121,6 +121,10 @@ class Box {
   // parameter of both models trainable again; the next call builds the stage anew (freezing
   // what its config freezes). Only between epochs.
   virtual absl::Status CleanModules() = 0;
+  // torchdistill's save_stage_ckpt: the current stage's models written to their stage's
+  // dst_ckpt (AdvanceToNextStage does it too; Run does it at each stage's end). Not between a
+  // Forward and its PostForward.
+  virtual absl::Status SaveStageCheckpoint() = 0;
   // The current stage's training loader (torchdistill's train_data_loader), set to the epoch of
   // the last PreEpoch: a kd::BatchStream over it gives the batches Run takes.
   virtual absl::StatusOr<DataLoader*> TrainLoader() = 0;

@@ -62,7 +62,8 @@ absl::Status BoxImpl::AdvanceToNextStage() {
         "AdvanceToNextStage: stage \"", stages_[stage_index_].name(), "\" is the last of ",
         stages_.size(), stages_.size() == 1 ? " stage" : " stages"));
   }
-  current_.reset();  // its hooks go with it
+  KD_RETURN_IF_ERROR(EndStage(stage_index_));  // torchdistill's save_stage_ckpt
+  current_.reset();                            // its hooks go with it
   ++stage_index_;
   forwarded_ = false;
   return Current().status();
@@ -83,6 +84,10 @@ absl::StatusOr<StageRun*> BoxImpl::Current() {
   if (current_ == nullptr) {
     KD_ASSIGN_OR_RETURN(current_, BuildStage(stage_index_));
   }
+  if (started_ != stage_index_) {  // once per stage: CleanModules' rebuild does not reload
+    KD_RETURN_IF_ERROR(StartStage(stage_index_));
+    started_ = stage_index_;
+  }
   return current_.get();
 }
 
@@ -97,6 +102,12 @@ std::string BoxImpl::DueInstead() const {
       return "a Forward's loss awaits PostForward(loss)";
   }
   return "";
+}
+
+absl::Status BoxImpl::SaveStageCheckpoint() {
+  KD_RETURN_IF_ERROR(Current().status());
+  if (step_ == Step::kForwarded) return Misuse("SaveStageCheckpoint", DueInstead());
+  return EndStage(stage_index_);
 }
 
 absl::Status BoxImpl::CleanModules() {

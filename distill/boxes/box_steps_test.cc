@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/torch_file.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "distill/boxes/optim/optim.h"
@@ -174,6 +175,43 @@ TEST_F(BoxTest, CleanModulesUnfreezesAndTheNextEpochRebuilds) {
   batch = BatchStream(**b.TrainLoader()).Next();
   ASSERT_THAT(b.Forward(batch), IsOk());
   EXPECT_THAT(b.StudentIoDict(), IsOk());
+}
+
+// Per-stage checkpoints (torchdistill's stage src_ckpt and save_stage_ckpt): a stage's dst_ckpt
+// holds its student at the stage's end (the stage checkpoint's), and a stage's src_ckpt is
+// loaded when it starts.
+TEST_F(BoxTest, StagesReadAndWriteTheirModelCheckpoints) {
+  const std::string dir = RunDir("stage_ckpts");
+  const std::string hint = dir + "_warm_student.pt";
+  auto run = MakeBox(Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {",
+                                        Stage("warm", 1, kCe), " student { dst_ckpt: \"", hint,
+                                        "\" } } stages {", Stage("kd", 1, kKd), "}")),
+                     {.run_dir = dir});
+  ASSERT_THAT(run, IsOk());
+  ASSERT_THAT((*run)->Run(), IsOk());
+  auto warm = ReadTorchFile(dir + "/ckpt/warm.pt");
+  ASSERT_THAT(warm, IsOk());
+  const c10::impl::GenericDict at_warm_end = warm->toGenericDict().at("student").toGenericDict();
+
+  // A box whose only stage starts from that file: its student is the warm stage's at the start;
+  // SaveStageCheckpoint writes it to the stage's own dst_ckpt.
+  const std::string saved = dir + "_saved_student.pt";
+  auto box = MakeBox(
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("kd", 1, kCe), " student { src_ckpt: \"",
+                         hint, "\" dst_ckpt: \"", saved, "\" } }")),
+      {.run_dir = RunDir("stage_src")});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  ASSERT_THAT((*box)->SaveStageCheckpoint(), IsOk());
+  auto written = ReadTorchFile(saved);
+  ASSERT_THAT(written, IsOk());
+  int compared = 0;
+  for (const auto& [name, tensor] : (*box)->student().NamedParameters()) {
+    EXPECT_TRUE(at::equal(tensor, at_warm_end.at(name).toTensor())) << name;
+    EXPECT_TRUE(at::equal(tensor, written->toGenericDict().at(name).toTensor())) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
 }
 
 TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {

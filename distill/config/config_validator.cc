@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,7 @@ class Validator : private internal::StageChecker {
     if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"));
     CheckOptimizeForInference(config, root);
     CheckStages(config, root);
+    CheckStageCheckpoints(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
     if (config.has_test_data_loader()) {
       const ConfigLocator loc = root.Nested("test_data_loader");
@@ -184,6 +187,29 @@ class Validator : private internal::StageChecker {
                              ", also the name of the stage at ", it->second.ToString(),
                              "; give each stage its own name"));
       }
+    }
+  }
+
+  // A stage model's src_ckpt must be readable, unless an earlier stage's dst_ckpt writes it.
+  void CheckStageCheckpoints(const DistillConfig& config, const ConfigLocator& root) {
+    std::vector<std::string> written;
+    auto check = [&](const StageConfig& stage, const ConfigLocator& loc) {
+      for (const char* role : {"teacher", "student"}) {
+        const StageModelConfig& model =
+            std::string(role) == "teacher" ? stage.teacher() : stage.student();
+        const bool produced =
+            std::any_of(written.begin(), written.end(), [&](const std::string& path) {
+              return !model.src_ckpt().empty() && SameFile(path, ResolveUserPath(model.src_ckpt()));
+            });
+        if (!produced) CheckFile(model.src_ckpt(), loc.Nested(role), "src_ckpt");
+      }
+      for (const StageModelConfig* model : {&stage.teacher(), &stage.student()}) {
+        if (!model->dst_ckpt().empty()) written.push_back(ResolveUserPath(model->dst_ckpt()));
+      }
+    };
+    if (config.has_train()) check(config.train(), root.Nested("train"));
+    for (int i = 0; i < config.stages_size(); ++i) {
+      check(config.stages(i), root.Nested("stages", i));
     }
   }
 

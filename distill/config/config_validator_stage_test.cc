@@ -17,9 +17,11 @@ using test::kBase;
 using test::Lines;
 using test::Replace;
 using test::Validate;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 TEST(ConfigValidatorTest, CriterionInputsThatNoHookRecords) {
   const Lines near =
@@ -164,6 +166,27 @@ TEST(ConfigValidatorTest, ATeacherOptimizedForInferenceOnlyRuns) {
                       "or optimize_for_inference",
                   At(student, 5, "optimize_for_inference") +
                       "optimize_for_inference is for the teacher: the student trains"));
+}
+
+// A stage model's src_ckpt is read when the stage starts: with check_files it must be readable,
+// unless an earlier stage's dst_ckpt writes it (a hint stage's student read by the next stage);
+// a stage's dst_ckpt must not overwrite what the run reads.
+TEST(ConfigValidatorStageTest, StageCheckpointsAreFilesReadOrWritten) {
+  const Lines missing = Replace(kBase, 11, {R"(  student { src_ckpt: "/nonexistent/s.pt" })"});
+  EXPECT_THAT(Validate(missing, {.check_files = true}),
+              Contains(At(missing, 11, "src_ckpt") +
+                       "cannot read src_ckpt \"/nonexistent/s.pt\""));
+  // Two stages: the first writes what the second reads.
+  Lines chained = Replace(kBase, 6, {R"(stages {)", R"(  name: "hint")"});
+  chained = Replace(chained, 12, {R"(  student { forward_hooks { module_path: "layer2" requires_output: true } dst_ckpt: "/tmp/libkd_hint_student.pt" })"});
+  chained = Insert(chained, 31, {R"(stages { name: "kd" num_epochs: 1 student { src_ckpt: "/tmp/libkd_hint_student.pt" } criterion { terms { key: "KDLoss" kwargs { name: "temperature" number: 4 } inputs { arg: "student" source: STUDENT } inputs { arg: "teacher" source: TEACHER } } } })"});
+  // (teacher.pt is not there either: with check_files that is the one problem.)
+  EXPECT_THAT(Validate(chained, {.check_files = true}),
+              ElementsAre(At(chained, 4, "torchscript") + "cannot read torchscript \"teacher.pt\""));
+  const Lines overwrites =
+      Replace(kBase, 11, {R"(  student { dst_ckpt: "teacher.pt" })"});
+  EXPECT_THAT(Validate(overwrites),
+              Contains(HasSubstr("student.dst_ckpt \"" )));
 }
 
 }  // namespace

@@ -98,6 +98,7 @@ class BoxImpl final : public Box {
     return &stage->criterion();
   }
   absl::Status CleanModules() override;
+  absl::Status SaveStageCheckpoint() override;
   Model& student() override { return *student_; }
   Model* teacher() override { return teacher_.get(); }
   size_t stage_index() const override { return stage_index_; }
@@ -120,6 +121,11 @@ class BoxImpl final : public Box {
   std::string PrimaryMetric() const;
 
   std::string LastPath() const { return (std::filesystem::path(ckpt_dir_) / "last.pt").string(); }
+
+  // Stage `s` starting afresh: its models' src_ckpt loaded (torchdistill's stage setup).
+  absl::Status StartStage(size_t s);
+  // Stage `s` ending: its models' dst_ckpt written (torchdistill's save_stage_ckpt).
+  absl::Status EndStage(size_t s);
 
   // Stage `s` built on the box's models and datasets; errors name the stage.
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s);
@@ -164,6 +170,7 @@ class BoxImpl final : public Box {
   bool forwarded_ = false;  // a Forward in the current stage
   int64_t epoch_ = 0;
   size_t stage_index_ = 0;
+  std::optional<size_t> started_;  // the stage whose src_ckpt the step API has loaded
   std::unique_ptr<StageRun> current_;
 };
 

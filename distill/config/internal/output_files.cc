@@ -1,6 +1,8 @@
 #include "distill/config/internal/output_files.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,30 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
     add(inputs, config.checkpoint().resume_from(), root.Nested("checkpoint"), "checkpoint",
         "resume_from");
   }
+  // The stages' models: dst_ckpt files are written; a src_ckpt is read, unless a stage's
+  // dst_ckpt writes it (a hint stage's student read by the next stage).
+  std::vector<std::pair<const StageConfig*, ConfigLocator>> stages;
+  if (config.has_train()) stages.emplace_back(&config.train(), root.Nested("train"));
+  for (int i = 0; i < config.stages_size(); ++i) {
+    stages.emplace_back(&config.stages(i), root.Nested("stages", i));
+  }
+  std::vector<File> stage_outputs;
+  for (const auto& [stage, loc] : stages) {
+    add(stage_outputs, stage->teacher().dst_ckpt(), loc.Nested("teacher"), "teacher", "dst_ckpt");
+    add(stage_outputs, stage->student().dst_ckpt(), loc.Nested("student"), "student", "dst_ckpt");
+  }
+  for (const auto& [stage, loc] : stages) {
+    for (const char* role : {"teacher", "student"}) {
+      const StageModelConfig& model =
+          std::string(role) == "teacher" ? stage->teacher() : stage->student();
+      if (model.src_ckpt().empty()) continue;
+      const std::string path = ResolveUserPath(model.src_ckpt());
+      const bool written = std::any_of(stage_outputs.begin(), stage_outputs.end(),
+                                       [&](const File& out) { return SameFile(out.path, path); });
+      if (!written) add(inputs, model.src_ckpt(), loc.Nested(role), role, "src_ckpt");
+    }
+  }
+  outputs.insert(outputs.end(), stage_outputs.begin(), stage_outputs.end());
   for (size_t o = 0; o < outputs.size(); ++o) {
     const File& out = outputs[o];
     for (const File& in : inputs) {
