@@ -50,6 +50,26 @@ TEST_F(BoxTest, ResumeEqualsAnUninterruptedRun) {
   ExpectSameStudent(whole, parts);
 }
 
+// A stage's src_ckpt is loaded when the stage starts, not when a run resumes inside it: a run
+// from such a stage, stopped and resumed, ends as the uninterrupted run does.
+TEST_F(BoxTest, ResumeInsideAStageKeepsItsWeightsOverItsSrcCkpt) {
+  const std::string source = RunDir("src_source") + "_student.pt";
+  ASSERT_THAT((*MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("w", 1, kCe),
+                                           " student { dst_ckpt: \"", source, "\" } }")),
+                        {.run_dir = RunDir("src_source")}))
+                  ->Run(),
+              IsOk());
+  const std::string whole = RunDir("src_whole"), parts = RunDir("src_parts");
+  const DistillConfig config = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 3, kCe),
+                                                  " student { src_ckpt: \"", source, "\" } }"));
+  ASSERT_THAT((*MakeBox(config, {.run_dir = whole}))->Run(), IsOk());
+  DistillConfig stopped = config;
+  stopped.mutable_train()->set_num_epochs(1);
+  ASSERT_THAT((*MakeBox(stopped, {.run_dir = parts}))->Run(), IsOk());
+  ASSERT_THAT((*MakeBox(config, {.run_dir = parts, .resume = true}))->Run(), IsOk());
+  ExpectSameStudent(whole, parts);
+}
+
 // A checkpoint is checked against the config before libtorch reads the optimizer's state (which
 // asserted, "report a bug to PyTorch", on another optimizer's state).
 TEST_F(BoxTest, ResumingIntoAnotherOptimizerIsNamed) {
