@@ -9,7 +9,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -276,34 +275,6 @@ std::string BoxImpl::PrimaryMetric() const {
                                               : evaluation.metrics(0).name();
 }
 
-absl::Status BoxImpl::StartStage(size_t s) {
-  for (const auto& [model, config, role] :
-       {std::tuple<Model*, const StageModelConfig*, const char*>{student_.get(),
-                                                                 &stages_[s].student(), "student"},
-        {teacher_.get(), &stages_[s].teacher(), "teacher"}}) {
-    if (model == nullptr || config->src_ckpt().empty()) continue;
-    const absl::Status loaded =
-        model->LoadState(ResolveAgainst(options_.base_dir, config->src_ckpt()));
-    if (!loaded.ok()) {
-      return InField(absl::StrCat("stage \"", stages_[s].name(), "\" ", role, ".src_ckpt"), loaded);
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BoxImpl::EndStage(size_t s) {
-  if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes
-  for (const auto& [model, config] :
-       {std::pair<Model*, const StageModelConfig*>{student_.get(), &stages_[s].student()},
-        {teacher_.get(), &stages_[s].teacher()}}) {
-    if (model == nullptr || config->dst_ckpt().empty()) continue;
-    const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
-    KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));
-    KD_RETURN_IF_ERROR(model->SaveState(path));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
   std::unique_ptr<StageRun> stage =
       box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision(),
@@ -332,62 +303,6 @@ absl::Status BoxImpl::Test(std::unique_ptr<StageRun> last_stage, RunResult& resu
   KD_ASSIGN_OR_RETURN(result.test_metrics,
                       last_stage->Test(config_.test_data_loader(), datasets_, seed_));
   return absl::OkStatus();
-}
-
-absl::Status BoxImpl::LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
-                                const std::string& path) {
-  absl::StatusOr<absl::Status> loaded =
-      CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
-  const absl::Status status = loaded.ok() ? *loaded : loaded.status();
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path,
-                                                   ": the checkpoint's state does not fit stage \"",
-                                                   stage.name(), "\": ", status.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BoxImpl::CreateDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::OkStatus();
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the folder ", dir, ": ", error.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status BoxImpl::Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
-                                 std::optional<double> metric, bool lower_is_better) {
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-  dict.insert("format", std::string(kCheckpointFormat));
-  dict.insert("stage", static_cast<int64_t>(stage_index));
-  dict.insert("stage_name", stage.name());
-  // A finished stage resumes at the start of the next one.
-  const bool stage_done = epochs_done >= stage.config().num_epochs();
-  dict.insert("epoch", epochs_done);
-  const bool improved =
-      metric.has_value() &&
-      (std::isnan(best_) || (lower_is_better ? *metric < best_ : *metric > best_));
-  if (improved) best_ = *metric;
-  dict.insert("best", best_);
-  dict.insert("student", StateDict(*student_));
-  if (teacher_ != nullptr) dict.insert("teacher", StateDict(*teacher_));
-  stage.SaveTo(dict);
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    dict.insert("rng", generator.get_state());
-  }
-  if (stage_done && stage_index + 1 < stages_.size()) {
-    dict.insert_or_assign("stage", static_cast<int64_t>(stage_index + 1));
-    dict.insert_or_assign("epoch", int64_t{0});
-    dict.insert("fresh_stage", true);
-  }
-  if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes them
-  return WriteCheckpointFiles(c10::IValue(dict), ckpt_dir_, config_.checkpoint(), stage.name(),
-                              epochs_done, improved, stage_done);
 }
 
 }  // namespace box_internal
