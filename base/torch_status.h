@@ -45,33 +45,16 @@ namespace kd {
 absl::Status StatusFromTorchError(const c10::Error& error,
                                   absl::StatusCode code = absl::StatusCode::kInternal);
 
-// Runs `fn`; a c10::Error or std::exception it throws becomes a status with `code`.
-// Returns absl::Status for void functions, absl::StatusOr<T> for functions returning T.
-template <typename Fn>
-auto CallTorch(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal) {
-  using R = std::invoke_result_t<Fn>;
-  using Out = std::conditional_t<std::is_void_v<R>, absl::Status, absl::StatusOr<R>>;
-  try {
-    if constexpr (std::is_void_v<R>) {
-      std::forward<Fn>(fn)();
-      return Out(absl::OkStatus());
-    } else {
-      return Out(std::forward<Fn>(fn)());
-    }
-  } catch (const c10::Error& e) {
-    return Out(StatusFromTorchError(e, code));
-  } catch (const std::exception& e) {
-    return Out(absl::Status(code, e.what()));
-  }
-}
-
 // The first line of what `error` says (a c10::Error without its backtrace and the failing
 // check c10 appends): for messages that stay on one line.
 std::string TorchErrorLine(const std::exception& error);
 
-// As CallTorch, the message "<context>: <TorchErrorLine of what was thrown>".
-template <typename Fn>
-auto CallTorch(absl::string_view context, absl::StatusCode code, Fn&& fn) {
+namespace internal {
+
+// Runs `fn`; what it throws (c10::Error derives from std::exception) becomes
+// `to_status(exception)`. absl::Status for void functions, absl::StatusOr<T> otherwise.
+template <typename Fn, typename ToStatus>
+auto CallTorchWith(Fn&& fn, const ToStatus& to_status) {
   using R = std::invoke_result_t<Fn>;
   using Out = std::conditional_t<std::is_void_v<R>, absl::Status, absl::StatusOr<R>>;
   try {
@@ -82,8 +65,30 @@ auto CallTorch(absl::string_view context, absl::StatusCode code, Fn&& fn) {
       return Out(std::forward<Fn>(fn)());
     }
   } catch (const std::exception& e) {
-    return Out(absl::Status(code, absl::StrCat(context, ": ", TorchErrorLine(e))));
+    return Out(to_status(e));
   }
+}
+
+}  // namespace internal
+
+// Runs `fn`; a c10::Error or std::exception it throws becomes a status with `code`.
+// Returns absl::Status for void functions, absl::StatusOr<T> for functions returning T.
+template <typename Fn>
+auto CallTorch(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal) {
+  return internal::CallTorchWith(std::forward<Fn>(fn), [code](const std::exception& e) {
+    if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
+      return StatusFromTorchError(*torch_error, code);
+    }
+    return absl::Status(code, e.what());
+  });
+}
+
+// As CallTorch, the message "<context>: <TorchErrorLine of what was thrown>".
+template <typename Fn>
+auto CallTorch(absl::string_view context, absl::StatusCode code, Fn&& fn) {
+  return internal::CallTorchWith(std::forward<Fn>(fn), [context, code](const std::exception& e) {
+    return absl::Status(code, absl::StrCat(context, ": ", TorchErrorLine(e)));
+  });
 }
 
 }  // namespace kd
