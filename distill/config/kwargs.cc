@@ -243,13 +243,12 @@ c10::IValue ToIValue(const Kwarg& kwarg, KwargType wanted) {
   return c10::IValue();
 }
 
-// The plugin's own KwargsCheck, if it has one, its message prefixed by `owner`. Runs outside
-// the registry's lock: a check may look up plugins.
-absl::Status RunOwnCheck(const RegistryBase& registry, absl::string_view key, const Kwargs& values,
+// The plugin's own KwargsCheck, if it has one, on `filled` (the kwargs with their defaults), its
+// message prefixed by `owner`. Runs outside the registry's lock: a check may look up plugins.
+absl::Status RunOwnCheck(const RegistryBase& registry, absl::string_view key, const Kwargs& filled,
                          absl::string_view owner) {
   if (const KwargsCheck check = registry.GetKwargsCheck(key)) {
-    if (absl::Status checked = check(KwargsView{WithPluginDefaults(registry, key, values)});
-        !checked.ok()) {
+    if (absl::Status checked = check(KwargsView{filled}); !checked.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(owner, ": ", checked.message()));
     }
   }
@@ -318,7 +317,7 @@ absl::StatusOr<Kwargs> KwargsFromConfig(const KwargList& kwargs,
 absl::StatusOr<Kwargs> PluginKwargs(const RegistryBase& registry, absl::string_view key,
                                     const KwargList& kwargs, absl::string_view owner) {
   KD_ASSIGN_OR_RETURN(Kwargs values, KwargsFromConfig(kwargs, registry.KwargSpecs(key), owner));
-  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, values, owner));
+  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, WithPluginDefaults(registry, key, values), owner));
   return values;
 }
 
@@ -326,8 +325,9 @@ absl::StatusOr<Kwargs> ResolvePluginKwargs(const RegistryBase& registry, absl::s
                                            const Kwargs& kwargs, absl::string_view owner) {
   const std::optional<std::vector<KwargSpec>> specs = registry.KwargSpecs(key);
   KD_RETURN_IF_ERROR(CheckKwargValues(kwargs, specs, owner));
-  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, kwargs, owner));
-  return specs ? WithDefaults(kwargs, *specs) : kwargs;
+  Kwargs filled = specs ? WithDefaults(kwargs, *specs) : kwargs;
+  KD_RETURN_IF_ERROR(RunOwnCheck(registry, key, filled, owner));
+  return filled;
 }
 
 Kwargs WithPluginDefaults(const RegistryBase& registry, absl::string_view key,
