@@ -2,8 +2,10 @@
 // ported to C++: the script builds its datasets and models itself, hands them to the boxes with
 // the config's stages, and drives each box's step API from its own loop, with its own
 // evaluation every epoch. First a teacher is trained (a TrainingBox; the Python script loads a
-// pretrained one), then a student is distilled from it in two stages (a cross-entropy warm-up,
-// then KD). examples/README.md puts the Python beside it.
+// pretrained one), then a student is distilled from it as torchdistill's FitNets config does, in
+// two stages: a hint stage on the student and the teacher trimmed to their bodies (`sequential`),
+// a regressor mapping the student's hint to the teacher's, then KD on the whole models.
+// examples/README.md puts the Python beside it.
 //
 //   bazel run -c opt //examples:image_classification
 //
@@ -19,8 +21,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/nn/functional/activation.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 
 #include "absl/status/status.h"
@@ -31,6 +33,7 @@
 #include "distill/config/config_loader.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
+#include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 
 namespace {
@@ -64,20 +67,25 @@ class Blobs final : public kd::Dataset {
   at::Tensor samples_, targets_;
 };
 
-// The script's own models: an MLP of `hidden` units.
+// The script's own models: an MLP of `hidden` units, its body (flatten, linear, ReLU: the hint
+// layer) and its head. Children run through hook points (kd::Call, kd::HookedSequential), so
+// the boxes can hook them and trim the model to its body.
 struct MlpImpl : torch::nn::Module {
   explicit MlpImpl(int64_t hidden)
-      : fc1(register_module("fc1", torch::nn::Linear(kFeatures, hidden))),
-        fc2(register_module("fc2", torch::nn::Linear(hidden, kClasses))) {}
-  at::Tensor forward(at::Tensor x) { return fc2(torch::nn::functional::relu(fc1(x.flatten(1)))); }
-  torch::nn::Linear fc1, fc2;
+      : body(register_module(
+            "body", kd::HookedSequential(torch::nn::Flatten(), torch::nn::Linear(kFeatures, hidden),
+                                         torch::nn::ReLU()))),
+        head(register_module("head", torch::nn::Linear(hidden, kClasses))) {}
+  at::Tensor forward(at::Tensor x) { return kd::Call(head, kd::Call(body, x)); }
+  kd::HookedSequential body;
+  torch::nn::Linear head;
 };
 TORCH_MODULE(Mlp);
 
-// The stages: the models and datasets come from the script, everything else from here. A stage
-// of cross-entropy training over the script's loaders (the KD stage keeps them and the
-// optimizer: a later stage inherits what it leaves unset).
-constexpr char kCrossEntropyStage[] = R"pb(
+// The stages: the models and datasets come from the script, everything else from here. The
+// script's loaders and optimizer (a later stage inherits what it leaves unset), then the
+// teacher's cross-entropy stage.
+constexpr char kLoadersAndOptimizer[] = R"pb(
   train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
   val_data_loader { dataset_id: "val" batch_size: 128 }
   optimizer {
@@ -85,11 +93,44 @@ constexpr char kCrossEntropyStage[] = R"pb(
     kwargs { name: "lr" number: 0.05 }
     kwargs { name: "momentum" number: 0.9 }
   }
+)pb";
+
+constexpr char kCrossEntropy[] = R"pb(
   criterion {
     terms {
       key: "CrossEntropyLoss"
       inputs { arg: "input" source: STUDENT }
       inputs { arg: "target" source: TARGETS }
+    }
+  }
+)pb";
+
+// FitNets' hint stage: both models trimmed to their bodies; a regressor (8 -> 64) on the
+// student's hint, an L2 loss to the teacher's; the trimmed student's weights written at the end.
+constexpr char kHintStage[] = R"pb(
+  name: "hint"
+  num_epochs: 2
+  teacher {
+    sequential: "body"
+    forward_hooks { module_path: "body" requires_output: true }
+  }
+  student {
+    sequential: "body"
+    forward_hooks { module_path: "body" requires_output: true }
+    auxiliary_modules {
+      name: "regressor"
+      key: "linear"
+      kwargs { name: "in_features" integer: 8 }
+      kwargs { name: "out_features" integer: 64 }
+      input { source: STUDENT path: "body" }
+    }
+    dst_ckpt: "/tmp/libkd_example/student/hint_student.pt"
+  }
+  criterion {
+    terms {
+      key: "MSELoss"
+      inputs { arg: "input" source: STUDENT path: "regressor" }
+      inputs { arg: "target" source: TEACHER path: "body" }
     }
   }
 )pb";
@@ -112,14 +153,14 @@ constexpr char kKdStage[] = R"pb(
 
 std::string TeacherConfig() {
   return absl::StrCat(R"pb(run { name: "teacher" seed: 1 }
-                           train { name: "teacher" num_epochs: 3 )pb",
-                      kCrossEntropyStage, "}");
+                           train { name: "teacher" num_epochs: 3)pb",
+                      kLoadersAndOptimizer, kCrossEntropy, "}");
 }
 
 std::string StudentConfig() {
   return absl::StrCat(R"pb(run { name: "student" seed: 2 }
-                           stages { name: "warmup" num_epochs: 1 )pb",
-                      kCrossEntropyStage, "} stages {", kKdStage, "}");
+                           stages {)pb",
+                      kLoadersAndOptimizer, kHintStage, "} stages {", kKdStage, "}");
 }
 
 // The script's own evaluation: top-1 accuracy of `model` on `data`.
@@ -186,7 +227,7 @@ absl::Status Main() {
                                   {.run_dir = "/tmp/libkd_example/teacher", .overwrite = true}));
   KD_RETURN_IF_ERROR(Train(*teacher_box, *val, "teacher"));
 
-  // The student, distilled from it in two stages.
+  // The student, distilled from it in two stages (FitNets: hint, then KD).
   Mlp student_net(8);
   KD_ASSIGN_OR_RETURN(kd::LoadedConfig student_config, kd::ParseConfig(StudentConfig(), "student"));
   KD_ASSIGN_OR_RETURN(kd::BoxInputs student_inputs,

@@ -20,8 +20,7 @@ namespace kd {
 namespace {
 
 std::string JoinSome(const std::vector<std::string>& names, size_t most = 5) {
-  std::vector<std::string> shown(names.begin(),
-                                 names.begin() + std::min(most, names.size()));
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(most, names.size()));
   std::string out = absl::StrJoin(shown, ", ");
   if (names.size() > most) absl::StrAppend(&out, ", ... (", names.size(), " in all)");
   return out;
@@ -39,6 +38,12 @@ absl::Status Model::CheckModulePath(absl::string_view path) const {
                                           " model; ", Suggest(path, paths)));
 }
 
+absl::StatusOr<std::unique_ptr<Model>> Model::Submodel(absl::string_view path) const {
+  KD_RETURN_IF_ERROR(CheckModulePath(path));
+  return absl::UnimplementedError(
+      absl::StrCat("a ", kind(), " model cannot run its module ", QuoteName(path), " on its own"));
+}
+
 int64_t Model::NumParameters() const {
   int64_t total = 0;
   for (const auto& [name, tensor] : NamedParameters()) total += tensor.numel();
@@ -46,8 +51,8 @@ int64_t Model::NumParameters() const {
 }
 
 absl::StatusOr<c10::IValue> Model::ForwardTruncated(std::vector<c10::IValue> args,
-                                                   const Kwargs& kwargs,
-                                                   const std::vector<std::string>& stop_after) {
+                                                    const Kwargs& kwargs,
+                                                    const std::vector<std::string>& stop_after) {
   return absl::UnimplementedError(
       absl::StrCat("a ", kind(), " model cannot stop its forward early; run Forward instead"));
 }
@@ -57,8 +62,7 @@ void Model::To(c10::Device device, std::optional<c10::ScalarType> dtype) {
   std::vector<NamedTensor> tensors = NamedParameters();
   for (NamedTensor& buffer : NamedBuffers()) tensors.push_back(std::move(buffer));
   for (auto& [name, t] : tensors) {
-    const c10::ScalarType target =
-        dtype && t.is_floating_point() ? *dtype : t.scalar_type();
+    const c10::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
     if (t.device() != device || t.scalar_type() != target) t.set_data(t.to(device, target));
   }
 }
@@ -78,15 +82,15 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
                         absl::StrCat(path, ": ", loaded.status().message()));
   }
   if (!loaded->isGenericDict()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": holds a ", loaded->tagKind(), ", not a dict of parameter path -> tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": holds a ", loaded->tagKind(),
+                                                   ", not a dict of parameter path -> tensor"));
   }
   std::map<std::string, at::Tensor> file_tensors;
   for (const auto& entry : loaded->toGenericDict()) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": entry ", entry.key().tagKind(), " -> ",
-                       entry.value().tagKind(), " is not a string -> tensor pair"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": entry ", entry.key().tagKind(),
+                                                     " -> ", entry.value().tagKind(),
+                                                     " is not a string -> tensor pair"));
     }
     file_tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
   }

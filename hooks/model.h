@@ -76,6 +76,14 @@ class Model {
                                                        const Kwargs& kwargs,
                                                        const std::vector<std::string>& stop_after);
 
+  // A model over the module at `path` alone ("" is the whole model), sharing its parameters
+  // and buffers: what it trains, this model has trained. Its forward is the module's own and
+  // its paths are relative to it. For torchdistill's trimmed stage models (kd::SequentialModel,
+  // hooks/sequential_model.h). NotFound for an unknown path (the nearest named);
+  // FailedPrecondition where the module cannot run on its own (the reason and the fix);
+  // Unimplemented for model kinds without sub-models.
+  virtual absl::StatusOr<std::unique_ptr<Model>> Submodel(absl::string_view path) const;
+
   // Every module in pre-order, the root first with path "".
   virtual std::vector<ModuleInfo> NamedModules() const = 0;
   // Parameters and buffers, recursively, with dotted paths.

@@ -1,5 +1,6 @@
 #include "hooks/native_model.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/torch_status.h"
 #include "hooks/hook_point.h"
+#include "hooks/internal/native_module_forwards.h"
 #include "hooks/internal/tap_list.h"
 
 namespace kd {
@@ -154,6 +156,27 @@ class NativeModel final : public Model {
       path = absl::StrCat("\"", path, "\" (", NativeTypeName(*modules[path]), ")");
     }
     return NeverRanThroughHookPointError(silent);
+  }
+
+  absl::StatusOr<std::unique_ptr<Model>> Submodel(absl::string_view path) const override {
+    if (absl::Status found = CheckModulePath(path); !found.ok()) return found;
+    if (path.empty()) return MakeNativeModel(root_, forward_);
+    auto modules = root_->named_modules();
+    std::shared_ptr<torch::nn::Module> module = modules[std::string(path)];
+    const size_t dot = path.rfind('.');
+    const torch::nn::Module* parent = dot == absl::string_view::npos
+                                          ? root_.get()
+                                          : modules[std::string(path.substr(0, dot))].get();
+    std::optional<NativeForwardFn> forward = native_model_internal::ModuleForward(module, parent);
+    if (!forward.has_value()) {
+      const std::string type = NativeTypeName(*module);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "module \"", path, "\" (", type,
+          ") cannot run on its own: libkd does not know how to call its forward; register it "
+          "with kd::RegisterNativeModuleForward<",
+          type, "Impl>() (hooks/native_model.h) or keep it in a torch::nn::Sequential"));
+    }
+    return MakeNativeModel(std::move(module), *std::move(forward));
   }
 
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }

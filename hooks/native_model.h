@@ -18,6 +18,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeindex>
 #include <utility>
 #include <vector>
 
@@ -54,9 +55,22 @@ void CheckCall(const std::string& type, size_t expected_args, size_t actual_args
                const Kwargs& kwargs);
 
 template <typename Impl, typename Fn, typename Args, size_t... I>
-c10::IValue Invoke(Impl& impl, Fn fn, std::vector<c10::IValue>& args,
-                   std::index_sequence<I...>) {
+c10::IValue Invoke(Impl& impl, Fn fn, std::vector<c10::IValue>& args, std::index_sequence<I...>) {
   return c10::IValue((impl.*fn)(std::move(args[I]).to<std::tuple_element_t<I, Args>>()...));
+}
+
+}  // namespace native_model_internal
+
+namespace native_model_internal {
+
+// `Impl`'s forward called by its signature on IValues.
+template <typename Impl>
+c10::IValue CallDeduced(Impl& impl, std::vector<c10::IValue>& args, const Kwargs& kwargs) {
+  using Fn = decltype(&Impl::forward);
+  using Args = typename ForwardTraits<Fn>::Args;
+  constexpr size_t kNumArgs = std::tuple_size_v<Args>;
+  CheckCall(NativeTypeName(impl), kNumArgs, args.size(), kwargs);
+  return Invoke<Impl, Fn, Args>(impl, &Impl::forward, args, std::make_index_sequence<kNumArgs>());
 }
 
 }  // namespace native_model_internal
@@ -64,17 +78,35 @@ c10::IValue Invoke(Impl& impl, Fn fn, std::vector<c10::IValue>& args,
 // Wraps `root`, calling its forward by its signature.
 template <typename Impl>
 std::unique_ptr<Model> MakeNativeModel(std::shared_ptr<Impl> root) {
-  using Fn = decltype(&Impl::forward);
-  using Args = typename native_model_internal::ForwardTraits<Fn>::Args;
-  constexpr size_t kNumArgs = std::tuple_size_v<Args>;
   Impl* impl = root.get();
   NativeForwardFn forward = [impl](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
-    native_model_internal::CheckCall(NativeTypeName(*impl), kNumArgs, args.size(), kwargs);
-    return native_model_internal::Invoke<Impl, Fn, Args>(*impl, &Impl::forward, args,
-                                                         std::make_index_sequence<kNumArgs>());
+    return native_model_internal::CallDeduced(*impl, args, kwargs);
   };
   return MakeNativeModel(std::static_pointer_cast<torch::nn::Module>(std::move(root)),
                          std::move(forward));
+}
+
+// Runs a native module's own forward: how Model::Submodel runs a module of a native model on
+// its own (torchdistill's trimmed `sequential` stage models).
+using NativeModuleForwardFn = std::function<c10::IValue(
+    torch::nn::Module& module, std::vector<c10::IValue>& args, const Kwargs& kwargs)>;
+
+// Teaches native sub-models to run modules whose dynamic type is `type`. Known without it:
+// torch::nn::Sequential and kd::HookedSequential, torch::nn's common layers (Linear, Conv1d-3d,
+// BatchNorm1d-3d, LayerNorm, GroupNorm, Embedding, the activations, pooling, Flatten, Dropout,
+// Identity), and any module kept in a torch::nn::Sequential (run through its AnyModule).
+// Thread-safe; a later registration of the same type replaces the earlier one.
+void RegisterNativeModuleForward(std::type_index type, NativeModuleForwardFn forward);
+
+// The same for `Impl`, calling its forward by its signature (as MakeNativeModel does):
+//   kd::RegisterNativeModuleForward<BasicBlockImpl>();
+template <typename Impl>
+void RegisterNativeModuleForward() {
+  RegisterNativeModuleForward(
+      std::type_index(typeid(Impl)),
+      [](torch::nn::Module& module, std::vector<c10::IValue>& args, const Kwargs& kwargs) {
+        return native_model_internal::CallDeduced(static_cast<Impl&>(module), args, kwargs);
+      });
 }
 
 // The wrapped module of a native Model, or nullptr for other kinds.

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/torch_file.h"
@@ -157,6 +158,21 @@ class TorchScriptModel final : public Model {
   }
 
   bool knows_later_writes() const override { return true; }
+
+  absl::StatusOr<std::unique_ptr<Model>> Submodel(absl::string_view path) const override {
+    if (absl::Status found = CheckModulePath(path); !found.ok()) return found;
+    torch::jit::Module module = module_;
+    for (absl::string_view name : absl::StrSplit(path, '.', absl::SkipEmpty())) {
+      module = module.attr(std::string(name)).toModule();
+    }
+    if (!module.find_method("forward").has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("module ", QuoteName(path), " (", ShortTypeName(module),
+                       ") has no forward in this TorchScript archive (nothing calls it), so it "
+                       "cannot run on its own"));
+    }
+    return std::unique_ptr<Model>(std::make_unique<TorchScriptModel>(module));
+  }
 
   absl::Status CheckHooksFired() const override {
     // Every tapped call site in a TorchScript graph is a hook point: nothing can be bypassed.

@@ -32,6 +32,7 @@
 #include "distill/boxes/run_folder.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
+#include "hooks/sequential_model.h"
 #include "hooks/torchscript_model.h"
 
 namespace kd {
@@ -48,8 +49,7 @@ absl::Status BoxImpl::Init() {
     if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));
   }
   seed_ = options_.seed.value_or(config_.run().seed());
-  const std::string device =
-      options_.device.value_or(config_.run().device().empty() ? "cpu" : config_.run().device());
+  KD_ASSIGN_OR_RETURN(const std::string device, box_internal::RunDevice(config_, options_));
   // Checked here as the tools check it: a CUDA device on a machine without one is one line.
   absl::StatusOr<c10::Device> parsed = ParseDevice(device);
   if (!parsed.ok()) {
@@ -200,7 +200,7 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
     int64_t epoch = 0;
     const bool resumes_inside =
         resume.has_value() && s == first_stage && !resume->contains("fresh_stage");
-    if (!resumes_inside) KD_RETURN_IF_ERROR(StartStage(s));
+    if (!resumes_inside) KD_RETURN_IF_ERROR(StartStage(stage));
     if (resume.has_value() && s == first_stage) {
       // A checkpoint written at a stage's end starts the next stage afresh.
       if (!resume->contains("fresh_stage")) {
@@ -236,7 +236,7 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
       report.samples_per_second =
           static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
       // The stage's models go to their dst_ckpt before the checkpoint that ends the stage.
-      if (epoch + 1 == num_epochs) KD_RETURN_IF_ERROR(EndStage(s));
+      if (epoch + 1 == num_epochs) KD_RETURN_IF_ERROR(EndStage(stage));
       KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
       result.epochs.push_back(report);
       ++result.epochs_run;
@@ -276,9 +276,28 @@ std::string BoxImpl::PrimaryMetric() const {
 }
 
 absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
-  std::unique_ptr<StageRun> stage =
-      box_internal::NewStage(teacher_.get(), student_.get(), device_, config_.run().precision(),
-                             group_, options_.lr_factor);
+  std::unique_ptr<Model> chains[2];  // the teacher's, the student's
+  Model* models[2] = {teacher_.get(), student_.get()};
+  for (int m = 0; m < 2; ++m) {
+    const StageModelConfig& config = m == 0 ? stages_[s].teacher() : stages_[s].student();
+    if (models[m] == nullptr || config.sequential().empty()) continue;
+    absl::StatusOr<std::unique_ptr<Model>> chain = MakeSequentialModel(
+        *models[m],
+        std::vector<std::string>(config.sequential().begin(), config.sequential().end()));
+    if (!chain.ok()) {
+      return InField(absl::StrCat("stage \"", stages_[s].name(), "\" ",
+                                  m == 0 ? "teacher" : "student", ".sequential"),
+                     chain.status());
+    }
+    chains[m] = *std::move(chain);
+    models[m] = chains[m].get();
+  }
+  std::unique_ptr<StageRun> stage = box_internal::NewStage(
+      models[0], models[1], device_, config_.run().precision(), group_, options_.lr_factor);
+  if (chains[1] != nullptr) stage->SetEvaluatedStudent(student_.get());
+  for (std::unique_ptr<Model>& chain : chains) {
+    if (chain != nullptr) stage->KeepModel(std::move(chain));
+  }
   const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
                                           config_.evaluation(), seed_);
   if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);

@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -128,8 +129,17 @@ class Box {
   // The current stage's training loader (torchdistill's train_data_loader), set to the epoch of
   // the last PreEpoch: a kd::BatchStream over it gives the batches Run takes.
   virtual absl::StatusOr<DataLoader*> TrainLoader() = 0;
-  // The I/O dicts of the last Forward (torchdistill's teacher_io_dict, student_io_dict);
-  // FailedPrecondition before a Forward.
+  // torchdistill's get_teacher_output: the teacher's output on `batch` (moved to the run's
+  // device first), its forward run through its hooks and auxiliary modules (under no-grad
+  // unless it trains); its I/O dict is TeacherIoDict's until the next Forward. Not between a
+  // Forward and its PostForward; FailedPrecondition without a teacher.
+  virtual absl::StatusOr<c10::IValue> TeacherOutput(Batch& batch) = 0;
+  // The module paths the current stage hooks (torchdistill's target_teacher_pairs,
+  // target_student_pairs; the handles stay the stage's: its end removes them).
+  virtual absl::StatusOr<std::vector<std::string>> TeacherHookedPaths() = 0;
+  virtual absl::StatusOr<std::vector<std::string>> StudentHookedPaths() = 0;
+  // The I/O dicts of the last Forward (torchdistill's teacher_io_dict, student_io_dict; the
+  // teacher's also of a TeacherOutput); FailedPrecondition before one.
   virtual absl::StatusOr<const IoDict*> TeacherIoDict() = 0;
   virtual absl::StatusOr<const IoDict*> StudentIoDict() = 0;
   // The current stage's optimizer, scheduler (null: none) and criterion, for a loop that steps
@@ -137,7 +147,8 @@ class Box {
   virtual absl::StatusOr<torch::optim::Optimizer*> Optimizer() = 0;
   virtual absl::StatusOr<LrScheduler*> Scheduler() = 0;
   virtual absl::StatusOr<Criterion*> StageCriterion() = 0;
-  // The models the stages train (torchdistill's student_model, teacher_model; null: none).
+  // The models the stages train (torchdistill's student_model, teacher_model; null: none): the
+  // whole models, also in a stage that trains a `sequential` chain of one.
   virtual Model& student() = 0;
   virtual Model* teacher() = 0;
   // The current stage: its index (from 0) and epochs; the number of stages.

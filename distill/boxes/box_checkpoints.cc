@@ -22,26 +22,28 @@ namespace box_internal {
 
 namespace fs = std::filesystem;
 
-absl::Status BoxImpl::StartStage(size_t s) {
+absl::Status BoxImpl::StartStage(StageRun& stage) {
+  const StageConfig& stage_config = stage.config();
   for (const auto& [model, config, role] :
-       {std::tuple<Model*, const StageModelConfig*, const char*>{student_.get(),
-                                                                 &stages_[s].student(), "student"},
-        {teacher_.get(), &stages_[s].teacher(), "teacher"}}) {
+       {std::tuple<Model*, const StageModelConfig*, const char*>{
+            stage.model(ModelRole::kStudent), &stage_config.student(), "student"},
+        {stage.model(ModelRole::kTeacher), &stage_config.teacher(), "teacher"}}) {
     if (model == nullptr || config->src_ckpt().empty()) continue;
     const absl::Status loaded =
         model->LoadState(ResolveAgainst(options_.base_dir, config->src_ckpt()));
     if (!loaded.ok()) {
-      return InField(absl::StrCat("stage \"", stages_[s].name(), "\" ", role, ".src_ckpt"), loaded);
+      return InField(absl::StrCat("stage \"", stage.name(), "\" ", role, ".src_ckpt"), loaded);
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status BoxImpl::EndStage(size_t s) {
+absl::Status BoxImpl::EndStage(StageRun& stage) {
   if (rank_ != 0) return absl::OkStatus();  // in a multi-process run rank 0 writes
   for (const auto& [model, config] :
-       {std::pair<Model*, const StageModelConfig*>{student_.get(), &stages_[s].student()},
-        {teacher_.get(), &stages_[s].teacher()}}) {
+       {std::pair<Model*, const StageModelConfig*>{stage.model(ModelRole::kStudent),
+                                                   &stage.config().student()},
+        {stage.model(ModelRole::kTeacher), &stage.config().teacher()}}) {
     if (model == nullptr || config->dst_ckpt().empty()) continue;
     const std::string path = ResolveAgainst(options_.base_dir, config->dst_ckpt());
     KD_RETURN_IF_ERROR(CreateDirectories(fs::path(path).parent_path().string()));

@@ -47,6 +47,12 @@ struct BoxOptions {
   // Override run.seed / run.device.
   std::optional<int64_t> seed;
   std::optional<std::string> device;
+  // torchdistill's device_ids: the devices this process's models run on. libkd runs each
+  // process on one device (a multi-process run: one per rank, as torchdistill's distributed
+  // mode passes [local_rank]), so at most one entry: it sets the device, and must agree with
+  // `device` when both are given. Several devices in one process (torch.nn.DataParallel) are
+  // refused: run one process per device.
+  std::vector<std::string> device_ids;
   // Continue from the run folder's last checkpoint (NotFound when it has none).
   bool resume = false;
   // Replace the run the folder holds (its metrics, summary and checkpoints). Without resume or

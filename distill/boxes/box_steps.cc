@@ -2,6 +2,7 @@
 // post-forward, post-epoch and advance-to-next-stage calls on the current stage, in their order.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -29,6 +30,7 @@ absl::StatusOr<at::Tensor> BoxImpl::Forward(Batch& batch) {
   KD_ASSIGN_OR_RETURN(CriterionResult result, stage->Forward(batch));
   step_ = Step::kForwarded;
   forwarded_ = true;
+  teacher_forwarded_ = true;
   return result.total;
 }
 
@@ -62,10 +64,11 @@ absl::Status BoxImpl::AdvanceToNextStage() {
         "AdvanceToNextStage: stage \"", stages_[stage_index_].name(), "\" is the last of ",
         stages_.size(), stages_.size() == 1 ? " stage" : " stages"));
   }
-  KD_RETURN_IF_ERROR(EndStage(stage_index_));  // torchdistill's save_stage_ckpt
-  current_.reset();                            // its hooks go with it
+  KD_RETURN_IF_ERROR(EndStage(*current_));  // torchdistill's save_stage_ckpt
+  current_.reset();                         // its hooks go with it
   ++stage_index_;
   forwarded_ = false;
+  teacher_forwarded_ = false;
   return Current().status();
 }
 
@@ -75,8 +78,27 @@ absl::StatusOr<const IoDict*> BoxImpl::TeacherIoDict() {
     return absl::FailedPreconditionError(
         absl::StrCat("TeacherIoDict: a ", kind(), " has no teacher"));
   }
-  if (!forwarded_) return Misuse("TeacherIoDict", "no Forward in this stage yet");
+  if (!teacher_forwarded_) {
+    return Misuse("TeacherIoDict", "no Forward or TeacherOutput in this stage yet");
+  }
   return &stage->teacher_io();
+}
+
+absl::StatusOr<c10::IValue> BoxImpl::TeacherOutput(Batch& batch) {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (step_ == Step::kForwarded) return Misuse("TeacherOutput", DueInstead());
+  KD_ASSIGN_OR_RETURN(c10::IValue output, stage->TeacherOutput(batch));
+  teacher_forwarded_ = true;
+  return output;
+}
+
+absl::StatusOr<std::vector<std::string>> BoxImpl::TeacherHookedPaths() {
+  KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+  if (teacher_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("TeacherHookedPaths: a ", kind(), " has no teacher"));
+  }
+  return stage->hooked_paths(ModelRole::kTeacher);
 }
 
 absl::StatusOr<StageRun*> BoxImpl::Current() {
@@ -85,7 +107,7 @@ absl::StatusOr<StageRun*> BoxImpl::Current() {
     KD_ASSIGN_OR_RETURN(current_, BuildStage(stage_index_));
   }
   if (started_ != stage_index_) {  // once per stage: CleanModules' rebuild does not reload
-    KD_RETURN_IF_ERROR(StartStage(stage_index_));
+    KD_RETURN_IF_ERROR(StartStage(*current_));
     started_ = stage_index_;
   }
   return current_.get();
@@ -107,13 +129,14 @@ std::string BoxImpl::DueInstead() const {
 absl::Status BoxImpl::SaveStageCheckpoint() {
   KD_RETURN_IF_ERROR(Current().status());
   if (step_ == Step::kForwarded) return Misuse("SaveStageCheckpoint", DueInstead());
-  return EndStage(stage_index_);
+  return EndStage(*current_);
 }
 
 absl::Status BoxImpl::CleanModules() {
   if (step_ != Step::kNoEpoch) return Misuse("CleanModules", DueInstead());
   current_.reset();  // its hook managers remove their hooks; its I/O dicts go
   forwarded_ = false;
+  teacher_forwarded_ = false;
   for (Model* model : {student_.get(), teacher_.get()}) {
     if (model == nullptr) continue;
     for (const auto& [name, param] : model->NamedParameters()) {

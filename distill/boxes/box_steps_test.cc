@@ -4,14 +4,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
@@ -38,6 +41,7 @@ using test::Parse;
 using test::RunDir;
 using test::Stage;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // torchdistill's image-classification loop over `box`, every stage, with validation each epoch.
@@ -387,6 +391,217 @@ TEST_F(BoxTest, LrFactorScalesTheConfigsLearningRates) {
   ASSERT_THAT((*MakeBox(Parse(text), {.run_dir = plain}))->Run(), IsOk());
   EXPECT_FALSE(
       at::equal(LastStudentTensor(plain, "fc.weight"), LastStudentTensor(scaled, "fc.weight")));
+}
+
+
+// torchdistill's FitNets: a hint stage on the teacher and the student trimmed to their first
+// layers (`sequential`), a connector regressing the student's hint onto the teacher's (L2), then KD
+// on the whole models. fashion_cnn on 28x28 images: stem, layer1, layer2, head.
+constexpr char kImages[] = R"pb(
+  run { name: "t" seed: 3 log_every_n_steps: 4 }
+  datasets {
+    id: "train"
+    key: "synthetic"
+    kwargs { name: "num_samples" integer: 96 }
+    kwargs { name: "num_classes" integer: 4 }
+    kwargs { name: "seed" integer: 1 }
+  }
+  datasets {
+    id: "val"
+    key: "synthetic"
+    kwargs { name: "num_samples" integer: 64 }
+    kwargs { name: "num_classes" integer: 4 }
+    kwargs { name: "seed" integer: 1 }
+  }
+  teacher {
+    native {
+      key: "fashion_cnn"
+      kwargs { name: "width" integer: 8 }
+      kwargs { name: "num_classes" integer: 4 }
+    }
+  }
+  student {
+    native {
+      key: "fashion_cnn"
+      kwargs { name: "width" integer: 4 }
+      kwargs { name: "num_classes" integer: 4 }
+    }
+  }
+  evaluation { metrics { key: "accuracy" } }
+)pb";
+
+std::string HintStage(const std::string& student_dst) {
+  constexpr char kHint[] = R"pb(
+    teacher {
+      sequential: [ "stem", "layer1" ]
+      forward_hooks { module_path: "layer1" requires_output: true }
+    }
+    student {
+      sequential: [ "stem", "layer1" ]
+      forward_hooks { module_path: "layer1" requires_output: true }
+      auxiliary_modules {
+        name: "regressor"
+        key: "conv_connector"
+        kwargs { name: "in_channels" integer: 4 }
+        kwargs { name: "out_channels" integer: 8 }
+        input { source: STUDENT path: "layer1" }
+      }
+      dst_ckpt: "$DST"
+    }
+    criterion {
+      terms {
+        key: "MSELoss"
+        inputs { arg: "input" source: STUDENT path: "regressor" }
+        inputs { arg: "target" source: TEACHER path: "layer1" }
+      }
+    }
+  )pb";
+  return absl::StrReplaceAll(kHint, {{"$DST", student_dst}});
+}
+
+std::string FitNetConfig(const std::string& student_dst) {
+  return absl::StrCat(kImages, "stages {", Stage("hint", 2, HintStage(student_dst)), "} stages {",
+                      Stage("kd", 1, kKd), "}");
+}
+
+TEST_F(BoxTest, AHintStageTrainsTheTrimmedModelsOnly) {
+  const std::string hint = RunDir("fitnet_files") + "/hint_student.pt";
+  auto box = MakeBox(Parse(FitNetConfig(hint)), {.run_dir = RunDir("fitnet_hand")});
+  ASSERT_THAT(box, IsOk());
+  std::map<std::string, at::Tensor> before;
+  for (const auto& [name, t] : (*box)->student().NamedParameters()) before[name] = t.clone();
+  std::map<std::string, at::Tensor> buffers_before;
+  for (const auto& [name, t] : (*box)->student().NamedBuffers()) buffers_before[name] = t.clone();
+  for (int64_t epoch = 0; epoch < (*box)->num_epochs(); ++epoch) {
+    ASSERT_THAT((*box)->PreEpoch(epoch), IsOk());
+    auto loader = (*box)->TrainLoader();
+    ASSERT_THAT(loader, IsOk());
+    for (BatchStream batches(**loader); !batches.done();) {
+      Batch batch = batches.Next();
+      ASSERT_THAT((*box)->PreForward(batch), IsOk());
+      auto loss = (*box)->Forward(batch);
+      ASSERT_THAT(loss, IsOk());
+      // The I/O dicts hold the chains' paths.
+      auto student_io = (*box)->StudentIoDict();
+      ASSERT_THAT(student_io, IsOk());
+      EXPECT_EQ((*student_io)->at("layer1").at("output").toTensor().size(1), 4);
+      ASSERT_THAT((*box)->PostForward(*loss), IsOk());
+    }
+    ASSERT_THAT((*box)->PostEpoch({}), IsOk());
+  }
+  // The student's stem and layer1 trained; its layer2 and head, outside the chain, did not.
+  for (const auto& [name, t] : (*box)->student().NamedParameters()) {
+    const bool in_chain = name.rfind("stem.", 0) == 0 || name.rfind("layer1.", 0) == 0;
+    EXPECT_EQ(at::equal(t, before[name]), !in_chain) << name;
+  }
+  // The student (in training mode) ran only up to layer1: only those batch norms saw batches.
+  for (const auto& [name, t] : (*box)->student().NamedBuffers()) {
+    const bool in_chain = name.rfind("stem.", 0) == 0 || name.rfind("layer1.", 0) == 0;
+    EXPECT_EQ(at::equal(t, buffers_before[name]), !in_chain) << name;
+  }
+  // The stage's dst_ckpt holds the chain's state dict, torchdistill's keys, the student's values.
+  ASSERT_THAT((*box)->AdvanceToNextStage(), IsOk());
+  auto written = ReadTorchFile(hint);
+  ASSERT_THAT(written, IsOk());
+  const c10::impl::GenericDict saved = written->toGenericDict();
+  EXPECT_TRUE(saved.contains("stem.0.weight"));
+  EXPECT_TRUE(saved.contains("layer1.1.running_mean"));
+  EXPECT_FALSE(saved.contains("head.2.weight"));
+  for (const auto& [name, t] : (*box)->student().NamedParameters()) {
+    if (saved.contains(name)) {
+      EXPECT_TRUE(at::equal(t, saved.at(name).toTensor())) << name;
+    }
+  }
+}
+
+TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {
+  ExpectHandLoopEqualsRun(FitNetConfig(RunDir("fitnet_files2") + "/hint.pt"), "fitnet");
+}
+
+TEST_F(BoxTest, PathsOfASequentialStageAreTheChains) {
+  // A hook outside the chain, and a chain module that does not exist: named with the nearest.
+  std::string outside = FitNetConfig(RunDir("fitnet_bad") + "/h.pt");
+  outside.replace(outside.find("forward_hooks { module_path: \"layer1\""),
+                  std::string("forward_hooks { module_path: \"layer1\"").size(),
+                  "forward_hooks { module_path: \"head\"");
+  EXPECT_THAT(MakeBox(Parse(outside), {.run_dir = RunDir("fitnet_bad_run")}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("no module \"head\" in this sequential model"),
+                             HasSubstr("layer1.0"))));
+  std::string unknown = FitNetConfig(RunDir("fitnet_bad2") + "/h.pt");
+  unknown.replace(unknown.find("\"stem\", \"layer1\""), std::string("\"stem\", \"layer1\"").size(),
+                  "\"stem\", \"layer9\"");
+  EXPECT_THAT(MakeBox(Parse(unknown), {.run_dir = RunDir("fitnet_bad2_run")}),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("teacher.sequential"), HasSubstr("no module \"layer9\""),
+                             HasSubstr("layer1"))));
+}
+
+// torchdistill's device_ids: one device per process.
+TEST_F(BoxTest, DeviceIdsNameTheProcesssOneDevice) {
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("ids_one"), .device_ids = {"cpu"}}), IsOk());
+  EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("ids_two"), .device_ids = {"cuda:0", "cuda:1"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("names 2 devices"), HasSubstr("one process per device"))));
+  EXPECT_THAT(
+      MakeBox(config, {.run_dir = RunDir("ids_clash"), .device = "cpu", .device_ids = {"cuda:0"}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("device_ids [\"cuda:0\"] disagrees with BoxOptions.device \"cpu\"")));
+  // The one entry is the device: a CUDA device on this CPU machine is refused as run.device is.
+  if (!at::hasCUDA()) {
+    EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("ids_cuda"), .device_ids = {"cuda:0"}}),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("run.device")));
+  }
+}
+
+// torchdistill's get_teacher_output and target_*_pairs: the teacher alone through its hooks.
+TEST_F(BoxTest, TeacherOutputRunsTheTeacherThroughItsHooks) {
+  auto box = MakeBox(Parse(FitNetConfig(RunDir("teacher_output_files") + "/h.pt")),
+                     {.run_dir = RunDir("teacher_output")});
+  ASSERT_THAT(box, IsOk());
+  EXPECT_THAT((*box)->TeacherHookedPaths(), IsOkAndHolds(ElementsAre("layer1")));
+  EXPECT_THAT((*box)->StudentHookedPaths(), IsOkAndHolds(ElementsAre("layer1")));
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  auto loader = (*box)->TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  BatchStream batches(**loader);
+  Batch batch = batches.Next();
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  EXPECT_THAT((*box)->TeacherIoDict(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  auto output = (*box)->TeacherOutput(batch);
+  ASSERT_THAT(output, IsOk());
+  // The hint stage's teacher is its stem and layer1: their outputs, computed here on their own.
+  auto stem = (*box)->teacher()->Submodel("stem");
+  auto layer1 = (*box)->teacher()->Submodel("layer1");
+  ASSERT_THAT(stem, IsOk());
+  ASSERT_THAT(layer1, IsOk());
+  at::Tensor expected;
+  {
+    at::NoGradGuard no_grad;
+    expected = (*layer1)->Forward({(*stem)->Forward({batch.samples})}).toTensor();
+  }
+  EXPECT_TRUE(at::equal(output->toTensor(), expected));
+  EXPECT_FALSE(output->toTensor().requires_grad());
+  auto io = (*box)->TeacherIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_TRUE(at::equal((*io)->at("layer1").at("output").toTensor(), expected));
+  // The step API goes on as before.
+  auto loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  EXPECT_THAT((*box)->TeacherOutput(batch),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PostForward")));
+  ASSERT_THAT((*box)->PostForward(*loss), IsOk());
+
+  auto no_teacher =
+      MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}")),
+              {.run_dir = RunDir("teacher_output_none")});
+  ASSERT_THAT(no_teacher, IsOk());
+  EXPECT_THAT((*no_teacher)->TeacherOutput(batch),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no teacher")));
+  EXPECT_THAT((*no_teacher)->TeacherHookedPaths(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no teacher")));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "base/torch_status.h"
 #include "distill/config/kwargs.h"
 #include "distill/models/model_registry.h"
+#include "hooks/sequential_model.h"
 #include "hooks/torchscript_model.h"
 
 namespace kd {
@@ -51,12 +52,19 @@ class PathChecker {
   }
 
   void CheckStage(const StageConfig& stage, const ConfigLocator& loc) {
-    CheckStageModel(stage.teacher(), loc.Nested("teacher"), teacher_);
-    CheckStageModel(stage.student(), loc.Nested("student"), student_);
+    // The models the stage runs: the chains of `sequential` sections, whose paths the rest of
+    // the stage names.
+    std::unique_ptr<Model> teacher_chain, student_chain;
+    const Model* teacher =
+        StageModel(stage.teacher(), loc.Nested("teacher"), teacher_, teacher_chain);
+    const Model* student =
+        StageModel(stage.student(), loc.Nested("student"), student_, student_chain);
+    CheckStageModel(stage.teacher(), loc.Nested("teacher"), teacher);
+    CheckStageModel(stage.student(), loc.Nested("student"), student);
     const OptimizerConfig& optimizer = stage.optimizer();
     for (int i = 0; i < optimizer.param_groups_size(); ++i) {
       const ParamGroupConfig& group = optimizer.param_groups(i);
-      Path(group.model() == ParamGroupConfig::TEACHER ? teacher_ : student_, group.module_path(),
+      Path(group.model() == ParamGroupConfig::TEACHER ? teacher : student, group.module_path(),
            loc.Nested("optimizer").Nested("param_groups", i).Of("module_path"));
     }
     const CriterionConfig& criterion = stage.criterion();
@@ -64,7 +72,7 @@ class PathChecker {
       for (int i = 0; i < criterion.terms(t).inputs_size(); ++i) {
         const IoRef& ref = criterion.terms(t).inputs(i);
         if (ref.io() != IoRef::PARAMETER) continue;
-        Parameter(ref.source() == IoRef::TEACHER ? teacher_ : student_, ref.path(),
+        Parameter(ref.source() == IoRef::TEACHER ? teacher : student, ref.path(),
                   loc.Nested("criterion").Nested("terms", t).Nested("inputs", i).Of("path"));
       }
     }
@@ -77,6 +85,26 @@ class PathChecker {
   }
 
  private:
+  // `model`, or the chain of its modules `config.sequential` lists (kept in `chain`); null when
+  // the chain cannot be made (reported).
+  const Model* StageModel(const StageModelConfig& config, const ConfigLocator& loc,
+                          const Model* model, std::unique_ptr<Model>& chain) {
+    if (model == nullptr || config.sequential().empty()) return model;
+    const size_t problems = problems_.size();
+    for (int i = 0; i < config.sequential_size(); ++i) {
+      Path(model, config.sequential(i), loc.Of("sequential", i));
+    }
+    if (problems_.size() > problems) return nullptr;
+    absl::StatusOr<std::unique_ptr<Model>> made = MakeSequentialModel(
+        *model, std::vector<std::string>(config.sequential().begin(), config.sequential().end()));
+    if (!made.ok()) {
+      Add(loc.Of("sequential"), std::string(made.status().message()));
+      return nullptr;
+    }
+    chain = *std::move(made);
+    return chain.get();
+  }
+
   void CheckStageModel(const StageModelConfig& config, const ConfigLocator& loc,
                        const Model* model) {
     for (int i = 0; i < config.forward_hooks_size(); ++i) {

@@ -75,6 +75,33 @@ TEST(ModulePathsTest, EveryPathIsCheckedAgainstTheBuiltModels) {
   // clang-format on
 }
 
+// A `sequential` stage model: its modules are checked against the model, every other path of
+// the stage against the chain (element names with "." -> "__attr__").
+TEST(ModulePathsTest, ASequentialStageNamesTheChainsPaths) {
+  const std::string models =
+      "student { native { key: \"fashion_cnn\" kwargs { name: \"width\" integer: 4 } } }\n";
+  EXPECT_THAT(Problems(models + R"pb(train {
+                                       student {
+                                         sequential: [ "stem.0", "layer1" ]
+                                         forward_hooks { module_path: "stem__attr__0" }
+                                         frozen_modules: "layer1.1"
+                                       }
+                                       optimizer { param_groups { module_path: "layer1" } }
+                                     })pb"),
+              IsEmpty());
+  // clang-format off
+  EXPECT_THAT(
+      Problems(models +
+               "train {\n"
+               "  student { sequential: \"stem\" sequential: \"layr1\" }\n"
+               "}\n"
+               "stages { name: \"b\" student { sequential: \"stem\" forward_hooks { module_path: \"layer1\" } } }\n"),
+      ElementsAre(
+          "t.pbtxt:3:32: no module \"layr1\" in this native model; did you mean \"layer1\"?",
+          "t.pbtxt:5:65: no module \"layer1\" in this sequential model; valid: \"\" (root), stem, stem.0, stem.1, stem.2"));
+  // clang-format on
+}
+
 TEST(ModulePathsTest, AModelThatCannotBeBuiltIsOneProblemAtItsField) {
   EXPECT_THAT(Problems("student { torchscript: \"/nonexistent/s.pt\" }\n"
                        "train { student { forward_hooks { module_path: \"x\" } } }\n"),

@@ -101,6 +101,27 @@ TEST(ConfigValidatorTest, HookProblems) {
                       "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
 }
 
+// torchdistill's `sequential` stage models: module paths, each once; its adaptation layers are
+// refused with what to use instead.
+TEST(ConfigValidatorTest, SequentialProblems) {
+  const Lines lines =
+      Replace(kBase, 11,
+              {R"(  student {)", R"(    sequential: "layer1" sequential: "+adapter")",
+               R"(    sequential: "" sequential: "layer1" sequential: "layer1..0")",
+               R"(    forward_hooks { module_path: "layer2" requires_output: true })", R"(  })"});
+  EXPECT_THAT(
+      Validate(lines),
+      ElementsAre(At(lines, 12, "sequential", 2) +
+                      "torchdistill's adaptation layers (\"+adapter\") are not supported in "
+                      "sequential: add the layer as one of this model's auxiliary_modules on the "
+                      "recorded value it adapts",
+                  At(lines, 13, "sequential") +
+                      "\"\" is the whole model, not a module of it: leave sequential empty to "
+                      "run the whole model",
+                  At(lines, 13, "sequential", 2) + "duplicate sequential module \"layer1\"",
+                  HasSubstr("layer1..0")));
+}
+
 TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
   const Lines lines = Replace(
       kBase, 11,

@@ -77,6 +77,12 @@ class BoxImpl final : public Box {
     return &stage->train_loader();
   }
 
+  absl::StatusOr<c10::IValue> TeacherOutput(Batch& batch) override;
+  absl::StatusOr<std::vector<std::string>> TeacherHookedPaths() override;
+  absl::StatusOr<std::vector<std::string>> StudentHookedPaths() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return stage->hooked_paths(ModelRole::kStudent);
+  }
   absl::StatusOr<const IoDict*> TeacherIoDict() override;
 
   absl::StatusOr<const IoDict*> StudentIoDict() override {
@@ -122,12 +128,13 @@ class BoxImpl final : public Box {
 
   std::string LastPath() const { return (std::filesystem::path(ckpt_dir_) / "last.pt").string(); }
 
-  // Stage `s` starting afresh: its models' src_ckpt loaded (torchdistill's stage setup).
-  absl::Status StartStage(size_t s);
-  // Stage `s` ending: its models' dst_ckpt written (torchdistill's save_stage_ckpt).
-  absl::Status EndStage(size_t s);
+  // `stage` starting afresh: its models' src_ckpt loaded (torchdistill's stage setup).
+  absl::Status StartStage(StageRun& stage);
+  // `stage` ending: its models' dst_ckpt written (torchdistill's save_stage_ckpt).
+  absl::Status EndStage(StageRun& stage);
 
-  // Stage `s` built on the box's models and datasets; errors name the stage.
+  // Stage `s` built on the box's models (or the chains its `sequential` sections make of them)
+  // and datasets; errors name the stage.
   absl::StatusOr<std::unique_ptr<StageRun>> BuildStage(size_t s);
 
   // Puts the best student by validation (best.pt, written by this run or the one it resumes)
@@ -166,8 +173,9 @@ class BoxImpl final : public Box {
   // The step API's state: where the caller is in torchdistill's loop, and the stage it drives.
   enum class Step { kNoEpoch, kInEpoch, kForwarded };
   Step step_ = Step::kNoEpoch;
-  bool stepped_ = false;    // the step API was used: Run refuses
-  bool forwarded_ = false;  // a Forward in the current stage
+  bool stepped_ = false;            // the step API was used: Run refuses
+  bool forwarded_ = false;          // a Forward in the current stage
+  bool teacher_forwarded_ = false;  // a Forward or TeacherOutput in the current stage
   int64_t epoch_ = 0;
   size_t stage_index_ = 0;
   std::optional<size_t> started_;  // the stage whose src_ckpt the step API has loaded

@@ -13,6 +13,29 @@
 namespace kd {
 namespace box_internal {
 
+absl::StatusOr<std::string> RunDevice(const DistillConfig& config, const BoxOptions& options) {
+  std::string device =
+      options.device.value_or(config.run().device().empty() ? "cpu" : config.run().device());
+  if (options.device_ids.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BoxOptions.device_ids names ", options.device_ids.size(),
+        " devices: a libkd process runs on one (torch.nn.DataParallel's single-process "
+        "replicas are not supported); run one process per device (//tools:distill --nproc_per_node "
+        "or "
+        "torchrun), each with its device"));
+  }
+  if (options.device_ids.size() == 1) {
+    const std::string& id = options.device_ids.front();
+    if (options.device.has_value() && *options.device != id) {
+      return absl::InvalidArgumentError(absl::StrCat("BoxOptions.device_ids [\"", id,
+                                                     "\"] disagrees with BoxOptions.device \"",
+                                                     *options.device, "\": give one of them"));
+    }
+    device = id;
+  }
+  return device;
+}
+
 namespace fs = std::filesystem;
 
 std::string RunDir(const DistillConfig& config, const BoxOptions& options) {

@@ -17,6 +17,11 @@
 namespace kd {
 namespace box_internal {
 
+// The device the run's process uses: BoxOptions.device_ids' one entry, BoxOptions.device or
+// run.device ("cpu" when none is given). InvalidArgument for device_ids that disagree with
+// `device` or name more than one device.
+absl::StatusOr<std::string> RunDevice(const DistillConfig& config, const BoxOptions& options);
+
 // The run's folder: BoxOptions.run_dir, else run.run_dir, else "runs/<run.name or run>",
 // relative ones against BoxOptions.base_dir.
 std::string RunDir(const DistillConfig& config, const BoxOptions& options);

@@ -301,17 +301,7 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   student_io_ = IoDict();
   if (ddp_ != nullptr) ddp_->PrepareForward();
   if (teacher_ != nullptr) {
-    RECORD_USER_SCOPE("teacher_forward");
-    c10::IValue output;
-    if (teacher_trains_) {
-      KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
-    } else {
-      at::NoGradGuard no_grad;
-      KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
-    }
-    KD_ASSIGN_OR_RETURN(teacher_io_, teacher_hooks_.PopIoDict());
-    KD_RETURN_IF_ERROR(
-        RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io_));
+    KD_ASSIGN_OR_RETURN(c10::IValue output, RunTeacher(batch));
     KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
     in.teacher_io = &teacher_io_;
     in.teacher_model = teacher_;
@@ -335,6 +325,40 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
     ddp_->PrepareBackward({result.total});
   }
   return result;
+}
+
+absl::StatusOr<c10::IValue> Stage::RunTeacher(const Batch& batch) {
+  RECORD_USER_SCOPE("teacher_forward");
+  c10::IValue output;
+  if (teacher_trains_) {
+    KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+  } else {
+    at::NoGradGuard no_grad;
+    KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+  }
+  KD_ASSIGN_OR_RETURN(teacher_io_, teacher_hooks_.PopIoDict());
+  KD_RETURN_IF_ERROR(
+      RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io_));
+  return output;
+}
+
+absl::StatusOr<c10::IValue> Stage::TeacherOutput(Batch& batch) {
+  if (teacher_ == nullptr) {
+    return absl::FailedPreconditionError("TeacherOutput: the box has no teacher");
+  }
+  if (teacher_trains_ && ddp_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "TeacherOutput: a teacher that trains in a multi-process run forwards only with the "
+        "student (Forward), whose backward its gradient reduction awaits");
+  }
+  ToDevice(batch);
+  std::optional<AutocastGuard> autocast;
+  Autocast(autocast);
+  teacher_io_ = IoDict();
+  absl::StatusOr<absl::StatusOr<c10::IValue>> output =
+      CallTorch([&] { return RunTeacher(batch); }, absl::StatusCode::kInternal);
+  if (!output.ok()) return InField(absl::StrCat("stage \"", name_, "\" teacher"), output.status());
+  return *std::move(output);
 }
 
 std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device device,

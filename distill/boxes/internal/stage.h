@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Dict.h>
 #include <c10/core/Device.h>
@@ -27,6 +28,7 @@
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/losses/criterion.h"
+#include "distill/procs/training_context.h"
 #include "hooks/io_dict.h"
 #include "hooks/model.h"
 #include "profiler/profiler.h"
@@ -73,6 +75,12 @@ class StageRun {
   // epoch, step and dataset; a shape error of libtorch's is InvalidArgument, a non-finite loss
   // FailedPrecondition naming the terms.
   virtual absl::StatusOr<CriterionResult> Forward(Batch& batch) = 0;
+  // torchdistill's get_teacher_output: `batch` to the stage's device, the teacher's forward
+  // (under no-grad unless it trains) through its hooks and auxiliary modules; its I/O dict
+  // becomes teacher_io. FailedPrecondition without a teacher.
+  virtual absl::StatusOr<c10::IValue> TeacherOutput(Batch& batch) = 0;
+  // The module paths the stage hooks on `role`'s model (torchdistill's target_*_pairs).
+  virtual std::vector<std::string> hooked_paths(ModelRole role) const = 0;
   // The post-forward process function (backward, clipping, optimizer and scheduler steps).
   virtual absl::Status PostForward(const at::Tensor& loss) = 0;
   virtual DataLoader& train_loader() = 0;
@@ -103,6 +111,14 @@ class StageRun {
 
   virtual const std::string& name() const = 0;
   virtual const StageConfig& config() const = 0;
+  // The model the stage runs for `role` (null: no teacher): the box's, or the chain its
+  // `sequential` section makes of it.
+  virtual Model* model(ModelRole role) = 0;
+  // Keeps `model` (a chain this stage runs on) alive as long as the stage and its hooks.
+  virtual void KeepModel(std::unique_ptr<Model> model) = 0;
+  // The student Evaluate and Test run: the stage's own by default; the whole student where the
+  // stage trains a chain of it (torchdistill's scripts evaluate the model they built).
+  virtual void SetEvaluatedStudent(Model* student) = 0;
   // The first parameter group's learning rate.
   virtual double lr() const = 0;
   virtual int64_t train_samples_per_epoch() const = 0;

@@ -32,8 +32,9 @@ absl::StatusOr<std::map<std::string, double>> Stage::Test(
 absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& loader) {
   RECORD_USER_SCOPE("eval");
   std::map<std::string, double> out;
-  const bool was_training = student_->is_training();
-  student_->SetTraining(false);
+  Model& student = *evaluated_student_;
+  const bool was_training = student.is_training();
+  student.SetTraining(false);
   at::NoGradGuard no_grad;
   for (auto& [name, metric] : metrics_) metric->Reset();
   double loss_sum = 0;
@@ -47,7 +48,7 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
     ToDevice(batch);
     std::optional<AutocastGuard> autocast;
     Autocast(autocast);
-    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(*student_, batch));
+    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(student, batch));
     student_hooks_.ClearIoDict();
     if (!output.isTensor() || !batch.targets.isTensor()) {
       return absl::InvalidArgumentError(
@@ -62,7 +63,7 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
   if (distributed()) AddAcrossRanks(*group_, device_, loss_sum, count, metrics_);
   out["loss"] = count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
   for (auto& [name, metric] : metrics_) out[name] = metric->Value();
-  student_->SetTraining(was_training);
+  student.SetTraining(was_training);
   return out;
 }
 

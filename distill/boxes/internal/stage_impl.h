@@ -73,6 +73,8 @@ class Stage final : public StageRun, public TrainingContext {
   void ClearIo(ModelRole role) override {
     (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_).ClearIoDict();
   }
+  void KeepModel(std::unique_ptr<Model> model) override { kept_.push_back(std::move(model)); }
+  void SetEvaluatedStudent(Model* student) override { evaluated_student_ = student; }
   bool distributed() const override { return group_.defined(); }
   void SetSamplerEpoch(int64_t) override {}
   void Barrier() override {
@@ -104,6 +106,10 @@ class Stage final : public StageRun, public TrainingContext {
   absl::StatusOr<CriterionResult> Forward(Batch& batch) override;
   absl::Status PostForward(const at::Tensor& loss) override {
     return (*post_forward_)(*this, loss, std::nullopt);
+  }
+  absl::StatusOr<c10::IValue> TeacherOutput(Batch& batch) override;
+  std::vector<std::string> hooked_paths(ModelRole role) const override {
+    return (role == ModelRole::kTeacher ? teacher_hooks_ : student_hooks_).HookedKeys();
   }
   DataLoader& train_loader() override { return *train_loader_; }
   const IoDict& teacher_io() const override { return teacher_io_; }
@@ -161,13 +167,20 @@ class Stage final : public StageRun, public TrainingContext {
     if (autocast_dtype_.has_value()) guard.emplace(device_.type(), *autocast_dtype_);
   }
 
+  // The teacher's forward through its hooks and auxiliary modules (teacher_io_): its output.
+  absl::StatusOr<c10::IValue> RunTeacher(const Batch& batch);
+
   // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
 
   double lr_factor_;
+  // Chains of `sequential` sections (KeepModel): declared before the hook managers, which
+  // remove their hooks from them.
+  std::vector<std::unique_ptr<Model>> kept_;
   Model* teacher_;
   Model* student_;
+  Model* evaluated_student_ = student_;
   c10::Device device_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
   std::unique_ptr<DataParallel> ddp_;             // the wrapped models', in a multi-process run

@@ -53,6 +53,24 @@ void StageChecker::CheckStageModel(const StageModelConfig& model, const ConfigLo
           absl::StrCat("duplicate frozen module ", QuoteName(model.frozen_modules(i))));
     }
   }
+  std::set<std::string> chained;
+  for (int i = 0; i < model.sequential_size(); ++i) {
+    const std::string& path = model.sequential(i);
+    if (!path.empty() && path[0] == '+') {
+      Add(loc.Of("sequential", i),
+          absl::StrCat("torchdistill's adaptation layers (", QuoteName(path),
+                       ") are not supported in sequential: add the layer as one of this "
+                       "model's auxiliary_modules on the recorded value it adapts"));
+    } else if (path.empty()) {
+      Add(loc.Of("sequential", i),
+          "\"\" is the whole model, not a module of it: leave sequential empty to run the "
+          "whole model");
+    } else if (const std::string problem = ModulePathProblem(path); !problem.empty()) {
+      Add(loc.Of("sequential", i), problem);
+    } else if (!chained.insert(path).second) {
+      Add(loc.Of("sequential", i), absl::StrCat("duplicate sequential module ", QuoteName(path)));
+    }
+  }
   if (model.find_unused_parameters() &&
       model.wrapper() != StageModelConfig::DISTRIBUTED_DATA_PARALLEL) {
     Add(loc.Of("find_unused_parameters"),
