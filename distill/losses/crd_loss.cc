@@ -87,10 +87,14 @@ class CrdLoss final : public Loss {
   at::Tensor Compute(const at::Tensor& student, const at::Tensor& teacher, at::Tensor pos,
                      at::Tensor contrast) {
     const c10::Device device = student.device();
-    if (memory_v1_.device() != device) {
+    // The banks and constants follow the embeddings' device and floating-point type, as a
+    // torch module's buffers follow the module (a float64 model computes CRD in float64).
+    const at::ScalarType dtype = student.scalar_type();
+    if (memory_v1_.device() != device || memory_v1_.scalar_type() != dtype) {
       at::NoGradGuard no_grad;
-      memory_v1_ = memory_v1_.to(device);
-      memory_v2_ = memory_v2_.to(device);
+      memory_v1_ = memory_v1_.to(device, dtype);
+      memory_v2_ = memory_v2_.to(device, dtype);
+      params_ = params_.to(dtype);
     }
     const int64_t b = student.size(0), k = o_.num_negative_samples, d = o_.input_size;
     pos = pos.to(device, at::kLong);
@@ -100,7 +104,7 @@ class CrdLoss final : public Loss {
       contrast = at::randint(0, o_.output_size, {b, k + 1}, pos.options());
       contrast.select(1, 0).copy_(pos);
     }
-    const float t = params_[1].item<float>();
+    const double t = params_[1].item<double>();
     auto scores = [&](const at::Tensor& memory, const at::Tensor& embed) {
       const at::Tensor weights =
           memory.index_select(0, contrast.view(-1)).detach().view({b, k + 1, d});
@@ -108,19 +112,19 @@ class CrdLoss final : public Loss {
     };
     at::Tensor out_v2 = scores(memory_v1_, teacher);
     at::Tensor out_v1 = scores(memory_v2_, student);
-    // The normalization constants, set once from the first batch (kept in
-    // float32 as torchdistill keeps them, so the numbers match).
+    // The normalization constants, set once from the first batch (kept in the
+    // embeddings' type, float32 as torchdistill keeps them, so the numbers match).
     auto z = [&](int64_t slot, const at::Tensor& out) {
-      if (params_[slot].item<float>() < 0) {
+      if (params_[slot].item<double>() < 0) {
         params_[slot] = out.detach().mean().cpu() * static_cast<double>(o_.output_size);
       }
-      return params_[slot].item<float>();
+      return params_[slot].item<double>();
     };
     out_v1 = out_v1 / z(2, out_v1);
     out_v2 = out_v2 / z(3, out_v2);
     {
       at::NoGradGuard no_grad;
-      const double m = params_[4].item<float>();
+      const double m = params_[4].item<double>();
       auto update = [&](at::Tensor& memory, const at::Tensor& embed) {
         at::Tensor rows = memory.index_select(0, pos).mul_(m).add_(embed.detach() * (1 - m));
         memory.index_copy_(0, pos, rows.div(rows.pow(2).sum(1, /*keepdim=*/true).pow(0.5)));

@@ -52,7 +52,11 @@ class ContrastiveLoss final : public Loss {
     return CallTorch(
         [&] {
           at::Tensor s = student;
-          if (weight_.defined()) s = at::linear(s, weight_.to(s.device()), bias_.to(s.device()));
+          // The projector in the inputs' type: a float64 model's loss computes in float64.
+          if (weight_.defined()) {
+            s = at::linear(s, weight_.to(s.device(), s.scalar_type()),
+                           bias_.to(s.device(), s.scalar_type()));
+          }
           const at::Tensor logits =
               at::matmul(L2Normalize(s, 1), L2Normalize(teacher, 1).t()) / temperature_;
           return at::cross_entropy_loss(

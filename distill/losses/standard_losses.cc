@@ -2,6 +2,7 @@
 // names as configs key them.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,26 +15,18 @@
 #include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
+#include "distill/losses/internal/torch_losses.h"
 #include "distill/losses/loss.h"
 
 namespace kd {
 namespace {
 
 const KwargSpec kReduction = ReductionKwargSpec();
-// The two tensors an elementwise loss compares: torch's names ("input", "target") or a
-// distillation config's ("student", "teacher"), checked to have one shape.
-absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_view loss,
-                                                           const LossInputs& in) {
-  const bool torch_names = in.GetOptional("input").defined();
-  const char* first = torch_names ? "input" : "student";
-  const char* second = torch_names ? "target" : "teacher";
-  KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get(loss, first));
-  KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get(loss, second));
-  KD_RETURN_IF_ERROR(SameShape(loss, a, b, first, second));
-  return std::make_pair(a, b);
-}
-
-absl::StatusOr<std::unique_ptr<Loss>> Make(LossFn fn) { return MakeFunctionLoss(std::move(fn)); }
+using losses_internal::ClassWeight;
+using losses_internal::ClassWeightKwarg;
+using losses_internal::ClassWeightSpec;
+using losses_internal::Compared;
+using losses_internal::Make;
 
 // (input, target) losses with a reduction: MSELoss, L1Loss.
 template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
@@ -47,14 +40,46 @@ LossFactory Elementwise(std::string key) {
   };
 }
 
+// torch.nn.CrossEntropyLoss's computation with its kwargs read from `kwargs` (weight,
+// ignore_index, label_smoothing) and the reduction given: CrossEntropyLoss and the hard-label
+// term of KDLoss, which hands its extra kwargs to a CrossEntropyLoss as torchdistill's does.
+struct CrossEntropy {
+  explicit CrossEntropy(const Kwargs& kwargs, int64_t reduction)
+      : weight(ClassWeightKwarg(kwargs)),
+        reduction(reduction),
+        ignore_index(IntKwarg(kwargs, "ignore_index")),
+        smoothing(NumberKwarg(kwargs, "label_smoothing")) {}
+  at::Tensor operator()(const at::Tensor& input, const at::Tensor& target) const {
+    return at::cross_entropy_loss(input, target, ClassWeight(weight, input), reduction,
+                                  ignore_index, smoothing);
+  }
+  std::optional<std::vector<double>> weight;
+  int64_t reduction;
+  int64_t ignore_index;
+  double smoothing;
+};
+
+// CrossEntropyLoss's kwargs but its reduction (KDLoss takes them too).
+std::vector<KwargSpec> CrossEntropySpecs() {
+  return {ClassWeightSpec(),
+          {.name = "ignore_index",
+           .type = KwargType::kInteger,
+           .doc = "target to skip",
+           .default_value = -100},
+          {.name = "label_smoothing",
+           .type = KwargType::kNumber,
+           .doc = "0 to 1",
+           .default_value = 0.0,
+           .min = 0,
+           .max = 1}};
+}
+
 absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionKwarg(kwargs);
-  const int64_t ignore_index = IntKwarg(kwargs, "ignore_index");
-  const double smoothing = NumberKwarg(kwargs, "label_smoothing");
+  const CrossEntropy ce(kwargs, ReductionKwarg(kwargs));
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor input, in.Get("CrossEntropyLoss", "input"));
     KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("CrossEntropyLoss", "target"));
-    return at::cross_entropy_loss(input, target, /*weight=*/{}, reduction, ignore_index, smoothing);
+    return ce(input, target);
   });
 }
 
@@ -86,11 +111,20 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeKlDiv(const Kwargs& kwargs) {
   });
 }
 
+// torch.nn.BCEWithLogitsLoss: `weight` rescales each element (broadcast), `pos_weight` the
+// positive term per class (the last dimension).
 absl::StatusOr<std::unique_ptr<Loss>> MakeBceWithLogits(const Kwargs& kwargs) {
   const int64_t reduction = ReductionKwarg(kwargs);
+  const std::optional<std::vector<double>> weight = ClassWeightKwarg(kwargs);
+  const std::optional<std::vector<double>> pos_weight =
+      FindKwarg(kwargs, "pos_weight") == nullptr
+          ? std::nullopt
+          : std::optional<std::vector<double>>(NumberListKwarg(kwargs, "pos_weight"));
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(auto compared, Compared("BCEWithLogitsLoss", in));
-    return at::binary_cross_entropy_with_logits(compared.first, compared.second, {}, {}, reduction);
+    return at::binary_cross_entropy_with_logits(compared.first, compared.second,
+                                                ClassWeight(weight, compared.first),
+                                                ClassWeight(pos_weight, compared.first), reduction);
   });
 }
 
@@ -126,7 +160,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeKdWith(const Kwargs& kwargs, bool stan
   // beta's default depends on alpha, so the spec cannot hold it.
   const double beta = FindKwarg(kwargs, "beta") ? NumberKwarg(kwargs, "beta") : 1.0 - alpha;
   const std::string reduction = StringKwarg(kwargs, "reduction");
-  const int64_t ce_reduction = ReductionEnum(reduction == "batchmean" ? "mean" : reduction);
+  const CrossEntropy ce(kwargs, ReductionEnum(reduction == "batchmean" ? "mean" : reduction));
   const std::string key = standardize ? "LogitStdKDLoss" : "KDLoss";
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(at::Tensor student, in.Get(key, "student"));
@@ -137,7 +171,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeKdWith(const Kwargs& kwargs, bool stan
               reduction, /*log_target=*/false);
     const at::Tensor targets = in.GetOptional("targets");
     if (!has_alpha || alpha == 0 || !targets.defined()) return soft;
-    const at::Tensor hard = at::cross_entropy_loss(student, targets, {}, ce_reduction);
+    const at::Tensor hard = ce(student, targets);
     return alpha * hard + beta * (t * t) * soft;
   });
 }
@@ -190,18 +224,13 @@ KD_REGISTER(LossRegistry(), "MSELoss", Elementwise<at::mse_loss>("MSELoss"), {kR
 KD_REGISTER(LossRegistry(), "L1Loss", Elementwise<at::l1_loss>("L1Loss"), {kReduction});
 KD_REGISTER(LossRegistry(), "SmoothL1Loss", MakeSmoothL1,
             {kReduction, NonNegativeNumberSpec("beta", "L1/L2 switch", 1.0)});
+std::vector<KwargSpec> WithReduction(std::vector<KwargSpec> specs) {
+  specs.insert(specs.begin(), kReduction);
+  return specs;
+}
+
 KD_REGISTER(LossRegistry(), "CrossEntropyLoss", MakeCrossEntropy,
-            {kReduction,
-             {.name = "ignore_index",
-              .type = KwargType::kInteger,
-              .doc = "target to skip",
-              .default_value = -100},
-             {.name = "label_smoothing",
-              .type = KwargType::kNumber,
-              .doc = "0 to 1",
-              .default_value = 0.0,
-              .min = 0,
-              .max = 1}});
+            WithReduction(CrossEntropySpecs()));
 KD_REGISTER(LossRegistry(), "KLDivLoss", MakeKlDiv,
             {{.name = "reduction",
               .type = KwargType::kString,
@@ -212,7 +241,12 @@ KD_REGISTER(LossRegistry(), "KLDivLoss", MakeKlDiv,
               .type = KwargType::kBool,
               .doc = "target is log-probs",
               .default_value = false}});
-KD_REGISTER(LossRegistry(), "BCEWithLogitsLoss", MakeBceWithLogits, {kReduction});
+KD_REGISTER(LossRegistry(), "BCEWithLogitsLoss", MakeBceWithLogits,
+            {kReduction,
+             ClassWeightSpec(),
+             {.name = "pos_weight",
+              .type = KwargType::kNumberList,
+              .doc = "the positive term's weight per class; unset: 1 each"}});
 KD_REGISTER(LossRegistry(), "CosineEmbeddingLoss", MakeCosineEmbedding,
             {kReduction,
              {.name = "margin",
@@ -245,13 +279,23 @@ std::vector<KwargSpec> KdSpecs() {
            .choices = {"batchmean", "mean", "sum"}}};
 }
 
-std::vector<KwargSpec> LogitStdKdSpecs() {
+// KDLoss's own kwargs, then what it hands its CrossEntropyLoss (torchdistill's **kwargs).
+std::vector<KwargSpec> KdWithCrossEntropySpecs() {
   std::vector<KwargSpec> specs = KdSpecs();
+  for (KwargSpec& spec : CrossEntropySpecs()) {
+    spec.doc = absl::StrCat("its CrossEntropyLoss's: ", spec.doc);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<KwargSpec> LogitStdKdSpecs() {
+  std::vector<KwargSpec> specs = KdWithCrossEntropySpecs();
   specs.push_back(NonNegativeNumberSpec("eps", "std's guard", 1e-7));
   return specs;
 }
 
-KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdSpecs());
+KD_REGISTER(LossRegistry(), "KDLoss", MakeKd, KdWithCrossEntropySpecs());
 KD_REGISTER(LossRegistry(), "DKDLoss", MakeDkd,
             {NonNegativeNumberSpec("alpha", "TCKD weight", 1.0),
              NonNegativeNumberSpec("beta", "NCKD weight", 8.0),

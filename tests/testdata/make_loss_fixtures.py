@@ -86,14 +86,17 @@ def cckd(kernel, reduction):
     return lambda i: loss({"s": {"output": i["student"]}}, {"t": {"output": i["teacher"]}})
 
 
-def crd_case():
+def crd_case(dtype=torch.float32):
     """torchdistill's CRDLoss with its memory bank; the negatives are given (contrast_idx): its
-    own sampler (draw) reads self.prob, which does not exist, so only given negatives run."""
+    own sampler (draw) reads self.prob, which does not exist, so only given negatives run.
+    float64: the module converted with .double(), as a float64 model's would be."""
     torch.manual_seed(1)
     loss = CRDLoss("s_norm", "s_empty", "t_norm", input_size=6, output_size=20,
-                   num_negative_samples=5, num_samples=20, temperature=0.07, momentum=0.5)
+                   num_negative_samples=5, num_samples=20, temperature=0.07,
+                   momentum=0.5).to(dtype)
     state = {"memory_v1": loss.memory_v1, "memory_v2": loss.memory_v2, "params": loss.params}
-    s, t = F.normalize(torch.randn(4, 6), dim=1), F.normalize(torch.randn(4, 6), dim=1)
+    s = F.normalize(torch.randn(4, 6), dim=1).to(dtype)
+    t = F.normalize(torch.randn(4, 6), dim=1).to(dtype)
     pos = torch.tensor([3, 7, 11, 19])
     contrast = torch.randint(0, 20, (4, 6))
     contrast[:, 0] = pos
@@ -195,8 +198,10 @@ def silverspoon_metric(key, matrix_kwarg, **kwargs):
 
 def contrastive_case(kwargs, s, t):
     """silverspoon-kd's contrastive loss; with a projector (dimensions differ), its initial
-    weights are the state."""
+    weights are the state (in the inputs' dtype)."""
     fn = get_loss_function("contrastive", **kwargs)
+    if fn.projector is not None:
+        fn.projector.to(s.dtype)
     state = {}
     if fn.projector is not None:
         state = {"projector.weight": fn.projector.weight, "projector.bias": fn.projector.bias}
@@ -230,6 +235,86 @@ def main():
         case("CosineEmbeddingLoss", {"margin": 0.2},
              {"input1": x, "input2": y, "target": torch.tensor([1, -1, 1, -1])},
              lambda i: nn.CosineEmbeddingLoss(margin=0.2)(i["input1"], i["input2"], i["target"])),
+        # The rest of torch.nn's losses, which torchdistill configs may name.
+        case("BCELoss", {"weight": [0.5, 1.0, 2.0, 1.5, 1.0]},
+             {"input": torch.sigmoid(x), "target": torch.sigmoid(y)},
+             lambda i: nn.BCELoss(weight=torch.tensor([0.5, 1.0, 2.0, 1.5, 1.0]))(
+                 i["input"], i["target"])),
+        case("NLLLoss", {"weight": [1.0, 2.0, 0.5, 1.0, 3.0], "ignore_index": 1},
+             {"input": torch.log_softmax(x, 1), "target": labels},
+             lambda i: nn.NLLLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0]), ignore_index=1)(
+                 i["input"], i["target"])),
+        case("NLLLoss2d", {}, {"input": torch.log_softmax(fs, 1), "target": fs.argmax(1)},
+             lambda i: nn.NLLLoss()(i["input"], i["target"])),
+        case("HuberLoss", {"delta": 0.5}, {"input": x, "target": y},
+             lambda i: nn.HuberLoss(delta=0.5)(i["input"], i["target"])),
+        case("SoftMarginLoss", {}, {"input": x, "target": torch.sign(y)},
+             lambda i: nn.SoftMarginLoss()(i["input"], i["target"]), constant=("target",)),
+        case("MultiLabelSoftMarginLoss", {"weight": [1.0, 0.5, 2.0, 1.0, 1.5]},
+             {"input": x, "target": (y > 0).float()},
+             lambda i: nn.MultiLabelSoftMarginLoss(weight=torch.tensor([1.0, 0.5, 2.0, 1.0, 1.5]))(
+                 i["input"], i["target"])),
+        case("MultiLabelMarginLoss", {}, {"input": x, "target": torch.tensor(
+            [[3, 0, -1, 1, 2], [1, -1, 0, 0, 0], [4, 2, 0, -1, 0], [0, 1, 2, 3, 4]])},
+             lambda i: nn.MultiLabelMarginLoss()(i["input"], i["target"])),
+        case("MultiMarginLoss", {"p": 2, "margin": 0.7, "weight": [1.0, 2.0, 1.0, 0.5, 1.0]},
+             {"input": x, "target": labels},
+             lambda i: nn.MultiMarginLoss(p=2, margin=0.7,
+                                          weight=torch.tensor([1.0, 2.0, 1.0, 0.5, 1.0]))(
+                 i["input"], i["target"])),
+        case("TripletMarginLoss", {"margin": 0.5, "p": 1.0, "swap": True},
+             {"anchor": x, "positive": y, "negative": probs},
+             lambda i: nn.TripletMarginLoss(margin=0.5, p=1.0, swap=True)(
+                 i["anchor"], i["positive"], i["negative"])),
+        case("TripletMarginWithDistanceLoss", {"margin": 2.0, "swap": True},
+             {"anchor": x, "positive": y, "negative": probs},
+             lambda i: nn.TripletMarginWithDistanceLoss(margin=2.0, swap=True)(
+                 i["anchor"], i["positive"], i["negative"])),
+        case("MarginRankingLoss", {"margin": 0.3},
+             {"input1": x[:, 0], "input2": y[:, 0], "target": torch.tensor([1.0, -1.0, 1.0, -1.0])},
+             lambda i: nn.MarginRankingLoss(margin=0.3)(i["input1"], i["input2"], i["target"]),
+             constant=("target",)),
+        case("HingeEmbeddingLoss", {"margin": 0.8}, {"input": x, "target": torch.sign(y)},
+             lambda i: nn.HingeEmbeddingLoss(margin=0.8)(i["input"], i["target"]),
+             constant=("target",)),
+        case("PoissonNLLLoss", {"full": True}, {"input": x, "target": torch.poisson(probs * 4)},
+             lambda i: nn.PoissonNLLLoss(full=True)(i["input"], i["target"]),
+             constant=("target",)),
+        case("PoissonNLLLoss", {"log_input": False, "reduction": "sum"},
+             {"input": probs, "target": torch.poisson(probs * 4)},
+             lambda i: nn.PoissonNLLLoss(log_input=False, reduction="sum")(i["input"], i["target"]),
+             constant=("target",)),
+        case("GaussianNLLLoss", {"full": True},
+             {"input": x, "target": y, "var": probs},
+             lambda i: nn.GaussianNLLLoss(full=True)(i["input"], i["target"], i["var"])),
+        case("GaussianNLLLoss", {"reduction": "sum"},
+             {"input": x, "target": y, "var": probs[:, 0]},
+             lambda i: nn.GaussianNLLLoss(reduction="sum")(i["input"], i["target"], i["var"])),
+        case("CTCLoss", {"blank": 0},
+             {"log_probs": torch.log_softmax(torch.randn(6, 2, 4), 2),
+              "targets": torch.tensor([[1, 2, 2], [3, 1, 0]]),
+              "input_lengths": torch.tensor([6, 5]), "target_lengths": torch.tensor([3, 2])},
+             lambda i: nn.CTCLoss(blank=0)(i["log_probs"], i["targets"], i["input_lengths"],
+                                           i["target_lengths"])),
+        case("CrossEntropyLoss", {"weight": [1.0, 2.0, 0.5, 1.0, 3.0], "label_smoothing": 0.2},
+             {"input": x, "target": labels},
+             lambda i: nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0]),
+                                           label_smoothing=0.2)(i["input"], i["target"])),
+        case("BCEWithLogitsLoss", {"weight": [1.0, 0.5, 2.0, 1.0, 1.0],
+                                   "pos_weight": [2.0, 1.0, 0.5, 3.0, 1.0]},
+             {"input": x, "target": torch.sigmoid(y)},
+             lambda i: nn.BCEWithLogitsLoss(weight=torch.tensor([1.0, 0.5, 2.0, 1.0, 1.0]),
+                                            pos_weight=torch.tensor([2.0, 1.0, 0.5, 3.0, 1.0]))(
+                 i["input"], i["target"])),
+        # KDLoss hands its other kwargs to its CrossEntropyLoss (torchdistill's **kwargs).
+        case("KDLoss", {"temperature": 4.0, "alpha": 0.5, "label_smoothing": 0.1,
+                        "weight": [1.0, 2.0, 0.5, 1.0, 3.0], "ignore_index": 4},
+             {"student": x, "teacher": y, "targets": labels},
+             kd({"temperature": 4.0, "alpha": 0.5, "label_smoothing": 0.1,
+                 "weight": torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0]), "ignore_index": 4})),
+        case("LogitStdKDLoss", {"temperature": 2.0, "alpha": 0.3, "label_smoothing": 0.2},
+             {"student": x, "teacher": y, "targets": labels},
+             kd({"temperature": 2.0, "alpha": 0.3, "label_smoothing": 0.2}, LogitStdKDLoss)),
         # torchdistill's KDLoss: with targets and alpha; without alpha (KL alone, no T^2: its
         # quirk); alpha 0 (the same quirk); an explicit beta.
         case("KDLoss", {"temperature": 4.0, "alpha": 0.5},
@@ -292,6 +377,7 @@ def main():
              {"student": torch.randn(4, 8), "teacher": torch.randn(4, 8)},
              cckd({"type": "bilinear"}, "sum")),
         crd_case(),
+        crd_case(torch.float64),
         # DKD: the paper's formula (neither peer has it).
         case("DKDLoss", {"alpha": 1.0, "beta": 8.0, "temperature": 4.0},
              {"student": x, "teacher": y, "targets": labels}, dkd(1.0, 8.0, 4.0),
@@ -307,6 +393,8 @@ def main():
         contrastive_case({"temperature": 0.1}, x, y),
         contrastive_case({"temperature": 0.07, "student_dim": 5, "teacher_dim": 6},
                          seq_s[:, :, :5], torch.randn(2, 3, 6)),
+        contrastive_case({"temperature": 0.07, "student_dim": 5, "teacher_dim": 6},
+                         seq_s[:, :, :5].double(), torch.randn(2, 3, 6, dtype=torch.float64)),
         case("angular_magnitude", {"alpha": 0.5, "beta": 2.0}, {"student": x, "teacher": y},
              silverspoon("angular_magnitude", alpha=0.5, beta=2.0)),
         case("mahalanobis_mse", {}, {"student": seq_s[..., :6], "teacher": seq_t[..., :6],
@@ -346,6 +434,14 @@ def main():
         if key == "forward_kl" and not kwargs:
             inputs = {"student": lt, "teacher": ls}  # no labels: every position counts
         cases.append(case(key, kwargs, inputs, sequence(key, **kwargs)))
+    # torch.nn.LinearCrossEntropyLoss owns its linear layer: its weights are the case's state.
+    torch.manual_seed(5)
+    linear_ce = nn.LinearCrossEntropyLoss(5, 3, bias=True, label_smoothing=0.1)
+    cases.append(case("LinearCrossEntropyLoss",
+                      {"in_features": 5, "num_classes": 3, "bias": True, "label_smoothing": 0.1},
+                      {"input": torch.randn(4, 5), "target": torch.tensor([0, 2, 1, 2])},
+                      lambda i: linear_ce(i["input"], i["target"]),
+                      state=dict(linear_ce.state_dict())))
     torch.save(tuple(cases), os.path.join(HERE, "losses.expected.pt"))
     print("torch %s: %d loss cases" % (torch.__version__, len(cases)))
 

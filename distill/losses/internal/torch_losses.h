@@ -1,0 +1,63 @@
+// Internal to distill/losses: what torch.nn's losses share in libkd (standard_losses.cc,
+// torch_nn_losses.cc): the compared pair of an elementwise loss, the per-class `weight` kwarg.
+#ifndef LIBKD_DISTILL_LOSSES_INTERNAL_TORCH_LOSSES_H_
+#define LIBKD_DISTILL_LOSSES_INTERNAL_TORCH_LOSSES_H_
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/kwargs.h"
+#include "base/status_macros.h"
+#include "distill/losses/loss.h"
+
+namespace kd {
+namespace losses_internal {
+
+// The two tensors an elementwise loss compares: torch's names ("input", "target") or a
+// distillation config's ("student", "teacher"), checked to have one shape.
+inline absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_view loss,
+                                                                  const LossInputs& in) {
+  const bool torch_names = in.GetOptional("input").defined();
+  const char* first = torch_names ? "input" : "student";
+  const char* second = torch_names ? "target" : "teacher";
+  KD_ASSIGN_OR_RETURN(at::Tensor a, in.Get(loss, first));
+  KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get(loss, second));
+  KD_RETURN_IF_ERROR(SameShape(loss, a, b, first, second));
+  return std::make_pair(a, b);
+}
+
+inline absl::StatusOr<std::unique_ptr<Loss>> Make(LossFn fn) {
+  return MakeFunctionLoss(std::move(fn));
+}
+
+// torch.nn's `weight` of a classification loss: a weight per class (or per element, as the
+// loss says); unset: every one 1.
+inline KwargSpec ClassWeightSpec() {
+  return {
+      .name = "weight", .type = KwargType::kNumberList, .doc = "a weight per class; unset: 1 each"};
+}
+
+// The `weight` kwarg, if given.
+inline std::optional<std::vector<double>> ClassWeightKwarg(const Kwargs& kwargs) {
+  if (FindKwarg(kwargs, "weight") == nullptr) return std::nullopt;
+  return NumberListKwarg(kwargs, "weight");
+}
+
+// `weight` as a tensor of `like`'s dtype and device; undefined if unset.
+inline at::Tensor ClassWeight(const std::optional<std::vector<double>>& weight,
+                              const at::Tensor& like) {
+  if (!weight.has_value()) return at::Tensor();
+  return at::tensor(*weight, at::TensorOptions().dtype(at::kDouble))
+      .to(like.device(), like.scalar_type());
+}
+
+}  // namespace losses_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_LOSSES_INTERNAL_TORCH_LOSSES_H_
