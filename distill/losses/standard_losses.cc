@@ -26,19 +26,10 @@ using losses_internal::ClassWeight;
 using losses_internal::ClassWeightKwarg;
 using losses_internal::ClassWeightSpec;
 using losses_internal::Compared;
+using losses_internal::Elementwise;
+using losses_internal::IgnoreIndexSpec;
+using losses_internal::LabelSmoothingSpec;
 using losses_internal::Make;
-
-// (input, target) losses with a reduction: MSELoss, L1Loss.
-template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
-LossFactory Elementwise(std::string key) {
-  return [key](const Kwargs& kwargs) {
-    const int64_t reduction = ReductionKwarg(kwargs);
-    return Make([key, reduction](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
-      KD_ASSIGN_OR_RETURN(auto compared, Compared(key, in));
-      return Op(compared.first, compared.second, reduction);
-    });
-  };
-}
 
 // torch.nn.CrossEntropyLoss's computation with its kwargs read from `kwargs` (weight,
 // ignore_index, label_smoothing) and the reduction given: CrossEntropyLoss and the hard-label
@@ -61,17 +52,7 @@ struct CrossEntropy {
 
 // CrossEntropyLoss's kwargs but its reduction (KDLoss takes them too).
 std::vector<KwargSpec> CrossEntropySpecs() {
-  return {ClassWeightSpec(),
-          {.name = "ignore_index",
-           .type = KwargType::kInteger,
-           .doc = "target to skip",
-           .default_value = -100},
-          {.name = "label_smoothing",
-           .type = KwargType::kNumber,
-           .doc = "0 to 1",
-           .default_value = 0.0,
-           .min = 0,
-           .max = 1}};
+  return {ClassWeightSpec(), IgnoreIndexSpec(), LabelSmoothingSpec()};
 }
 
 absl::StatusOr<std::unique_ptr<Loss>> MakeCrossEntropy(const Kwargs& kwargs) {

@@ -27,6 +27,10 @@ using losses_internal::ClassWeight;
 using losses_internal::ClassWeightKwarg;
 using losses_internal::ClassWeightSpec;
 using losses_internal::Compared;
+using losses_internal::Elementwise;
+using losses_internal::ElementwiseWith;
+using losses_internal::IgnoreIndexSpec;
+using losses_internal::LabelSmoothingSpec;
 using losses_internal::Make;
 
 const KwargSpec kReduction = ReductionKwargSpec();
@@ -57,23 +61,6 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeNll(const Kwargs& kwargs) {
     KD_ASSIGN_OR_RETURN(at::Tensor input, in.Get("NLLLoss", "input"));
     KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("NLLLoss", "target"));
     return at::nll_loss_nd(input, target, ClassWeight(weight, input), reduction, ignore_index);
-  });
-}
-
-absl::StatusOr<std::unique_ptr<Loss>> MakeHuber(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionKwarg(kwargs);
-  const double delta = NumberKwarg(kwargs, "delta");
-  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
-    KD_ASSIGN_OR_RETURN(auto compared, Compared("HuberLoss", in));
-    return at::huber_loss(compared.first, compared.second, reduction, delta);
-  });
-}
-
-absl::StatusOr<std::unique_ptr<Loss>> MakeSoftMargin(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionKwarg(kwargs);
-  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
-    KD_ASSIGN_OR_RETURN(auto compared, Compared("SoftMarginLoss", in));
-    return at::soft_margin_loss(compared.first, compared.second, reduction);
   });
 }
 
@@ -157,15 +144,6 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeMarginRanking(const Kwargs& kwargs) {
     KD_ASSIGN_OR_RETURN(at::Tensor b, in.Get("MarginRankingLoss", "input2"));
     KD_ASSIGN_OR_RETURN(at::Tensor target, in.Get("MarginRankingLoss", "target"));
     return at::margin_ranking_loss(a, b, target, margin, reduction);
-  });
-}
-
-absl::StatusOr<std::unique_ptr<Loss>> MakeHingeEmbedding(const Kwargs& kwargs) {
-  const int64_t reduction = ReductionKwarg(kwargs);
-  const double margin = NumberKwarg(kwargs, "margin");
-  return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
-    KD_ASSIGN_OR_RETURN(auto compared, Compared("HingeEmbeddingLoss", in));
-    return at::hinge_embedding_loss(compared.first, compared.second, margin, reduction);
   });
 }
 
@@ -305,23 +283,18 @@ KwargSpec Flag(const char* name, const char* doc, bool default_value) {
 }
 
 KD_REGISTER(LossRegistry(), "BCELoss", MakeBce, {kReduction, ClassWeightSpec()});
-KD_REGISTER(LossRegistry(), "NLLLoss", MakeNll,
-            {kReduction,
-             ClassWeightSpec(),
-             {.name = "ignore_index",
-              .type = KwargType::kInteger,
-              .doc = "target to skip",
-              .default_value = -100}});
+KD_REGISTER(LossRegistry(), "NLLLoss", MakeNll, {kReduction, ClassWeightSpec(), IgnoreIndexSpec()});
 KD_REGISTER(LossRegistry(), "NLLLoss2d", MakeNll,
-            {kReduction,
-             ClassWeightSpec(),
-             {.name = "ignore_index",
-              .type = KwargType::kInteger,
-              .doc = "target to skip",
-              .default_value = -100}});
-KD_REGISTER(LossRegistry(), "HuberLoss", MakeHuber,
+            {kReduction, ClassWeightSpec(), IgnoreIndexSpec()});
+KD_REGISTER(LossRegistry(), "HuberLoss",
+            ElementwiseWith("HuberLoss", "delta",
+                            [](const at::Tensor& a, const at::Tensor& b, double delta,
+                               int64_t reduction) {
+                              return at::huber_loss(a, b, reduction, delta);
+                            }),
             {kReduction, PositiveNumberSpec("delta", "L1/L2 switch", 1.0)});
-KD_REGISTER(LossRegistry(), "SoftMarginLoss", MakeSoftMargin, {kReduction});
+KD_REGISTER(LossRegistry(), "SoftMarginLoss", Elementwise<at::soft_margin_loss>("SoftMarginLoss"),
+            {kReduction});
 KD_REGISTER(LossRegistry(), "MultiLabelSoftMarginLoss", MakeMultiLabelSoftMargin,
             {kReduction, ClassWeightSpec()});
 KD_REGISTER(LossRegistry(), "MultiLabelMarginLoss", MakeMultiLabelMargin, {kReduction});
@@ -342,7 +315,9 @@ KD_REGISTER(LossRegistry(), "TripletMarginLoss", MakeTripletMargin,
 KD_REGISTER(LossRegistry(), "TripletMarginWithDistanceLoss", MakeTripletMarginWithDistance,
             {kReduction, Margin(1.0), Flag("swap", "the distance swap of Balntas et al.", false)});
 KD_REGISTER(LossRegistry(), "MarginRankingLoss", MakeMarginRanking, {kReduction, Margin(0.0)});
-KD_REGISTER(LossRegistry(), "HingeEmbeddingLoss", MakeHingeEmbedding, {kReduction, Margin(1.0)});
+KD_REGISTER(LossRegistry(), "HingeEmbeddingLoss",
+            ElementwiseWith("HingeEmbeddingLoss", "margin", at::hinge_embedding_loss),
+            {kReduction, Margin(1.0)});
 KD_REGISTER(LossRegistry(), "PoissonNLLLoss", MakePoissonNll,
             {kReduction, Flag("log_input", "input is the log of the rate", true),
              Flag("full", "adds Stirling's term", false),
@@ -364,16 +339,8 @@ KD_REGISTER(LossRegistry(), "LinearCrossEntropyLoss", MakeLinearCrossEntropy,
              Flag("bias", "a learnable bias on the logits", false),
              kReduction,
              ClassWeightSpec(),
-             {.name = "ignore_index",
-              .type = KwargType::kInteger,
-              .doc = "target to skip",
-              .default_value = -100},
-             {.name = "label_smoothing",
-              .type = KwargType::kNumber,
-              .doc = "0 to 1",
-              .default_value = 0.0,
-              .min = 0,
-              .max = 1},
+             IgnoreIndexSpec(),
+             LabelSmoothingSpec(),
              {.name = "out_features",
               .type = KwargType::kIntegerList,
               .doc = "K-dimensional logits' dimensions; only () is supported",

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,49 @@ inline absl::StatusOr<std::pair<at::Tensor, at::Tensor>> Compared(absl::string_v
 
 inline absl::StatusOr<std::unique_ptr<Loss>> Make(LossFn fn) {
   return MakeFunctionLoss(std::move(fn));
+}
+
+// (input, target) losses with a reduction: MSELoss, L1Loss, SoftMarginLoss.
+template <at::Tensor (*Op)(const at::Tensor&, const at::Tensor&, int64_t)>
+LossFactory Elementwise(std::string key) {
+  return [key](const Kwargs& kwargs) {
+    const int64_t reduction = ReductionKwarg(kwargs);
+    return Make([key, reduction](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+      KD_ASSIGN_OR_RETURN(auto compared, Compared(key, in));
+      return Op(compared.first, compared.second, reduction);
+    });
+  };
+}
+
+// (input, target) losses with a reduction and one number kwarg, `number`: `op(input, target,
+// number, reduction)`.
+inline LossFactory ElementwiseWith(std::string key, std::string number,
+                                   at::Tensor (*op)(const at::Tensor&, const at::Tensor&, double,
+                                                    int64_t)) {
+  return [key, number, op](const Kwargs& kwargs) {
+    const int64_t reduction = ReductionKwarg(kwargs);
+    const double value = NumberKwarg(kwargs, number);
+    return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
+      KD_ASSIGN_OR_RETURN(auto compared, Compared(key, in));
+      return op(compared.first, compared.second, value, reduction);
+    });
+  };
+}
+
+// torch's "ignore_index" and "label_smoothing" of its cross-entropy losses.
+inline KwargSpec IgnoreIndexSpec() {
+  return {.name = "ignore_index",
+          .type = KwargType::kInteger,
+          .doc = "target to skip",
+          .default_value = -100};
+}
+inline KwargSpec LabelSmoothingSpec() {
+  return {.name = "label_smoothing",
+          .type = KwargType::kNumber,
+          .doc = "0 to 1",
+          .default_value = 0.0,
+          .min = 0,
+          .max = 1};
 }
 
 // torch.nn's `weight` of a classification loss: a weight per class (or per element, as the
