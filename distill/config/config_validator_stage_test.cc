@@ -101,6 +101,12 @@ TEST(ConfigValidatorTest, HookProblems) {
                       "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
 }
 
+TEST(ConfigValidatorTest, AWarmUpIsNotNegative) {
+  const Lines lines = Replace(kBase, 24, {R"(      name: "hint" key: "MSELoss" warmup_epochs: -1)"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 24, "warmup_epochs") + "warmup_epochs must be >= 0, got -1"));
+}
+
 // torchdistill's `sequential` stage models: module paths, each once; its adaptation layers are
 // refused with what to use instead.
 TEST(ConfigValidatorTest, SequentialProblems) {

@@ -1,5 +1,6 @@
 #include "distill/losses/criterion.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -85,6 +86,7 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
     Term built;
     built.name = term.name().empty() ? term.key() : term.name();
     built.weight = term.has_weight() ? term.weight() : 1.0;
+    built.warmup_epochs = term.warmup_epochs();
     // The key, then the kwargs against the loss's contract (PluginKwargs runs its own check
     // too), then the factory: each checked once.
     absl::StatusOr<const LossFactory*> factory = LossRegistry().Get(term.key());
@@ -125,9 +127,15 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
                                             absl::StrCat(value.status().message(), " (inputs: ",
                                                          absl::StrJoin(described, ", "), ")")));
     }
-    const at::Tensor weighted = term.weight == 1 ? *value : term.weight * *value;
+    // mdistiller's warm-up: min(epoch / warmup, 1), its epochs counted from 1.
+    const double weight =
+        term.warmup_epochs > 0
+            ? term.weight * std::min(1.0, static_cast<double>(inputs.epoch + 1) /
+                                              static_cast<double>(term.warmup_epochs))
+            : term.weight;
+    const at::Tensor weighted = weight == 1 ? *value : weight * *value;
     result.total = result.total.defined() ? result.total + weighted : weighted;
-    result.terms.push_back({term.name, term.weight, *value});
+    result.terms.push_back({term.name, weight, *value});
   }
   return result;
 }

@@ -35,12 +35,14 @@ struct CriterionInputs {
   at::Tensor student_output;  // path "" of STUDENT
   at::Tensor teacher_output;  // path "" of TEACHER
   at::Tensor targets;         // TARGETS
+  // The stage's epoch (from 0), for terms with warmup_epochs.
+  int64_t epoch = 0;
 };
 
 struct TermValue {
   std::string name;
-  double weight = 1;
-  at::Tensor value;  // unweighted
+  double weight = 1;  // this step's: the config's, times the warm-up's factor
+  at::Tensor value;   // unweighted
 };
 
 struct CriterionResult {
@@ -67,6 +69,7 @@ class Criterion {
   struct Term {
     std::string name;
     double weight = 1;
+    int64_t warmup_epochs = 0;
     std::shared_ptr<Loss> loss;
     std::vector<IoRef> inputs;
   };

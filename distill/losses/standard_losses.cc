@@ -169,7 +169,8 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLogitStdKd(const Kwargs& kwargs) {
 //   the binary (target class, the rest) probabilities and NCKD the KL among the non-target
 //   classes (the target logit pushed down by 1000/T before the softmax).
 // mdistiller's CE term and its linear warm-up of the DKD weight over the first epochs are not in
-// the loss: a CrossEntropyLoss term and the term's weight give them.
+// the loss: a CrossEntropyLoss term, and the DKD term's weight and warmup_epochs (20 in
+// mdistiller), give them.
 absl::StatusOr<std::unique_ptr<Loss>> MakeDkd(const Kwargs& kwargs) {
   const double alpha = NumberKwarg(kwargs, "alpha");
   const double beta = NumberKwarg(kwargs, "beta");

@@ -166,6 +166,44 @@ CriterionConfig ParseCriterion(const std::string& text) {
   return config;
 }
 
+// mdistiller's DKD warm-up as a term option: weight * min(epoch / warmup_epochs, 1), epochs from
+// 1; a term without it keeps its weight.
+TEST(CriterionTest, AWarmUpRampsATermsWeightOverItsEpochs) {
+  auto criterion = Criterion::FromConfig(ParseCriterion(R"pb(
+    terms {
+      name: "dkd"
+      key: "DKDLoss"
+      weight: 2
+      warmup_epochs: 4
+      inputs { arg: "student" source: STUDENT }
+      inputs { arg: "teacher" source: TEACHER }
+      inputs { arg: "targets" source: TARGETS }
+    }
+    terms {
+      key: "CrossEntropyLoss"
+      inputs { arg: "input" source: STUDENT }
+      inputs { arg: "target" source: TARGETS }
+    }
+  )pb"));
+  ASSERT_THAT(criterion, IsOk());
+  at::Generator generator = at::detail::createCPUGenerator(3);
+  const at::Tensor s = at::randn({4, 5}, generator), t = at::randn({4, 5}, generator);
+  const at::Tensor targets = at::tensor({0, 1, 2, 3}, at::kLong);
+  const double dkd = (*(*MakeLoss("DKDLoss", {}))->Forward(
+                         {{"student", s}, {"teacher", t}, {"targets", targets}}))
+                         .item<double>();
+  const double ce = at::cross_entropy_loss(s, targets).item<double>();
+  for (const auto& [epoch, factor] :
+       std::vector<std::pair<int64_t, double>>{{0, 0.25}, {1, 0.5}, {3, 1.0}, {9, 1.0}}) {
+    auto result = criterion->Forward(
+        {.student_output = s, .teacher_output = t, .targets = targets, .epoch = epoch});
+    ASSERT_THAT(result, IsOk());
+    EXPECT_DOUBLE_EQ(result->terms[0].weight, 2 * factor) << epoch;
+    EXPECT_EQ(result->terms[1].weight, 1.0);
+    EXPECT_NEAR(result->total.item<double>(), 2 * factor * dkd + ce, 1e-5) << epoch;
+  }
+}
+
 // The weighted sum of a config's terms, each reading I/O references, equals the same losses
 // computed by hand; each term's unweighted value is reported.
 TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {

@@ -163,6 +163,7 @@ void StageChecker::CheckCriterion(const CriterionConfig& criterion, const Config
                                 it->second.ToString(), "); give the terms distinct names"));
     }
     if (term.inputs().empty()) Missing(tloc, "inputs", " (at least one)");
+    AtLeast(tloc, "warmup_epochs", term.warmup_epochs(), 0);
     std::set<std::string> args;
     for (int j = 0; j < term.inputs_size(); ++j) {
       const IoRef& input = term.inputs(j);
