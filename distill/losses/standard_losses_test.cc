@@ -112,6 +112,13 @@ TEST(StandardLossesTest, ValuesAndGradientsEqualThePeers) {
         "SmoothL1Loss", "SoftMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
+  // torchdistill's mid-level losses on recorded values, each against its own class.
+  for (const char* key : {"FTLoss", "KTALoss", "AltActTransferLoss", "RegularizationLoss",
+                          "ChSimLoss", "AffinityLoss", "DISTPlusLoss", "SRDLoss",
+                          "HierarchicalContextLoss", "PADL2Loss", "VIDLoss", "SKDDirectionLoss",
+                          "SKDInstanceLoss"}) {
+    EXPECT_EQ(keys.count(key), 1u) << key;
+  }
   // silverspoon-kd's 14 keys and 4 aliases are all checked against it.
   for (const char* key : {"mse", "normalized_mse", "cosine", "smooth_l1", "kl_divergence", "jsd",
                           "logit_lens_kl", "contrastive", "angular_magnitude", "mahalanobis_mse",

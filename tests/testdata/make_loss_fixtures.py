@@ -14,8 +14,12 @@ import torch
 import torch.nn as nn
 from silverspoon_kd.losses.registry import get_loss_function
 import torch.nn.functional as F
-from torchdistill.losses.mid_level import (ATLoss, CCKDLoss, CRDLoss, DISTLoss, FSPLoss, KDLoss,
-                                           LogitStdKDLoss, PKTLoss, RKDLoss, SPKDLoss)
+from torchdistill.losses.mid_level import (ATLoss, AffinityLoss, AltActTransferLoss, CCKDLoss,
+                                           ChSimLoss, CRDLoss, DISTLoss, DISTPlusLoss, FSPLoss,
+                                           FTLoss, HierarchicalContextLoss, KDLoss, KTALoss,
+                                           LogitStdKDLoss, PADL2Loss, PKTLoss, RegularizationLoss,
+                                           RKDLoss, SKDDirectionLoss, SKDInstanceLoss, SPKDLoss,
+                                           SRDLoss, VIDLoss)
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 
@@ -207,6 +211,81 @@ def contrastive_case(kwargs, s, t):
         state = {"projector.weight": fn.projector.weight, "projector.bias": fn.projector.bias}
     return case("contrastive", kwargs, {"student": s, "teacher": t},
                 lambda i: fn(i["student"], i["teacher"]), state=state)
+
+
+def io(path, value, key="output"):
+    return {path: {key: value}}
+
+
+def transfer_cases():
+    """torchdistill's mid-level losses on recorded values, its own classes on io dicts as its
+    boxes build them; libkd's inputs are the values the module-path kwargs name."""
+    torch.manual_seed(2)
+    fs, ft = torch.randn(4, 3, 5, 5), torch.randn(4, 3, 5, 5)
+    ls, lt = torch.randn(4, 6), torch.randn(4, 6)
+    cases = []
+    for kwargs in ({}, {"p": 2, "reduction": "sum"}):
+        loss = FTLoss(**kwargs)
+        cases.append(case("FTLoss", kwargs, {"student": fs, "teacher": ft * 2},
+                          lambda i, loss=loss: loss(io("translator", i["student"]),
+                                                    io("paraphraser", i["teacher"]))))
+    for kwargs in ({}, {"p": 2, "q": 1, "reduction": "sum"}):
+        loss = KTALoss(**kwargs)
+        cases.append(case("KTALoss", kwargs, {"student": fs, "teacher": ft},
+                          lambda i, loss=loss: loss(io("feature_adapter", i["student"]),
+                                                    io("paraphraser", i["teacher"]))))
+    for kwargs in ({"margin": 1.0, "reduction": "mean"}, {"margin": 0.5, "reduction": "sum"}):
+        cases.append(case("AltActTransferLoss", kwargs, {"student": fs, "teacher": ft},
+                          pair(AltActTransferLoss, at_pairs(), **kwargs)))
+    for kwargs in ({}, {"p": 2}):
+        loss = RegularizationLoss("student", **kwargs)
+        cases.append(case("RegularizationLoss", kwargs, {"input": fs},
+                          lambda i, loss=loss: loss(io("student", i["input"]), {})))
+    cases.append(case("ChSimLoss", {}, {"student": fs, "teacher": ft}, pair(ChSimLoss, at_pairs())))
+    for kwargs in ({}, {"reduction": "sum"}):
+        cases.append(case("AffinityLoss", kwargs, {"student": fs, "teacher": ft},
+                          pair(AffinityLoss, "student", "teacher", **kwargs)))
+    loss_dp = DISTPlusLoss("sl", "output", "tl", "output", "sf", "output", "tf", "output",
+                           beta=2.0, gamma=0.5, iota=0.7, kappa=1.5, tau=2.0)
+    cases.append(case("DISTPlusLoss", {"beta": 2.0, "gamma": 0.5, "iota": 0.7, "kappa": 1.5,
+                                       "tau": 2.0},
+                      {"student": ls, "teacher": lt, "student_features": fs,
+                       "teacher_features": ft},
+                      lambda i: loss_dp({**io("sl", i["student"]), **io("sf", i["student_features"])},
+                                        {**io("tl", i["teacher"]), **io("tf", i["teacher_features"])})))
+    loss_srd = SRDLoss("sf", "output", "tf", "output", "sl", "output", "tl", "output",
+                       exponent=2.0, temperature=2.0)
+    cases.append(case("SRDLoss", {"exponent": 2.0, "temperature": 2.0},
+                      {"student": ls, "teacher": lt, "student_features": fs,
+                       "teacher_features": ft},
+                      lambda i: loss_srd({**io("sl", i["student"]), **io("sf", i["student_features"])},
+                                         {**io("tl", i["teacher"]), **io("tf", i["teacher_features"])})))
+    for kwargs in ({}, {"output_sizes": [2, 1], "reduction": "sum"}):
+        loss = HierarchicalContextLoss("s", "output", "t", "output", **kwargs)
+        cases.append(case("HierarchicalContextLoss", kwargs, {"student": fs, "teacher": ft},
+                          lambda i, loss=loss: loss(io("s", (i["student"], None)),
+                                                    io("t", i["teacher"]))))
+    for kwargs in ({}, {"reduction": "sum", "eps": 1e-3}):
+        loss = PADL2Loss("s", "t", module_path="var", **kwargs)
+        cases.append(case("PADL2Loss", kwargs,
+                          {"student": ls, "teacher": lt, "log_variances": torch.randn(4, 6) * 0.3},
+                          lambda i, loss=loss: loss({**io("s", i["student"]),
+                                                     **io("var", i["log_variances"])},
+                                                    io("t", i["teacher"]))))
+    loss_vid = VIDLoss(at_pairs())
+    cases.append(case("VIDLoss", {}, {"pred_mean": fs, "pred_var": torch.rand(4, 3, 5, 5) + 0.1,
+                                      "teacher": ft},
+                      lambda i: loss_vid(io("student", (i["pred_mean"], i["pred_var"])),
+                                         io("teacher", i["teacher"]))))
+    for kwargs in ({}, {"tikhonov": 0.3, "mode": "code"}):
+        cases.append(case("SKDDirectionLoss", kwargs, {"student": ls, "teacher": lt},
+                          pair(SKDDirectionLoss, "student", "output", "teacher", "output",
+                               **kwargs)))
+    for kwargs in ({}, {"temperature": 2.0, "mode": "code"}):
+        cases.append(case("SKDInstanceLoss", kwargs, {"student": ls, "teacher": lt},
+                          pair(SKDInstanceLoss, "student", "output", "teacher", "output",
+                               **kwargs)))
+    return cases
 
 
 def main():
@@ -434,6 +513,7 @@ def main():
         if key == "forward_kl" and not kwargs:
             inputs = {"student": lt, "teacher": ls}  # no labels: every position counts
         cases.append(case(key, kwargs, inputs, sequence(key, **kwargs)))
+    cases += transfer_cases()
     # torch.nn.LinearCrossEntropyLoss owns its linear layer: its weights are the case's state.
     torch.manual_seed(5)
     linear_ce = nn.LinearCrossEntropyLoss(5, 3, bias=True, label_smoothing=0.1)
