@@ -11,8 +11,10 @@
 //   }
 //
 // Registered here: "conv_connector" (1x1 conv + batch norm, FitNet's regressor
-// / DAB's connector), "linear" (a projection head). A new one registers a
-// factory with KD_REGISTER on AuxiliaryModuleRegistry().
+// / DAB's connector), "linear" (a projection head); torchdistill's method
+// modules under its class names (method_modules.cc): "Regressor4VID",
+// "VarianceBranch4PAD". A new one registers a factory with KD_REGISTER on
+// AuxiliaryModuleRegistry().
 #ifndef LIBKD_DISTILL_BOXES_AUX_MODULES_H_
 #define LIBKD_DISTILL_BOXES_AUX_MODULES_H_
 
@@ -31,7 +33,8 @@ class AnyModule;
 namespace kd {
 
 // An auxiliary module: a native module whose forward takes one tensor and
-// returns one.
+// returns one, or a pair (a tuple in the I/O dict; a loss input picks one with
+// IoRef.element).
 using AuxiliaryModuleFactory =
     std::function<absl::StatusOr<torch::nn::AnyModule>(const Kwargs& kwargs)>;
 

@@ -1,5 +1,8 @@
 #include "distill/boxes/aux_modules.h"
 
+#include <tuple>
+#include <vector>
+
 #include <ATen/ATen.h>
 #include <torch/nn/modules/container/any.h>
 
@@ -50,6 +53,49 @@ TEST(AuxModulesTest, BadKwargsAreNamed) {
   EXPECT_THAT(MakeAuxiliaryModule("linear", {{"in_features", int64_t{16}}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("missing required kwarg \"out_features\"")));
+}
+
+}  // namespace
+}  // namespace kd
+
+namespace kd {
+namespace {
+
+// torchdistill's Regressor4VID: its parameter names, a mean of the teacher's channels and a
+// variance that starts at init_pred_var (softplus of softplus^-1(init - eps), plus eps).
+TEST(MethodModulesTest, VidsRegressorStartsAtItsInitialVariance) {
+  auto regressor = MakeAuxiliaryModule("Regressor4VID", {{"in_channels", int64_t{4}},
+                                                         {"middle_channels", int64_t{6}},
+                                                         {"out_channels", int64_t{8}},
+                                                         {"eps", 1e-5},
+                                                         {"init_pred_var", 5.0}});
+  ASSERT_THAT(regressor, IsOk());
+  EXPECT_THAT(ParameterNames(*regressor),
+              ElementsAre("soft_plus_param", "regressor.0.weight", "regressor.2.weight",
+                          "regressor.4.weight"));
+  torch::nn::AnyValue out = regressor->any_forward(at::randn({2, 4, 5, 5}));
+  const auto* pair = out.try_get<std::tuple<at::Tensor, at::Tensor>>();
+  ASSERT_NE(pair, nullptr);
+  EXPECT_EQ(std::get<0>(*pair).sizes(), (std::vector<int64_t>{2, 8, 5, 5}));
+  EXPECT_EQ(std::get<1>(*pair).sizes(), (std::vector<int64_t>{1, 8, 1, 1}));
+  EXPECT_TRUE(at::allclose(std::get<1>(*pair), at::full({1, 8, 1, 1}, 5.0), 1e-6, 1e-6));
+  EXPECT_THAT(MakeAuxiliaryModule("Regressor4VID", {{"in_channels", int64_t{4}},
+                                                    {"middle_channels", int64_t{6}},
+                                                    {"out_channels", int64_t{8}},
+                                                    {"eps", 1.0},
+                                                    {"init_pred_var", 0.5}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("must exceed eps")));
+}
+
+// PAD's variance branch: Linear + BatchNorm1d on the flattened embedding, under the wrapper's
+// attribute name.
+TEST(MethodModulesTest, PadsVarianceBranchEstimatesOneLogVariancePerDimension) {
+  auto branch = MakeAuxiliaryModule("VarianceBranch4PAD", {{"feat_dim", int64_t{12}}});
+  ASSERT_THAT(branch, IsOk());
+  EXPECT_THAT(ParameterNames(*branch),
+              ElementsAre("var_estimator.0.weight", "var_estimator.0.bias",
+                          "var_estimator.1.weight", "var_estimator.1.bias"));
+  EXPECT_EQ(branch->forward(at::randn({3, 3, 2, 2})).sizes(), (std::vector<int64_t>{3, 12}));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <utility>
@@ -602,6 +603,69 @@ TEST_F(BoxTest, TeacherOutputRunsTheTeacherThroughItsHooks) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no teacher")));
   EXPECT_THAT((*no_teacher)->TeacherHookedPaths(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no teacher")));
+}
+
+// VID (torchdistill's VariationalDistributor4VID + VIDLoss): the student's layer1 through the
+// Regressor4VID auxiliary module, whose (mean, variance) pair the loss reads by element; the
+// regressor and its variance train with the student.
+TEST_F(BoxTest, VidTrainsItsRegressorWithTheStudent) {
+  constexpr char kVid[] = R"pb(
+    teacher { forward_hooks { module_path: "layer1" requires_output: true } }
+    student {
+      forward_hooks { module_path: "layer1" requires_output: true }
+      auxiliary_modules {
+        name: "vid"
+        key: "Regressor4VID"
+        kwargs { name: "in_channels" integer: 4 }
+        kwargs { name: "middle_channels" integer: 8 }
+        kwargs { name: "out_channels" integer: 8 }
+        kwargs { name: "eps" number: 1e-5 }
+        kwargs { name: "init_pred_var" number: 5 }
+        input { source: STUDENT path: "layer1" }
+      }
+    }
+    criterion {
+      terms {
+        key: "CrossEntropyLoss"
+        inputs { arg: "input" source: STUDENT }
+        inputs { arg: "target" source: TARGETS }
+      }
+      terms {
+        key: "VIDLoss"
+        weight: 0.5
+        inputs { arg: "pred_mean" source: STUDENT path: "vid" element: 0 }
+        inputs { arg: "pred_var" source: STUDENT path: "vid" element: 1 }
+        inputs { arg: "teacher" source: TEACHER path: "layer1" }
+      }
+    }
+  )pb";
+  const std::string dir = RunDir("vid");
+  auto box = MakeBox(Parse(absl::StrCat(kImages, "train {", Stage("vid", 1, kVid), "}")),
+                     {.run_dir = dir});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->Run(), IsOk());
+  auto last = ReadTorchFile(dir + "/ckpt/last.pt");
+  ASSERT_THAT(last, IsOk());
+  int found = 0;
+  for (const auto& entry : last->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    const std::string& name = entry.key().toStringRef();
+    if (name.find("soft_plus_param") == std::string::npos) continue;
+    ++found;
+    // It started at softplus^-1(5 - eps) in every channel; the optimizer moved it.
+    const at::Tensor start = at::full({8}, std::log(std::exp(5.0 - 1e-5) - 1.0));
+    EXPECT_FALSE(at::allclose(entry.value().toTensor(), start)) << name;
+  }
+  EXPECT_EQ(found, 1);
+
+  // Without `element` the pair is not a tensor: the message says how to pick one.
+  std::string whole = absl::StrCat(kImages, "train {", Stage("vid", 1, kVid), "}");
+  whole.replace(whole.find(" element: 0"), std::string(" element: 0").size(), "");
+  auto unpicked = MakeBox(Parse(whole), {.run_dir = RunDir("vid_unpicked")});
+  ASSERT_THAT(unpicked, IsOk());
+  EXPECT_THAT((*unpicked)->Run(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("student io[\"vid\"][\"output\"] is a Tuple, not a tensor: "
+                                 "pick one of its values with `element`")));
 }
 
 }  // namespace

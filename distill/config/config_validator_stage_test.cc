@@ -101,6 +101,19 @@ TEST(ConfigValidatorTest, HookProblems) {
                       "find_unused_parameters needs wrapper: DISTRIBUTED_DATA_PARALLEL"));
 }
 
+// `element` picks from a recorded tuple: not from the targets or a parameter, never negative.
+TEST(ConfigValidatorTest, AnElementIsPickedFromRecordedValuesOnly) {
+  const Lines lines = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS element: 0 })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 21, "element") +
+                          "element picks a value of a recorded tuple or list, for a loss input: "
+                          "not here"));
+  const Lines negative =
+      Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer2" element: -1 })"});
+  EXPECT_THAT(Validate(negative),
+              ElementsAre(At(negative, 25, "element") + "element must be >= 0, got -1"));
+}
+
 TEST(ConfigValidatorTest, AWarmUpIsNotNegative) {
   const Lines lines = Replace(kBase, 24, {R"(      name: "hint" key: "MSELoss" warmup_epochs: -1)"});
   EXPECT_THAT(Validate(lines),

@@ -62,9 +62,24 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   }
   KD_ASSIGN_OR_RETURN(c10::IValue value,
                       GetIo(*io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
+  if (ref.has_element()) {
+    const bool sequence = value.isTuple() || value.isList();
+    const size_t size = value.isTuple()  ? value.toTupleRef().elements().size()
+                        : value.isList() ? value.toListRef().size()
+                                         : 0;
+    if (!sequence || ref.element() < 0 || static_cast<size_t>(ref.element()) >= size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeIoRef(ref), " is a ", value.tagKind(),
+                       sequence ? absl::StrCat(" of ", size, " elements") : "",
+                       ": it has no element ", ref.element()));
+    }
+    value = value.isTuple() ? value.toTupleRef().elements()[ref.element()]
+                            : c10::IValue(value.toListRef()[ref.element()]);
+  }
   if (!value.isTensor()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor",
+        value.isTuple() || value.isList() ? ": pick one of its values with `element`" : ""));
   }
   return value.toTensor();
 }
@@ -77,7 +92,7 @@ std::string DescribeIoRef(const IoRef& ref) {
   if (ref.io() == IoRef::PARAMETER) return absl::StrCat(role, " parameter ", QuoteName(ref.path()));
   return absl::StrCat(ref.source() == IoRef::TEACHER ? "teacher" : "student", " io[",
                       QuoteName(ref.path()), "][\"", ref.io() == IoRef::INPUT ? "input" : "output",
-                      "\"]");
+                      "\"]", ref.has_element() ? absl::StrCat("[", ref.element(), "]") : "");
 }
 
 absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {

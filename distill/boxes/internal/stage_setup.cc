@@ -3,10 +3,12 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/nn/modules/container/any.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -190,6 +192,17 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
 
 // Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
 // the student's train/eval mode (with grad: they may train while their model does not).
+// An auxiliary module's output as the I/O dict holds it: a tensor, or a pair of tensors as a
+// tuple (VID's regressor: mean and variance). Throws for anything else.
+static c10::IValue AuxOutput(torch::nn::AnyValue value) {
+  if (const at::Tensor* tensor = value.try_get<at::Tensor>()) return *tensor;
+  if (const auto* pair = value.try_get<std::tuple<at::Tensor, at::Tensor>>()) {
+    return c10::ivalue::Tuple::create({std::get<0>(*pair), std::get<1>(*pair)});
+  }
+  TORCH_CHECK(false, "an auxiliary module returns a tensor or a pair of tensors, not ",
+              c10::demangle(value.type_info().name()));
+}
+
 absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxModule>& modules,
                                  IoDict& io) {
   for (AuxModule& aux : modules) {
@@ -202,8 +215,9 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
                                                      "; an auxiliary module takes a tensor"));
     }
     aux.module.ptr()->train(training);
-    absl::StatusOr<at::Tensor> out = CallTorch([&] { return aux.module.forward(in->toTensor()); },
-                                               absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<c10::IValue> out =
+        CallTorch([&] { return AuxOutput(aux.module.any_forward(in->toTensor())); },
+                  absl::StatusCode::kInvalidArgument);
     if (!out.ok()) return InField(aux.name, out.status());
     io[aux.io_name][kOutput] = *std::move(out);
   }

@@ -110,6 +110,13 @@ void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
     Missing(loc, "source");
     return;
   }
+  if (ref.has_element()) {
+    if (!loss_input || ref.source() == IoRef::TARGETS || ref.io() == IoRef::PARAMETER) {
+      Add(loc.Of("element"),
+          "element picks a value of a recorded tuple or list, for a loss input: not here");
+    }
+    AtLeast(loc, "element", ref.element(), 0);
+  }
   if (ref.source() == IoRef::TARGETS) {
     if (!loss_input) {
       Add(loc.Of("source"), "an auxiliary module reads a model's values, not the targets");

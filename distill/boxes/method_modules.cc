@@ -1,0 +1,120 @@
+// Auxiliary modules of torchdistill's methods (its torchdistill/models/wrapper.py), under its
+// class names, with its kwargs and its state-dict names, so that its trained modules load:
+//   Regressor4VID       VID's variational regressor: (pred_mean, pred_var) for VIDLoss
+//   VarianceBranch4PAD  PAD's variance estimator: log-variances for PADL2Loss
+// torchdistill attaches them to the student through wrappers (VariationalDistributor4VID,
+// VarianceBranch4PAD); here they are auxiliary modules of the stage's student, run on its
+// recorded value, trained with it and kept in the run's checkpoints.
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/kwargs.h"
+#include "distill/boxes/aux_modules.h"
+
+namespace kd {
+namespace {
+
+namespace nn = torch::nn;
+
+// torchdistill's Regressor4VID: three bias-free 1x1 convolutions (ReLU between) predicting the
+// teacher's map's mean, and one variance per channel, softplus(soft_plus_param) + eps, the
+// parameter starting where the variance is init_pred_var. Returns (pred_mean, pred_var of shape
+// (1, C, 1, 1)); parameters "regressor.{0,2,4}.weight" and "soft_plus_param" as torchdistill's.
+class Regressor4VidImpl : public nn::Module {
+ public:
+  Regressor4VidImpl(int64_t in, int64_t middle, int64_t out, double eps, double init_pred_var)
+      : regressor_(register_module(
+            "regressor",
+            nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, middle, 1).bias(false)), nn::ReLU(),
+                           nn::Conv2d(nn::Conv2dOptions(middle, middle, 1).bias(false)), nn::ReLU(),
+                           nn::Conv2d(nn::Conv2dOptions(middle, out, 1).bias(false))))),
+        soft_plus_param_(register_parameter(
+            "soft_plus_param", at::full({out}, std::log(std::exp(init_pred_var - eps) - 1.0)))),
+        eps_(eps) {}
+
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& feature_map) {
+    const at::Tensor mean = regressor_->forward(feature_map);
+    const at::Tensor var = at::log(1.0 + at::exp(soft_plus_param_)) + eps_;
+    return {mean, var.view({1, -1, 1, 1})};
+  }
+
+ private:
+  nn::Sequential regressor_;
+  at::Tensor soft_plus_param_;
+  double eps_;
+};
+TORCH_MODULE(Regressor4Vid);
+
+// torchdistill's VarianceBranch4PAD's estimator: Linear(feat_dim, feat_dim) then BatchNorm1d on
+// the flattened input ("var_estimator.0.*", "var_estimator.1.*", as in the wrapper's state
+// dict).
+class VarianceBranch4PadImpl : public nn::Module {
+ public:
+  explicit VarianceBranch4PadImpl(int64_t feat_dim)
+      : estimator_(register_module("var_estimator", nn::Sequential(nn::Linear(feat_dim, feat_dim),
+                                                                   nn::BatchNorm1d(feat_dim)))) {}
+  at::Tensor forward(const at::Tensor& embeddings) {
+    return estimator_->forward(embeddings.flatten(1));
+  }
+
+ private:
+  nn::Sequential estimator_;
+};
+TORCH_MODULE(VarianceBranch4Pad);
+
+KwargSpec Channels(const char* name, const char* doc) {
+  return {.name = name, .type = KwargType::kInteger, .doc = doc, .min = 1, .required = true};
+}
+
+KD_REGISTER(AuxiliaryModuleRegistry(), "Regressor4VID",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(Regressor4Vid(
+                  IntKwarg(kwargs, "in_channels"), IntKwarg(kwargs, "middle_channels"),
+                  IntKwarg(kwargs, "out_channels"), NumberKwarg(kwargs, "eps"),
+                  NumberKwarg(kwargs, "init_pred_var")));
+            }),
+            {Channels("in_channels", "the student map's channels"),
+             Channels("middle_channels", "the hidden convolutions' channels"),
+             Channels("out_channels", "the teacher map's channels"),
+             {.name = "eps",
+              .type = KwargType::kNumber,
+              .doc = "the variances' floor",
+              .min = 0,
+              .min_exclusive = true,
+              .required = true},
+             {.name = "init_pred_var",
+              .type = KwargType::kNumber,
+              .doc = "the variances' start, > eps",
+              .min = 0,
+              .min_exclusive = true,
+              .required = true}},
+            [](const KwargsView& view) {
+              const double eps = NumberKwarg(view.kwargs, "eps");
+              const double init = NumberKwarg(view.kwargs, "init_pred_var");
+              if (init <= eps) {
+                return absl::InvalidArgumentError(absl::StrCat(
+                    "init_pred_var must exceed eps (softplus^-1 of their difference), got ", init,
+                    " and ", eps));
+              }
+              return absl::OkStatus();
+            });
+
+KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(VarianceBranch4Pad(IntKwarg(kwargs, "feat_dim")));
+            }),
+            {Channels("feat_dim", "the flattened embedding's size")});
+
+}  // namespace
+}  // namespace kd
