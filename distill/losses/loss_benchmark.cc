@@ -36,6 +36,7 @@
 #include "absl/strings/strip.h"
 #include "base/torch_file.h"
 #include "distill/losses/criterion.h"
+#include "distill/losses/internal/loss_benchmark_case.h"
 #include "google/protobuf/text_format.h"
 #include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"
@@ -49,15 +50,8 @@ ABSL_FLAG(std::string, only, "", "comma-separated case names to run (default: al
 namespace kd {
 namespace {
 
-using Inputs = std::map<std::string, at::Tensor>;
-
-struct Case {
-  std::string name;  // also the peer script's key
-  std::string key;
-  std::string kwargs;  // text of LossTermConfig.kwargs
-  Inputs inputs;       // float inputs are differentiated
-  std::function<at::Tensor(const Inputs&)> inline_fn;
-};
+using loss_benchmark::Case;
+using loss_benchmark::Inputs;
 
 at::Tensor Kl(const at::Tensor& log_p, const at::Tensor& log_q) {
   return (log_p.exp() * (log_p - log_q)).sum(-1);
@@ -212,6 +206,10 @@ std::vector<Case> Cases() {
                      return at::smooth_l1_loss(dist(s), td) +
                             2.0 * at::smooth_l1_loss(PivotAngles(s), ta);
                    }});
+  for (Case& c : loss_benchmark::MethodCases(
+           {logits_s, logits_t, map_s, map_t, emb_s, emb_t})) {
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

@@ -11,7 +11,11 @@ import time
 import torch
 import torch.nn as nn
 from silverspoon_kd.losses.registry import get_loss_function
-from torchdistill.losses.mid_level import ATLoss, DISTLoss, KDLoss, RKDLoss, SPKDLoss
+from torchdistill.losses.mid_level import (ATLoss, AffinityLoss, AltActTransferLoss, ChSimLoss,
+                                           DISTLoss, DISTPlusLoss, FTLoss,
+                                           HierarchicalContextLoss, KDLoss, KTALoss, PADL2Loss,
+                                           RKDLoss, SKDDirectionLoss, SKDInstanceLoss, SPKDLoss,
+                                           SRDLoss, VIDLoss)
 
 
 def io(i, name):
@@ -49,6 +53,34 @@ PEERS = {
     "jsd": silverspoon("jsd"),
     "mahalanobis_mse": silverspoon("mahalanobis_mse", "weight_matrix"),
     "relkd_da": silverspoon("relkd_da"),
+    # torchdistill's other methods, on the io dicts its boxes build.
+    "FTLoss": lambda i: FTLoss()({"translator": {"output": i["student"]}},
+                                 {"paraphraser": {"output": i["teacher"]}}),
+    "KTALoss": lambda i: KTALoss(p=2, q=1)({"feature_adapter": {"output": i["student"]}},
+                                           {"paraphraser": {"output": i["teacher"]}}),
+    "AltActTransferLoss": torchdistill(AltActTransferLoss(AT_PAIRS, 1.0, "mean")),
+    "ChSimLoss": torchdistill(ChSimLoss(AT_PAIRS)),
+    "AffinityLoss": torchdistill(AffinityLoss("student", "teacher")),
+    "DISTPlusLoss": lambda i: DISTPlusLoss("sl", "output", "tl", "output", "sf", "output", "tf",
+                                           "output")(
+        {"sl": {"output": i["student"]}, "sf": {"output": i["student_features"]}},
+        {"tl": {"output": i["teacher"]}, "tf": {"output": i["teacher_features"]}}),
+    "SRDLoss": lambda i: SRDLoss("sf", "output", "tf", "output", "sl", "output", "tl", "output")(
+        {"sl": {"output": i["student"]}, "sf": {"output": i["student_features"]}},
+        {"tl": {"output": i["teacher"]}, "tf": {"output": i["teacher_features"]}}),
+    "HierarchicalContextLoss": lambda i: HierarchicalContextLoss(
+        "student", "output", "teacher", "output")(
+        {"student": {"output": (i["student"], None)}}, {"teacher": {"output": i["teacher"]}}),
+    "PADL2Loss": lambda i: PADL2Loss("student", "teacher", module_path="var")(
+        {"student": {"output": i["student"]}, "var": {"output": i["log_variances"]}},
+        {"teacher": {"output": i["teacher"]}}),
+    "VIDLoss": lambda i: VIDLoss(AT_PAIRS)(
+        {"student": {"output": (i["pred_mean"], i["pred_var"])}},
+        {"teacher": {"output": i["teacher"]}}),
+    "SKDDirectionLoss": torchdistill(SKDDirectionLoss("student", "output", "teacher", "output")),
+    "SKDInstanceLoss": torchdistill(SKDInstanceLoss("student", "output", "teacher", "output")),
+    "HuberLoss": lambda i: nn.HuberLoss()(i["input"], i["target"]),
+    "NLLLoss": lambda i: nn.NLLLoss()(i["input"], i["target"]),
 }
 
 

@@ -173,8 +173,9 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeDistPlus(const Kwargs& kwargs) {
 // KL of log_softmax(s / T) from softmax(t / T) with torch.nn.KLDivLoss's reduction.
 at::Tensor SoftKl(const at::Tensor& s, const at::Tensor& t, double temperature,
                   const std::string& reduction) {
-  const at::Tensor log_p = at::log_softmax(s / temperature, 1);
-  const at::Tensor q = at::softmax(t / temperature, 1);
+  // T = 1 (SRD's default) skips the divisions.
+  const at::Tensor log_p = at::log_softmax(temperature == 1 ? s : s / temperature, 1);
+  const at::Tensor q = at::softmax(temperature == 1 ? t : t / temperature, 1);
   if (reduction == "batchmean") return at::kl_div(log_p, q, at::Reduction::Sum) / s.size(0);
   return at::kl_div(log_p, q, ReductionEnum(reduction));
 }
@@ -189,7 +190,9 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeSrd(const Kwargs& kwargs) {
   const std::string reduction = StringKwarg(kwargs, "reduction");
   return Make([=](const LossInputs& in) -> absl::StatusOr<at::Tensor> {
     KD_ASSIGN_OR_RETURN(LogitsAndFeatures v, ReadLogitsAndFeatures("SRDLoss", in));
-    const at::Tensor feature = at::log((v.fs - v.ft).abs().pow(exponent).sum());
+    // An exponent of 1 (the default) skips the power: on small features each op is a visible cost.
+    const at::Tensor distance = (v.fs - v.ft).abs();
+    const at::Tensor feature = at::log((exponent == 1 ? distance : distance.pow(exponent)).sum());
     return 2 * feature + SoftKl(v.s, v.t, temperature, reduction);
   });
 }
