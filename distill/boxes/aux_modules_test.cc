@@ -98,5 +98,31 @@ TEST(MethodModulesTest, PadsVarianceBranchEstimatesOneLogVariancePerDimension) {
   EXPECT_EQ(branch->forward(at::randn({3, 3, 2, 2})).sizes(), (std::vector<int64_t>{3, 12}));
 }
 
+// CRD's and CCKD's embeddings and ICKD's: torchdistill's parameter names; CRD's rows have unit
+// L2 norm; CCKD's is the linear of the flattened value.
+TEST(MethodModulesTest, EmbeddingsOfCrdCckdAndIckd) {
+  auto crd = MakeAuxiliaryModule("Linear4CRD",
+                                 {{"in_features", int64_t{12}}, {"out_features", int64_t{5}}});
+  ASSERT_THAT(crd, IsOk());
+  EXPECT_THAT(ParameterNames(*crd), ElementsAre("linear.weight", "linear.bias"));
+  const at::Tensor embedded = crd->forward(at::randn({3, 3, 2, 2}));
+  EXPECT_EQ(embedded.sizes(), (std::vector<int64_t>{3, 5}));
+  EXPECT_TRUE(at::allclose(embedded.norm(2, 1), at::ones({3}), 1e-6, 1e-6));
+
+  auto cckd = MakeAuxiliaryModule("Linear4CCKD",
+                                  {{"in_features", int64_t{12}}, {"out_features", int64_t{4}}});
+  ASSERT_THAT(cckd, IsOk());
+  const at::Tensor x = at::randn({3, 3, 2, 2});
+  const auto params = cckd->ptr()->named_parameters();
+  EXPECT_TRUE(at::allclose(cckd->forward(x),
+                           at::linear(x.flatten(1), params["linear.weight"], params["linear.bias"])));
+
+  auto ickd = MakeAuxiliaryModule("ChannelSimilarityEmbed",
+                                  {{"in_channels", int64_t{6}}, {"out_channels", int64_t{4}}});
+  ASSERT_THAT(ickd, IsOk());
+  EXPECT_THAT(ParameterNames(*ickd), ElementsAre("conv2d.weight", "l2norm.weight", "l2norm.bias"));
+  EXPECT_EQ(ickd->forward(at::randn({2, 6, 5, 5})).sizes(), (std::vector<int64_t>{2, 4, 5, 5}));
+}
+
 }  // namespace
 }  // namespace kd

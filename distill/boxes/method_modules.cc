@@ -1,7 +1,10 @@
 // Auxiliary modules of torchdistill's methods (its torchdistill/models/wrapper.py), under its
 // class names, with its kwargs and its state-dict names, so that its trained modules load:
-//   Regressor4VID       VID's variational regressor: (pred_mean, pred_var) for VIDLoss
-//   VarianceBranch4PAD  PAD's variance estimator: log-variances for PADL2Loss
+//   Regressor4VID           VID's variational regressor: (pred_mean, pred_var) for VIDLoss
+//   VarianceBranch4PAD      PAD's variance estimator: log-variances for PADL2Loss
+//   Linear4CRD              CRD's embedding: linear, then L_power-normalized, for CRDLoss
+//   Linear4CCKD             CCKD's embedding: a linear on the flattened value, for CCKDLoss
+//   ChannelSimilarityEmbed  ICKD's embedding: 3x3 conv + batch norm
 // torchdistill attaches them to the student through wrappers (VariationalDistributor4VID,
 // VarianceBranch4PAD); here they are auxiliary modules of the stage's student, run on its
 // recorded value, trained with it and kept in the run's checkpoints.
@@ -73,6 +76,51 @@ class VarianceBranch4PadImpl : public nn::Module {
 };
 TORCH_MODULE(VarianceBranch4Pad);
 
+// torchdistill's Normalizer4CRD (Linear4CRD's trainable part): the flattened value through a
+// linear, divided by its L_power norm over features ("linear.weight", "linear.bias").
+class Normalizer4CrdImpl : public nn::Module {
+ public:
+  Normalizer4CrdImpl(int64_t in, int64_t out, double power)
+      : linear_(register_module("linear", nn::Linear(in, out))), power_(power) {}
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor z = linear_->forward(x.flatten(1));
+    return z.div(z.pow(power_).sum(1, /*keepdim=*/true).pow(1.0 / power_));
+  }
+
+ private:
+  nn::Linear linear_;
+  double power_;
+};
+TORCH_MODULE(Normalizer4Crd);
+
+// torchdistill's Linear4CCKD's linear, on the flattened value ("linear.weight", "linear.bias").
+class Linear4CckdImpl : public nn::Module {
+ public:
+  Linear4CckdImpl(int64_t in, int64_t out)
+      : linear_(register_module("linear", nn::Linear(in, out))) {}
+  at::Tensor forward(const at::Tensor& x) { return linear_->forward(x.flatten(1)); }
+
+ private:
+  nn::Linear linear_;
+};
+TORCH_MODULE(Linear4Cckd);
+
+// torchdistill's ChannelSimilarityEmbed: a bias-free 3x3 convolution (same padding) and a batch
+// norm ("conv2d.weight", "l2norm.*").
+class ChannelSimilarityEmbedImpl : public nn::Module {
+ public:
+  ChannelSimilarityEmbedImpl(int64_t in, int64_t out)
+      : conv2d_(register_module("conv2d",
+                                nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
+        l2norm_(register_module("l2norm", nn::BatchNorm2d(out))) {}
+  at::Tensor forward(const at::Tensor& x) { return l2norm_->forward(conv2d_->forward(x)); }
+
+ private:
+  nn::Conv2d conv2d_;
+  nn::BatchNorm2d l2norm_;
+};
+TORCH_MODULE(ChannelSimilarityEmbed);
+
 KwargSpec Channels(const char* name, const char* doc) {
   return {.name = name, .type = KwargType::kInteger, .doc = doc, .min = 1, .required = true};
 }
@@ -109,6 +157,40 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "Regressor4VID",
               }
               return absl::OkStatus();
             });
+
+// torchdistill nests the linear's kwargs (linear_kwargs: {in_features, out_features}); they are
+// flat here.
+KD_REGISTER(AuxiliaryModuleRegistry(), "Linear4CRD",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(Normalizer4Crd(IntKwarg(kwargs, "in_features"),
+                                                  IntKwarg(kwargs, "out_features"),
+                                                  NumberKwarg(kwargs, "power")));
+            }),
+            {Channels("in_features", "the flattened value's size"),
+             Channels("out_features", "the embedding's size (CRDLoss's input_size)"),
+             PositiveNumberSpec("power", "the normalizing norm", 2.0)});
+KD_REGISTER(AuxiliaryModuleRegistry(), "Linear4CCKD",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(
+                  Linear4Cckd(IntKwarg(kwargs, "in_features"), IntKwarg(kwargs, "out_features")));
+            }),
+            {Channels("in_features", "the flattened value's size"),
+             Channels("out_features", "the embedding's size")});
+KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(ChannelSimilarityEmbed(IntKwarg(kwargs, "in_channels"),
+                                                          IntKwarg(kwargs, "out_channels")));
+            }),
+            {{.name = "in_channels",
+              .type = KwargType::kInteger,
+              .doc = "the feature map's channels",
+              .default_value = int64_t{512},
+              .min = 1},
+             {.name = "out_channels",
+              .type = KwargType::kInteger,
+              .doc = "the embedding's channels",
+              .default_value = int64_t{128},
+              .min = 1}});
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
