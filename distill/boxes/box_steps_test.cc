@@ -668,5 +668,32 @@ TEST_F(BoxTest, VidTrainsItsRegressorWithTheStudent) {
                                  "pick one of its values with `element`")));
 }
 
+// A stage's src_ckpt kept in the run folder's checkpoint dir is an input of the run: replacing
+// the folder's earlier run (overwrite) keeps it, and the stage starts from it.
+TEST_F(BoxTest, OverwriteKeepsTheStageCheckpointsTheRunReads) {
+  const std::string dir = RunDir("keeps_src");
+  const std::string warm = dir + "/ckpt/warm_student.pt";
+  auto first = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("warm", 1, kCe),
+                                          " student { dst_ckpt: \"", warm, "\" } }")),
+                       {.run_dir = dir});
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT((*first)->Run(), IsOk());
+  auto saved = ReadTorchFile(warm);
+  ASSERT_THAT(saved, IsOk());
+  first->reset();  // the first run ends: its box releases the folder
+
+  auto second = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("next", 1, kCe),
+                                           " student { src_ckpt: \"", warm, "\" } }")),
+                        {.run_dir = dir, .overwrite = true});
+  ASSERT_THAT(second, IsOk());
+  ASSERT_THAT((*second)->PreEpoch(0), IsOk());  // the stage starts: src_ckpt loaded
+  int compared = 0;
+  for (const auto& [name, tensor] : (*second)->student().NamedParameters()) {
+    EXPECT_TRUE(at::equal(tensor, saved->toGenericDict().at(name).toTensor())) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
 }  // namespace
 }  // namespace kd

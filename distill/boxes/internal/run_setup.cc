@@ -63,6 +63,17 @@ RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptio
       if (!file.empty()) folder.inputs.push_back(ResolveAgainst(options.base_dir, file));
     }
   }
+  // Stages' src_ckpt files: an earlier run's dst_ckpt kept in this folder is read, not replaced.
+  std::vector<const StageConfig*> stages;
+  if (config.has_train()) stages.push_back(&config.train());
+  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
+  for (const StageConfig* stage : stages) {
+    for (const StageModelConfig* model : {&stage->teacher(), &stage->student()}) {
+      if (!model->src_ckpt().empty()) {
+        folder.inputs.push_back(ResolveAgainst(options.base_dir, model->src_ckpt()));
+      }
+    }
+  }
   if (!config.checkpoint().resume_from().empty()) {
     folder.inputs.push_back(ResolveAgainst(options.base_dir, config.checkpoint().resume_from()));
   }
