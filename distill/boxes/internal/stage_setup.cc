@@ -190,8 +190,6 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
   return absl::OkStatus();
 }
 
-// Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
-// the student's train/eval mode (with grad: they may train while their model does not).
 // An auxiliary module's output as the I/O dict holds it: a tensor, or a pair of tensors as a
 // tuple (VID's regressor: mean and variance). Throws for anything else.
 static c10::IValue AuxOutput(torch::nn::AnyValue value) {
@@ -203,6 +201,8 @@ static c10::IValue AuxOutput(torch::nn::AnyValue value) {
               c10::demangle(value.type_info().name()));
 }
 
+// Runs `role`'s auxiliary modules on their inputs in `io`, recording their outputs there, in
+// the student's train/eval mode (with grad: they may train while their model does not).
 absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxModule>& modules,
                                  IoDict& io) {
   for (AuxModule& aux : modules) {
