@@ -13,7 +13,8 @@
 // Registered here: "conv_connector" (1x1 conv + batch norm, FitNet's regressor
 // / DAB's connector), "linear" (a projection head); torchdistill's method
 // modules under its class names (method_modules.cc): "Regressor4VID",
-// "VarianceBranch4PAD", "Linear4CRD", "Linear4CCKD", "ChannelSimilarityEmbed".
+// "VarianceBranch4PAD", "Linear4CRD", "Linear4CCKD", "ChannelSimilarityEmbed",
+// "Paraphraser4FactorTransfer", "Translator4FactorTransfer".
 // A new one registers a factory with KD_REGISTER on AuxiliaryModuleRegistry().
 #ifndef LIBKD_DISTILL_BOXES_AUX_MODULES_H_
 #define LIBKD_DISTILL_BOXES_AUX_MODULES_H_

@@ -1,5 +1,6 @@
 #include "distill/boxes/aux_modules.h"
 
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -122,6 +123,37 @@ TEST(MethodModulesTest, EmbeddingsOfCrdCckdAndIckd) {
   ASSERT_THAT(ickd, IsOk());
   EXPECT_THAT(ParameterNames(*ickd), ElementsAre("conv2d.weight", "l2norm.weight", "l2norm.bias"));
   EXPECT_EQ(ickd->forward(at::randn({2, 6, 5, 5})).sizes(), (std::vector<int64_t>{2, 4, 5, 5}));
+}
+
+// Factor transfer's paraphraser (encoder and transposed-convolution decoder) and translator, as
+// torchdistill names their tensors: the reconstruction keeps the map's shape, the factor has
+// k times its channels.
+TEST(MethodModulesTest, FactorTransfersParaphraserAndTranslator) {
+  auto reconstruct = MakeAuxiliaryModule(
+      "Paraphraser4FactorTransfer", {{"k", 0.5}, {"num_input_channels", int64_t{8}}});
+  ASSERT_THAT(reconstruct, IsOk());
+  EXPECT_EQ(reconstruct->forward(at::randn({2, 8, 5, 5})).sizes(),
+            (std::vector<int64_t>{2, 8, 5, 5}));
+  const std::vector<std::string> names = ParameterNames(*reconstruct);
+  ASSERT_EQ(names.size(), 24u);  // 6 convolutions and 6 batch norms, weight and bias each
+  EXPECT_EQ(names[0], "encoder.0.weight");
+  EXPECT_EQ(names[2], "encoder.1.weight");  // the batch norm (LeakyReLU has none)
+  EXPECT_EQ(names[4], "encoder.3.weight");
+  EXPECT_EQ(names[12], "decoder.0.weight");
+  auto factor = MakeAuxiliaryModule(
+      "Paraphraser4FactorTransfer",
+      {{"k", 0.5}, {"num_input_channels", int64_t{8}}, {"uses_decoder", false}});
+  ASSERT_THAT(factor, IsOk());
+  EXPECT_EQ(factor->forward(at::randn({2, 8, 5, 5})).sizes(), (std::vector<int64_t>{2, 4, 5, 5}));
+
+  auto translator = MakeAuxiliaryModule(
+      "Translator4FactorTransfer",
+      {{"num_input_channels", int64_t{4}}, {"num_output_channels", int64_t{6}}, {"uses_bn", false}});
+  ASSERT_THAT(translator, IsOk());
+  EXPECT_THAT(ParameterNames(*translator), ElementsAre("0.weight", "0.bias", "2.weight", "2.bias",
+                                                       "4.weight", "4.bias"));
+  EXPECT_EQ(translator->forward(at::randn({2, 4, 5, 5})).sizes(),
+            (std::vector<int64_t>{2, 6, 5, 5}));
 }
 
 }  // namespace

@@ -47,6 +47,12 @@ absl::Status BoxImpl::Init() {
   if (stages_.empty()) return absl::InvalidArgumentError("no stage: set train or stages");
   for (size_t i = 0; i < stages_.size(); ++i) {
     if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));
+    // Auxiliary modules' checkpoint files resolved here, where the base dir is known.
+    for (StageModelConfig* model : {stages_[i].mutable_teacher(), stages_[i].mutable_student()}) {
+      for (AuxiliaryModuleConfig& aux : *model->mutable_auxiliary_modules()) {
+        if (!aux.ckpt().empty()) aux.set_ckpt(ResolveAgainst(options_.base_dir, aux.ckpt()));
+      }
+    }
   }
   seed_ = options_.seed.value_or(config_.run().seed());
   KD_ASSIGN_OR_RETURN(const std::string device, box_internal::RunDevice(config_, options_));

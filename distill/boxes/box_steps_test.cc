@@ -695,5 +695,66 @@ TEST_F(BoxTest, OverwriteKeepsTheStageCheckpointsTheRunReads) {
   EXPECT_GT(compared, 0);
 }
 
+// Factor transfer as torchdistill's config has it: the teacher's paraphraser trained alone in a
+// stage of its own (reconstructing the teacher's layer1), its weights carried to the next stage
+// by its checkpoint file (torchdistill's paraphraser_ckpt), where it is frozen and gives the
+// factor that the student's translator learns (FTLoss beside cross-entropy).
+TEST_F(BoxTest, FactorTransferCarriesItsParaphraserToTheNextStage) {
+  const std::string dir = RunDir("ft");
+  const std::string paraphraser_ckpt = RunDir("ft_files") + "/paraphraser.pt";
+  const std::string paraphraser = absl::StrCat(R"pb(
+      name: "paraphraser"
+      key: "Paraphraser4FactorTransfer"
+      kwargs { name: "k" number: 0.5 }
+      kwargs { name: "num_input_channels" integer: 8 }
+      input { source: TEACHER path: "layer1" }
+      ckpt: ")pb", paraphraser_ckpt, "\"");
+  const std::string stage1 = absl::StrCat(
+      R"pb(teacher { forward_hooks { module_path: "layer1" requires_output: true }
+                     auxiliary_modules {)pb", paraphraser, R"pb(} }
+           student { requires_grad: false }
+           criterion { terms { key: "MSELoss"
+                               inputs { arg: "input" source: TEACHER path: "paraphraser" }
+                               inputs { arg: "target" source: TEACHER path: "layer1" } } })pb");
+  const std::string stage2 = absl::StrCat(
+      R"pb(teacher { forward_hooks { module_path: "layer1" requires_output: true }
+                     auxiliary_modules {)pb", paraphraser,
+      R"pb( kwargs { name: "uses_decoder" boolean: false } requires_grad: false } }
+           student { forward_hooks { module_path: "layer1" requires_output: true }
+                     auxiliary_modules { name: "translator" key: "Translator4FactorTransfer"
+                                         kwargs { name: "num_input_channels" integer: 4 }
+                                         kwargs { name: "num_output_channels" integer: 4 }
+                                         input { source: STUDENT path: "layer1" } } }
+           criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
+                               inputs { arg: "target" source: TARGETS } }
+                       terms { key: "FTLoss"
+                               inputs { arg: "student" source: STUDENT path: "translator" }
+                               inputs { arg: "teacher" source: TEACHER path: "paraphraser" } } })pb");
+  auto box = MakeBox(Parse(absl::StrCat(kImages, "stages {", Stage("paraphraser", 1, stage1),
+                                        "} stages {", Stage("ft", 1, stage2), "}")),
+                     {.run_dir = dir});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->Run(), IsOk());
+  // The paraphraser's weights at the end of its stage (that stage's checkpoint) are the file's
+  // after the second stage: loaded from it there, and frozen.
+  auto stage_end = ReadTorchFile(dir + "/ckpt/paraphraser.pt");
+  auto file = ReadTorchFile(paraphraser_ckpt);
+  ASSERT_THAT(stage_end, IsOk());
+  ASSERT_THAT(file, IsOk());
+  int compared = 0;
+  for (const auto& entry : stage_end->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    const std::string& name = entry.key().toStringRef();
+    const std::string prefix = "teacher.paraphraser.";
+    if (name.rfind(prefix, 0) != 0 || name.find("weight") == std::string::npos) continue;
+    const std::string key = name.substr(prefix.size());
+    if (key.find("running") != std::string::npos) continue;
+    EXPECT_TRUE(at::equal(entry.value().toTensor(),
+                          file->toGenericDict().at(key).toTensor()))
+        << key;
+    ++compared;
+  }
+  EXPECT_GT(compared, 6);
+}
+
 }  // namespace
 }  // namespace kd

@@ -5,12 +5,14 @@
 //   Linear4CRD              CRD's embedding: linear, then L_power-normalized, for CRDLoss
 //   Linear4CCKD             CCKD's embedding: a linear on the flattened value, for CCKDLoss
 //   ChannelSimilarityEmbed  ICKD's embedding: 3x3 conv + batch norm
+//   Paraphraser4FactorTransfer, Translator4FactorTransfer  factor transfer's (Kim et al. 2018)
 // torchdistill attaches them to the student through wrappers (VariationalDistributor4VID,
 // VarianceBranch4PAD); here they are auxiliary modules of the stage's student, run on its
 // recorded value, trained with it and kept in the run's checkpoints.
 #include <cmath>
 #include <cstdint>
 #include <tuple>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -121,6 +123,100 @@ class ChannelSimilarityEmbedImpl : public nn::Module {
 };
 TORCH_MODULE(ChannelSimilarityEmbed);
 
+// Factor transfer's blocks as torchdistill builds them: a convolution (transposed in the
+// paraphraser's decoder), a batch norm if `uses_bn`, LeakyReLU(0.1).
+struct FactorBlocks {
+  int64_t kernel_size, stride, padding;
+  bool uses_bn;
+  void Append(nn::SequentialImpl& seq, int64_t in, int64_t out, bool transposed) const {
+    if (transposed) {
+      seq.push_back(nn::ConvTranspose2d(
+          nn::ConvTranspose2dOptions(in, out, kernel_size).stride(stride).padding(padding)));
+    } else {
+      seq.push_back(
+          nn::Conv2d(nn::Conv2dOptions(in, out, kernel_size).stride(stride).padding(padding)));
+    }
+    if (uses_bn) seq.push_back(nn::BatchNorm2d(out));
+    seq.push_back(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.1)));
+  }
+};
+
+FactorBlocks FactorBlocksOf(const Kwargs& kwargs) {
+  return {IntKwarg(kwargs, "kernel_size"), IntKwarg(kwargs, "stride"), IntKwarg(kwargs, "padding"),
+          BoolKwarg(kwargs, "uses_bn")};
+}
+
+// torchdistill's Paraphraser4FactorTransfer: an encoder of three blocks (in -> in -> in*k ->
+// in*k channels) and a decoder back (transposed convolutions); with `uses_decoder` it returns
+// the reconstruction (its own training stage), without it the factor ("encoder.*",
+// "decoder.*").
+class ParaphraserImpl : public nn::Module {
+ public:
+  ParaphraserImpl(double k, int64_t in, const FactorBlocks& blocks, bool uses_decoder)
+      : uses_decoder_(uses_decoder) {
+    const int64_t factor = static_cast<int64_t>(static_cast<double>(in) * k);
+    nn::Sequential encoder, decoder;
+    blocks.Append(*encoder, in, in, false);
+    blocks.Append(*encoder, in, factor, false);
+    blocks.Append(*encoder, factor, factor, false);
+    blocks.Append(*decoder, factor, factor, true);
+    blocks.Append(*decoder, factor, in, true);
+    blocks.Append(*decoder, in, in, true);
+    encoder_ = register_module("encoder", encoder);
+    decoder_ = register_module("decoder", decoder);
+  }
+  at::Tensor forward(const at::Tensor& z) {
+    const at::Tensor factor = encoder_->forward(z);
+    return uses_decoder_ ? decoder_->forward(factor) : factor;
+  }
+
+ private:
+  bool uses_decoder_;
+  nn::Sequential encoder_{nullptr}, decoder_{nullptr};
+};
+TORCH_MODULE(Paraphraser);
+
+// torchdistill's Translator4FactorTransfer, an nn.Sequential subclass: three blocks (in -> in
+// -> out -> out channels), "0.*", "1.*", ... as its state dict. (A plain Sequential has a
+// templated forward, which AnyModule cannot hold.)
+class TranslatorImpl : public nn::SequentialImpl {
+ public:
+  TranslatorImpl(int64_t in, int64_t out, const FactorBlocks& blocks) {
+    blocks.Append(*this, in, in, false);
+    blocks.Append(*this, in, out, false);
+    blocks.Append(*this, out, out, false);
+  }
+  at::Tensor forward(const at::Tensor& x) { return nn::SequentialImpl::forward(x); }
+};
+TORCH_MODULE(Translator);
+
+std::vector<KwargSpec> FactorBlockSpecs() {
+  return {{.name = "kernel_size",
+           .type = KwargType::kInteger,
+           .doc = "the convolutions'",
+           .default_value = int64_t{3},
+           .min = 1},
+          {.name = "stride",
+           .type = KwargType::kInteger,
+           .doc = "the convolutions'",
+           .default_value = int64_t{1},
+           .min = 1},
+          {.name = "padding",
+           .type = KwargType::kInteger,
+           .doc = "the convolutions'",
+           .default_value = int64_t{1},
+           .min = 0},
+          {.name = "uses_bn",
+           .type = KwargType::kBool,
+           .doc = "a batch norm after each convolution",
+           .default_value = true}};
+}
+
+std::vector<KwargSpec> With(std::vector<KwargSpec> specs, std::vector<KwargSpec> more) {
+  specs.insert(specs.end(), more.begin(), more.end());
+  return specs;
+}
+
 KwargSpec Channels(const char* name, const char* doc) {
   return {.name = name, .type = KwargType::kInteger, .doc = doc, .min = 1, .required = true};
 }
@@ -191,6 +287,28 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
               .doc = "the embedding's channels",
               .default_value = int64_t{128},
               .min = 1}});
+
+KD_REGISTER(AuxiliaryModuleRegistry(), "Paraphraser4FactorTransfer",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(
+                  Paraphraser(NumberKwarg(kwargs, "k"), IntKwarg(kwargs, "num_input_channels"),
+                              FactorBlocksOf(kwargs), BoolKwarg(kwargs, "uses_decoder")));
+            }),
+            With(FactorBlockSpecs(),
+                 {PositiveNumberSpec("k", "the paraphrase rate: factor channels / input's", 0.5),
+                  Channels("num_input_channels", "the teacher map's channels"),
+                  {.name = "uses_decoder",
+                   .type = KwargType::kBool,
+                   .doc = "return the reconstruction (its training stage), not the factor",
+                   .default_value = true}}));
+KD_REGISTER(AuxiliaryModuleRegistry(), "Translator4FactorTransfer",
+            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
+              return nn::AnyModule(Translator(IntKwarg(kwargs, "num_input_channels"),
+                                              IntKwarg(kwargs, "num_output_channels"),
+                                              FactorBlocksOf(kwargs)));
+            }),
+            With(FactorBlockSpecs(), {Channels("num_input_channels", "the student map's channels"),
+                                      Channels("num_output_channels", "the factor's channels")}));
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {

@@ -137,8 +137,15 @@ class Stage final : public StageRun, public TrainingContext {
   int64_t world_size() const { return distributed() ? group_->getSize() : 1; }
   int64_t rank() const { return distributed() ? group_->getRank() : 0; }
 
+  // The post-epoch process function; then auxiliary modules with a ckpt file written (rank 0).
   absl::Status PostEpoch(std::optional<double> metric) override {
-    return (*post_epoch_)(*this, metric);
+    KD_RETURN_IF_ERROR((*post_epoch_)(*this, metric));
+    if (rank() != 0) return absl::OkStatus();
+    for (const AuxModule& aux : aux_) {
+      KD_RETURN_IF_ERROR(
+          InFieldIfError(absl::StrCat(aux.name, ".ckpt"), SaveAuxiliaryCheckpoint(aux)));
+    }
+    return absl::OkStatus();
   }
 
   // What a checkpoint keeps of this stage.

@@ -1,8 +1,11 @@
 #include "distill/boxes/internal/stage_setup.h"
 
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <system_error>
 #include <tuple>
 #include <utility>
 
@@ -11,7 +14,9 @@
 #include <torch/nn/modules/container/any.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/ivalue_util.h"
 #include "base/status_macros.h"
+#include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/stage.h"
@@ -117,7 +122,15 @@ absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& 
     }
     groups.push_back(std::move(group));
   }
-  if (!own.empty()) groups.push_back({std::move(own), {}});
+  if (!own.empty()) {
+    // Only modules beside the models train (a stage that trains an auxiliary module alone, as
+    // factor transfer's paraphraser stage): they are the one default group.
+    if (optimizer.param_groups().empty() && groups[0].params.empty()) {
+      groups[0].params = std::move(own);
+    } else {
+      groups.push_back({std::move(own), {}});
+    }
+  }
   return groups;
 }
 
@@ -166,6 +179,35 @@ absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageM
   return absl::OkStatus();
 }
 
+// `module`'s parameters and buffers from `path` (a dict name -> tensor, as
+// SaveAuxiliaryCheckpoint writes and torch.save(module.state_dict()) does): every name, with
+// its shape. Errors name the file and what does not fit.
+static absl::Status LoadAuxiliaryCheckpoint(torch::nn::Module& module, const std::string& path) {
+  KD_ASSIGN_OR_RETURN(c10::IValue loaded, ReadTorchFile(path));
+  if (!loaded.isGenericDict()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds a ", loaded.tagKind(), ", not a dict of name -> tensor"));
+  }
+  const c10::impl::GenericDict dict = loaded.toGenericDict();
+  std::vector<std::pair<std::string, at::Tensor>> targets;
+  for (const auto& item : module.named_parameters()) targets.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers()) targets.emplace_back(item.key(), item.value());
+  if (dict.size() != targets.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds ", dict.size(), " tensors, the module has ", targets.size()));
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [name, target] : targets) {
+    if (!dict.contains(name) || !dict.at(name).isTensor() ||
+        !dict.at(name).toTensor().sizes().equals(target.sizes())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": no tensor \"", name, "\" of shape ", ShapeString(target)));
+    }
+    target.copy_(dict.at(name).toTensor());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
                                  const char* role_name, c10::Device device,
                                  std::vector<AuxModule>& modules) {
@@ -179,15 +221,35 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
     absl::StatusOr<torch::nn::AnyModule> module = MakeAuxiliaryModule(aux.key(), *kwargs);
     if (!module.ok()) return InField(field, module.status());
     module->ptr()->to(device);
+    if (!aux.ckpt().empty() && std::filesystem::exists(aux.ckpt())) {
+      const absl::Status loaded = LoadAuxiliaryCheckpoint(*module->ptr(), aux.ckpt());
+      if (!loaded.ok()) return InField(absl::StrCat(field, ".ckpt"), loaded);
+    }
     const bool trains = !aux.has_requires_grad() || aux.requires_grad();
     for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
     modules.push_back({.name = absl::StrCat(role_name, ".", aux.name()),
                        .role = role,
                        .input = aux.input(),
                        .io_name = aux.name(),
-                       .module = *std::move(module)});
+                       .module = *std::move(module),
+                       .ckpt = aux.ckpt()});
   }
   return absl::OkStatus();
+}
+
+absl::Status SaveAuxiliaryCheckpoint(const AuxModule& aux) {
+  if (aux.ckpt.empty()) return absl::OkStatus();
+  c10::Dict<std::string, at::Tensor> state;
+  for (const auto& item : aux.module.ptr()->named_parameters()) {
+    state.insert(item.key(), item.value().detach().cpu());
+  }
+  for (const auto& item : aux.module.ptr()->named_buffers()) {
+    state.insert(item.key(), item.value().detach().cpu());
+  }
+  const std::filesystem::path parent = std::filesystem::path(aux.ckpt).parent_path();
+  std::error_code error;
+  if (!parent.empty()) std::filesystem::create_directories(parent, error);
+  return WriteTorchFile(aux.ckpt, c10::IValue(state));
 }
 
 // An auxiliary module's output as the I/O dict holds it: a tensor, or a pair of tensors as a

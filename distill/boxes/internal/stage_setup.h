@@ -88,7 +88,12 @@ struct AuxModule {
   IoRef input;
   std::string io_name;  // its name in the I/O dict
   torch::nn::AnyModule module;
+  std::string ckpt;  // AuxiliaryModuleConfig.ckpt (resolved), or empty
 };
+
+// The module's parameters and buffers by name, written to `aux.ckpt` atomically (nothing
+// without one).
+absl::Status SaveAuxiliaryCheckpoint(const AuxModule& aux);
 
 // Appends `config`'s auxiliary modules (of `role`, named "<role_name>.<name>") to `modules`,
 // on `device`; errors name the field.
