@@ -232,7 +232,8 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
                        .input = aux.input(),
                        .io_name = aux.name(),
                        .module = *std::move(module),
-                       .ckpt = aux.ckpt()});
+                       .ckpt = aux.ckpt(),
+                       .trains = trains});
   }
   return absl::OkStatus();
 }
@@ -276,7 +277,7 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
       return absl::InvalidArgumentError(absl::StrCat(aux.name, ": its input is a ", in->tagKind(),
                                                      "; an auxiliary module takes a tensor"));
     }
-    aux.module.ptr()->train(training);
+    aux.module.ptr()->train(training && (aux.role == ModelRole::kStudent || aux.trains));
     absl::StatusOr<c10::IValue> out =
         CallTorch([&] { return AuxOutput(aux.module.any_forward(in->toTensor())); },
                   absl::StatusCode::kInvalidArgument);

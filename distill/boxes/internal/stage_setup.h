@@ -88,7 +88,8 @@ struct AuxModule {
   IoRef input;
   std::string io_name;  // its name in the I/O dict
   torch::nn::AnyModule module;
-  std::string ckpt;  // AuxiliaryModuleConfig.ckpt (resolved), or empty
+  std::string ckpt;    // AuxiliaryModuleConfig.ckpt (resolved), or empty
+  bool trains = true;  // AuxiliaryModuleConfig.requires_grad
 };
 
 // The module's parameters and buffers by name, written to `aux.ckpt` atomically (nothing
@@ -102,7 +103,8 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
                                  std::vector<AuxModule>& modules);
 
 // Runs `role`'s modules on their inputs in `io`, recording their outputs there, in train mode
-// if `training` (with grad: they may train while their model does not).
+// if `training` (with grad: they may train while their model does not); a teacher's module that
+// does not train runs in eval mode, as torchdistill runs a teacher with nothing to update.
 absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxModule>& modules,
                                  IoDict& io);
 
