@@ -59,10 +59,6 @@ c10::IValue Invoke(Impl& impl, Fn fn, std::vector<c10::IValue>& args, std::index
   return c10::IValue((impl.*fn)(std::move(args[I]).to<std::tuple_element_t<I, Args>>()...));
 }
 
-}  // namespace native_model_internal
-
-namespace native_model_internal {
-
 // `Impl`'s forward called by its signature on IValues.
 template <typename Impl>
 c10::IValue CallDeduced(Impl& impl, std::vector<c10::IValue>& args, const Kwargs& kwargs) {

@@ -67,6 +67,14 @@ const at::Tensor& OneTensor(const torch::nn::Module& module, const std::vector<c
   return args[0].toTensor();
 }
 
+// The forward of a Sequential (or a subclass with its own templated forward) on one tensor.
+template <typename SequentialT>
+NativeForwardFn SequentialForward(SequentialT* sequential) {
+  return [sequential](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
+    return c10::IValue(sequential->forward(OneTensor(*sequential, args, kwargs)));
+  };
+}
+
 }  // namespace
 
 std::optional<NativeForwardFn> ModuleForward(const std::shared_ptr<torch::nn::Module>& module,
@@ -82,15 +90,11 @@ std::optional<NativeForwardFn> ModuleForward(const std::shared_ptr<torch::nn::Mo
       };
     }
   }
-  if (auto* hooked = dynamic_cast<HookedSequentialImpl*>(raw)) {
-    return [hooked](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
-      return c10::IValue(hooked->forward(OneTensor(*hooked, args, kwargs)));
-    };
-  }
+  // Sequential's forward is not virtual: a HookedSequential (its children through hook points)
+  // is called as one.
+  if (auto* hooked = dynamic_cast<HookedSequentialImpl*>(raw)) return SequentialForward(hooked);
   if (auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(raw)) {
-    return [sequential](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
-      return c10::IValue(sequential->forward(OneTensor(*sequential, args, kwargs)));
-    };
+    return SequentialForward(sequential);
   }
   // A module kept in a Sequential: its AnyModule knows how to call it.
   if (const auto* holder = dynamic_cast<const torch::nn::SequentialImpl*>(parent)) {

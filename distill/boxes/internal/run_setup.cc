@@ -20,9 +20,8 @@ absl::StatusOr<std::string> RunDevice(const DistillConfig& config, const BoxOpti
     return absl::InvalidArgumentError(absl::StrCat(
         "BoxOptions.device_ids names ", options.device_ids.size(),
         " devices: a libkd process runs on one (torch.nn.DataParallel's single-process "
-        "replicas are not supported); run one process per device (//tools:distill --nproc_per_node "
-        "or "
-        "torchrun), each with its device"));
+        "replicas are not supported); run one process per device (//tools:distill "
+        "--nproc_per_node or torchrun), each with its device"));
   }
   if (options.device_ids.size() == 1) {
     const std::string& id = options.device_ids.front();

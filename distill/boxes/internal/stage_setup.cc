@@ -14,9 +14,7 @@
 #include <torch/nn/modules/container/any.h>
 
 #include "absl/strings/str_cat.h"
-#include "base/ivalue_util.h"
 #include "base/status_macros.h"
-#include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/stage.h"
@@ -24,6 +22,7 @@
 #include "distill/boxes/memory_roots.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/sampler.h"
+#include "hooks/native_model.h"
 
 namespace kd {
 namespace box_internal {
@@ -179,33 +178,13 @@ absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageM
   return absl::OkStatus();
 }
 
-// `module`'s parameters and buffers from `path` (a dict name -> tensor, as
-// SaveAuxiliaryCheckpoint writes and torch.save(module.state_dict()) does): every name, with
-// its shape. Errors name the file and what does not fit.
-static absl::Status LoadAuxiliaryCheckpoint(torch::nn::Module& module, const std::string& path) {
-  KD_ASSIGN_OR_RETURN(c10::IValue loaded, ReadTorchFile(path));
-  if (!loaded.isGenericDict()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": holds a ", loaded.tagKind(), ", not a dict of name -> tensor"));
-  }
-  const c10::impl::GenericDict dict = loaded.toGenericDict();
-  std::vector<std::pair<std::string, at::Tensor>> targets;
-  for (const auto& item : module.named_parameters()) targets.emplace_back(item.key(), item.value());
-  for (const auto& item : module.named_buffers()) targets.emplace_back(item.key(), item.value());
-  if (dict.size() != targets.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": holds ", dict.size(), " tensors, the module has ", targets.size()));
-  }
-  at::NoGradGuard no_grad;
-  for (auto& [name, target] : targets) {
-    if (!dict.contains(name) || !dict.at(name).isTensor() ||
-        !dict.at(name).toTensor().sizes().equals(target.sizes())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": no tensor \"", name, "\" of shape ", ShapeString(target)));
-    }
-    target.copy_(dict.at(name).toTensor());
-  }
-  return absl::OkStatus();
+// `module` as a kd::Model, for its state files: Model::SaveState / LoadState write and read
+// the dict name -> tensor torch.save(module.state_dict()) does, with their checks and messages.
+// Its forward is never called.
+static std::unique_ptr<Model> StateView(const torch::nn::AnyModule& module) {
+  return MakeNativeModel(module.ptr(), [](std::vector<c10::IValue>&, const Kwargs&) -> c10::IValue {
+    TORCH_CHECK(false, "an auxiliary module's state view has no forward");
+  });
 }
 
 absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
@@ -222,7 +201,7 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
     if (!module.ok()) return InField(field, module.status());
     module->ptr()->to(device);
     if (!aux.ckpt().empty() && std::filesystem::exists(aux.ckpt())) {
-      const absl::Status loaded = LoadAuxiliaryCheckpoint(*module->ptr(), aux.ckpt());
+      const absl::Status loaded = StateView(*module)->LoadState(aux.ckpt());
       if (!loaded.ok()) return InField(absl::StrCat(field, ".ckpt"), loaded);
     }
     const bool trains = !aux.has_requires_grad() || aux.requires_grad();
@@ -240,17 +219,10 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
 
 absl::Status SaveAuxiliaryCheckpoint(const AuxModule& aux) {
   if (aux.ckpt.empty()) return absl::OkStatus();
-  c10::Dict<std::string, at::Tensor> state;
-  for (const auto& item : aux.module.ptr()->named_parameters()) {
-    state.insert(item.key(), item.value().detach().cpu());
-  }
-  for (const auto& item : aux.module.ptr()->named_buffers()) {
-    state.insert(item.key(), item.value().detach().cpu());
-  }
   const std::filesystem::path parent = std::filesystem::path(aux.ckpt).parent_path();
-  std::error_code error;
+  std::error_code error;  // a folder that cannot be made: WriteTorchFile names the file
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  return WriteTorchFile(aux.ckpt, c10::IValue(state));
+  return StateView(aux.module)->SaveState(aux.ckpt);
 }
 
 // An auxiliary module's output as the I/O dict holds it: a tensor, or a pair of tensors as a
