@@ -14,7 +14,9 @@
 // / DAB's connector), "linear" (a projection head); torchdistill's method
 // modules under its class names (method_modules.cc): "Regressor4VID",
 // "VarianceBranch4PAD", "Linear4CRD", "Linear4CCKD", "ChannelSimilarityEmbed",
-// "Paraphraser4FactorTransfer", "Translator4FactorTransfer".
+// "Paraphraser4FactorTransfer", "Translator4FactorTransfer", "SSWrapper4SSKD", "Connector4DAB",
+// "FeatureAdapter4KTAAD", "AffinityAdapter4KTAAD", "SRDModelWrapper", "AttentionBasedFusion"
+// (which takes a second input: AuxiliaryModuleConfig.extra_inputs).
 // A new one registers a factory with KD_REGISTER on AuxiliaryModuleRegistry().
 #ifndef LIBKD_DISTILL_BOXES_AUX_MODULES_H_
 #define LIBKD_DISTILL_BOXES_AUX_MODULES_H_
@@ -33,9 +35,9 @@ class AnyModule;
 
 namespace kd {
 
-// An auxiliary module: a native module whose forward takes one tensor and
-// returns one, or a pair (a tuple in the I/O dict; a loss input picks one with
-// IoRef.element).
+// An auxiliary module: a native module whose forward takes one tensor (or up to three:
+// its config's input and extra_inputs) and returns one, or a pair (a tuple in the I/O dict; a loss
+// input picks one with IoRef.element).
 using AuxiliaryModuleFactory =
     std::function<absl::StatusOr<torch::nn::AnyModule>(const Kwargs& kwargs)>;
 

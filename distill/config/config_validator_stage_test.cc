@@ -106,8 +106,7 @@ TEST(ConfigValidatorTest, AnElementIsPickedFromRecordedValuesOnly) {
   const Lines lines = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS element: 0 })"});
   EXPECT_THAT(Validate(lines),
               ElementsAre(At(lines, 21, "element") +
-                          "element picks a value of a recorded tuple or list, for a loss input: "
-                          "not here"));
+                          "element picks a value of a recorded tuple or list: not here"));
   const Lines negative =
       Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer2" element: -1 })"});
   EXPECT_THAT(Validate(negative),
@@ -155,6 +154,36 @@ TEST(ConfigValidatorTest, AuxiliaryModulesFeedTheCriterion) {
               ElementsAre(At(reads, 15, "source") +
                           "an auxiliary module of the student reads the student's values: source "
                           "STUDENT"));
+}
+
+// Auxiliary modules run in their order, so one reads hooked values and the outputs of those
+// before it (knowledge review's fusions chain), at most three inputs, each the model's own
+// (`source` may be left out).
+TEST(ConfigValidatorTest, AuxiliaryModulesReadEarlierOnes) {
+  const Lines chained = Replace(
+      kBase, 11,
+      {R"(  student {)", R"(    forward_hooks { module_path: "layer2" requires_output: true })",
+       R"(    auxiliary_modules { name: "a" key: "conv_connector")",
+       R"(                        input { source: STUDENT path: "layer2" })",
+       R"(                        extra_inputs { path: "b" element: 1 } })",
+       R"(    auxiliary_modules { name: "b" key: "conv_connector" input { path: "b" })",
+       R"(                        extra_inputs { path: "a" element: 1 })",
+       R"(                        extra_inputs { source: TEACHER path: "layer2" })",
+       R"(                        extra_inputs { path: "a" } })",
+       R"(  })"});
+  EXPECT_THAT(
+      Validate(chained),
+      ElementsAre(At(chained, 15, "path") +
+                      "auxiliary module \"b\" runs after this one: an auxiliary module reads the "
+                      "outputs of those listed before it",
+                  At(chained, 16, "path") +
+                      "auxiliary module \"b\" is this one: an auxiliary module reads the "
+                      "outputs of those listed before it",
+                  At(chained, 18, "source") +
+                      "an auxiliary module of the student reads the student's values: source "
+                      "STUDENT",
+                  At(chained, 19, "extra_inputs") +
+                      "an auxiliary module takes at most three inputs"));
 }
 
 // A teacher optimized for inference has no parameters and no submodules: what a config asks of

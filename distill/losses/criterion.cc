@@ -60,8 +60,14 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   if (io == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no I/O dict"));
   }
+  return RecordedTensor(*io, ref);
+}
+
+}  // namespace
+
+absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
   KD_ASSIGN_OR_RETURN(c10::IValue value,
-                      GetIo(*io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
+                      GetIo(io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
   if (ref.has_element()) {
     const bool sequence = value.isTuple() || value.isList();
     const size_t size = value.isTuple()  ? value.toTupleRef().elements().size()
@@ -83,8 +89,6 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   }
   return value.toTensor();
 }
-
-}  // namespace
 
 std::string DescribeIoRef(const IoRef& ref) {
   if (ref.source() == IoRef::TARGETS) return "targets";

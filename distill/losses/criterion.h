@@ -80,6 +80,11 @@ class Criterion {
 // messages name a reference.
 std::string DescribeIoRef(const IoRef& ref);
 
+// The tensor `ref` names in `io` (a model's I/O dict): io[path]["input"|"output"], its
+// `element` if set. InvalidArgument naming the reference when it is missing, has no such
+// element or is not a tensor.
+absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref);
+
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_LOSSES_CRITERION_H_

@@ -22,6 +22,7 @@
 #include "distill/boxes/memory_roots.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/sampler.h"
+#include "distill/losses/criterion.h"
 #include "hooks/native_model.h"
 
 namespace kd {
@@ -187,6 +188,12 @@ static std::unique_ptr<Model> StateView(const torch::nn::AnyModule& module) {
   });
 }
 
+static std::vector<IoRef> Inputs(const AuxiliaryModuleConfig& aux) {
+  std::vector<IoRef> inputs = {aux.input()};
+  inputs.insert(inputs.end(), aux.extra_inputs().begin(), aux.extra_inputs().end());
+  return inputs;
+}
+
 absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
                                  const char* role_name, c10::Device device,
                                  std::vector<AuxModule>& modules) {
@@ -208,7 +215,7 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
     for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
     modules.push_back({.name = absl::StrCat(role_name, ".", aux.name()),
                        .role = role,
-                       .input = aux.input(),
+                       .inputs = Inputs(aux),
                        .io_name = aux.name(),
                        .module = *std::move(module),
                        .ckpt = aux.ckpt(),
@@ -242,17 +249,27 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
                                  IoDict& io) {
   for (AuxModule& aux : modules) {
     if (aux.role != role) continue;
-    const char* io_type = aux.input.io() == IoRef::INPUT ? kInput : kOutput;
-    absl::StatusOr<c10::IValue> in = GetIo(io, aux.input.path(), io_type);
-    if (!in.ok()) return InField(aux.name, in.status());
-    if (!in->isTensor()) {
-      return absl::InvalidArgumentError(absl::StrCat(aux.name, ": its input is a ", in->tagKind(),
-                                                     "; an auxiliary module takes a tensor"));
+    std::vector<at::Tensor> in;
+    for (const IoRef& ref : aux.inputs) {
+      absl::StatusOr<at::Tensor> value = RecordedTensor(io, ref);
+      if (!value.ok()) return InField(aux.name, value.status());
+      in.push_back(*std::move(value));
     }
     aux.module.ptr()->train(training && (aux.role == ModelRole::kStudent || aux.trains));
-    absl::StatusOr<c10::IValue> out =
-        CallTorch([&] { return AuxOutput(aux.module.any_forward(in->toTensor())); },
-                  absl::StatusCode::kInvalidArgument);
+    // AnyModule's forward is typed by its arity (the validator allows one to three inputs).
+    absl::StatusOr<c10::IValue> out = CallTorch(
+        [&] {
+          switch (in.size()) {
+            case 1:
+              return AuxOutput(aux.module.any_forward(in[0]));
+            case 2:
+              return AuxOutput(aux.module.any_forward(in[0], in[1]));
+            default:
+              TORCH_CHECK(in.size() == 3, "an auxiliary module takes one to three inputs");
+              return AuxOutput(aux.module.any_forward(in[0], in[1], in[2]));
+          }
+        },
+        absl::StatusCode::kInvalidArgument);
     if (!out.ok()) return InField(aux.name, out.status());
     io[aux.io_name][kOutput] = *std::move(out);
   }

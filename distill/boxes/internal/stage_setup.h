@@ -85,7 +85,7 @@ absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageM
 struct AuxModule {
   std::string name;  // "student.connector" in messages and checkpoints
   ModelRole role;
-  IoRef input;
+  std::vector<IoRef> inputs;  // AuxiliaryModuleConfig.input, then its extra_inputs
   std::string io_name;  // its name in the I/O dict
   torch::nn::AnyModule module;
   std::string ckpt;    // AuxiliaryModuleConfig.ckpt (resolved), or empty

@@ -93,15 +93,38 @@ void StageChecker::CheckStageModel(const StageModelConfig& model, const ConfigLo
       Missing(aloc, "input");
       continue;
     }
-    const ConfigLocator input = aloc.Nested("input");
-    if (aux.input().source() != IoRef::SOURCE_UNSPECIFIED && aux.input().source() != role) {
-      Add(input.Of("source"),
-          absl::StrCat("an auxiliary module of the ", RoleName(role), " reads the ", RoleName(role),
-                       "'s values: source ", IoRef::Source_Name(role)));
-      continue;
+    CheckAuxInput(aux.input(), aloc.Nested("input"), role, i, model, context);
+    if (aux.extra_inputs_size() > 2) {
+      Add(aloc.Of("extra_inputs", 2), "an auxiliary module takes at most three inputs");
     }
-    CheckIoRef(aux.input(), input, context, /*loss_input=*/false);
+    for (int j = 0; j < aux.extra_inputs_size(); ++j) {
+      CheckAuxInput(aux.extra_inputs(j), aloc.Nested("extra_inputs", j), role, i, model, context);
+    }
   }
+}
+
+void StageChecker::CheckAuxInput(const IoRef& ref, const ConfigLocator& loc, IoRef::Source role,
+                                 int index, const StageModelConfig& model,
+                                 const StageContext& context) {
+  if (ref.source() != IoRef::SOURCE_UNSPECIFIED && ref.source() != role) {
+    Add(loc.Of("source"),
+        absl::StrCat("an auxiliary module of the ", RoleName(role), " reads the ", RoleName(role),
+                     "'s values: source ", IoRef::Source_Name(role)));
+    return;
+  }
+  // Modules run in their order: one reads what an earlier one recorded, not a later one.
+  for (int k = index; k < model.auxiliary_modules_size(); ++k) {
+    if (ref.io() == IoRef::OUTPUT && model.auxiliary_modules(k).name() == ref.path()) {
+      Add(loc.Of("path"),
+          absl::StrCat("auxiliary module \"", ref.path(), "\" ",
+                       k == index ? "is this one" : "runs after this one",
+                       ": an auxiliary module reads the outputs of those listed before it"));
+      return;
+    }
+  }
+  IoRef own = ref;  // the model's own value, whether or not `source` says so
+  own.set_source(role);
+  CheckIoRef(own, loc, context, /*loss_input=*/false);
 }
 
 void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
@@ -111,9 +134,8 @@ void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
     return;
   }
   if (ref.has_element()) {
-    if (!loss_input || ref.source() == IoRef::TARGETS || ref.io() == IoRef::PARAMETER) {
-      Add(loc.Of("element"),
-          "element picks a value of a recorded tuple or list, for a loss input: not here");
+    if (ref.source() == IoRef::TARGETS || ref.io() == IoRef::PARAMETER) {
+      Add(loc.Of("element"), "element picks a value of a recorded tuple or list: not here");
     }
     AtLeast(loc, "element", ref.element(), 0);
   }

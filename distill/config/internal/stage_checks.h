@@ -39,6 +39,10 @@ class StageChecker : public Checker {
   // A value read by a loss term (`loss_input`) or an auxiliary module.
   void CheckIoRef(const IoRef& ref, const ConfigLocator& loc, const StageContext& context,
                   bool loss_input);
+  // An input of `model`'s auxiliary module `index`: the model's own value (`role`), recorded
+  // by a hook or by an auxiliary module listed before it.
+  void CheckAuxInput(const IoRef& ref, const ConfigLocator& loc, IoRef::Source role, int index,
+                     const StageModelConfig& model, const StageContext& context);
 };
 
 }  // namespace internal
