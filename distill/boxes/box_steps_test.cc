@@ -695,6 +695,28 @@ TEST_F(BoxTest, OverwriteKeepsTheStageCheckpointsTheRunReads) {
   EXPECT_GT(compared, 0);
 }
 
+// Expects the auxiliary module `prefix` ("teacher.paraphraser.") in run checkpoint
+// `checkpoint` to hold what its own checkpoint file `file` holds, tensor for tensor; returns
+// how many it compared.
+int ExpectAuxModuleIsFile(const std::string& checkpoint, const std::string& prefix,
+                          const std::string& file) {
+  auto run = ReadTorchFile(checkpoint);
+  auto own = ReadTorchFile(file);
+  EXPECT_THAT(run, IsOk());
+  EXPECT_THAT(own, IsOk());
+  if (!run.ok() || !own.ok()) return 0;
+  int compared = 0;
+  for (const auto& entry : run->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    const std::string& name = entry.key().toStringRef();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string key = name.substr(prefix.size());
+    EXPECT_TRUE(at::equal(entry.value().toTensor(), own->toGenericDict().at(key).toTensor()))
+        << name;
+    ++compared;
+  }
+  return compared;
+}
+
 // Factor transfer as torchdistill's config has it: the teacher's paraphraser trained alone in a
 // stage of its own (reconstructing the teacher's layer1), its weights carried to the next stage
 // by its checkpoint file (torchdistill's paraphraser_ckpt), where it is frozen and gives the
@@ -737,24 +759,174 @@ TEST_F(BoxTest, FactorTransferCarriesItsParaphraserToTheNextStage) {
   ASSERT_THAT((*box)->Run(), IsOk());
   // The paraphraser's weights at the end of its stage (that stage's checkpoint) are the file's
   // after the second stage: loaded from it there, and frozen.
-  auto stage_end = ReadTorchFile(dir + "/ckpt/paraphraser.pt");
-  auto file = ReadTorchFile(paraphraser_ckpt);
-  ASSERT_THAT(stage_end, IsOk());
-  ASSERT_THAT(file, IsOk());
-  int compared = 0;
-  for (const auto& entry : stage_end->toGenericDict().at("auxiliary_modules").toGenericDict()) {
-    const std::string& name = entry.key().toStringRef();
-    const std::string prefix = "teacher.paraphraser.";
-    if (name.rfind(prefix, 0) != 0) continue;
-    // Weights and batch-norm statistics alike: frozen beside a frozen teacher, it ran in eval
-    // mode there.
-    const std::string key = name.substr(prefix.size());
-    EXPECT_TRUE(at::equal(entry.value().toTensor(),
-                          file->toGenericDict().at(key).toTensor()))
-        << key;
-    ++compared;
-  }
+  // Weights and batch-norm statistics alike: frozen beside a frozen teacher, it ran in eval mode
+  // there.
+  const int compared = ExpectAuxModuleIsFile(dir + "/ckpt/paraphraser.pt", "teacher.paraphraser.",
+                                             paraphraser_ckpt);
   EXPECT_EQ(compared, 24 + 18);  // 12 weights and biases; 6 batch norms' three statistics
+}
+
+// Knowledge review (torchdistill's Student4KnowledgeReview + HierarchicalContextLoss): the
+// student's stem, layer1 and layer2 maps fused deepest first, each fusion after the first reading
+// the previous one's residual (extra_inputs, element 1); each fusion's output (element 0) matched
+// to the teacher's map. The loss is the terms' sum on the recorded values, and every parameter the
+// optimizer holds (the student's and all three fusions', attention included) gets a gradient.
+TEST_F(BoxTest, KnowledgeReviewChainsItsFusions) {
+  constexpr char kFusion[] = R"pb(
+      auxiliary_modules {
+        name: "abf_$PATH" key: "AttentionBasedFusion"
+        kwargs { name: "in_channels" integer: $IN }
+        kwargs { name: "mid_channels" integer: 8 }
+        kwargs { name: "out_channels" integer: $OUT }
+        $ATTENTION
+        input { path: "$PATH" }
+      })pb";
+  auto fusion = [&](const std::string& path, int in, int out, const std::string& previous) {
+    return absl::StrReplaceAll(
+        kFusion, {{"$PATH", path},
+                  {"$IN", absl::StrCat(in)},
+                  {"$OUT", absl::StrCat(out)},
+                  {"$ATTENTION", previous.empty()
+                                     ? ""
+                                     : absl::StrCat(R"pb(kwargs { name: "uses_attention" boolean: true }
+                                                     extra_inputs { path: ")pb",
+                                                    previous, R"pb(" element: 1 })pb")}});
+  };
+  std::string hooks, terms;
+  for (const char* path : {"stem", "layer1", "layer2"}) {
+    hooks += absl::StrCat("forward_hooks { module_path: \"", path, "\" requires_output: true } ");
+    terms += absl::StrCat("terms { name: \"review_", path, "\" key: \"HierarchicalContextLoss\" ",
+                          "inputs { arg: \"student\" source: STUDENT path: \"abf_", path,
+                          "\" element: 0 } inputs { arg: \"teacher\" source: TEACHER path: \"",
+                          path, "\" } } ");
+  }
+  const std::string stage = absl::StrCat(
+      "teacher { ", hooks, "} student { forward_hooks { module_path: \"\" requires_output: true } ",
+      hooks, fusion("layer2", 8, 16, ""),
+      fusion("layer1", 4, 8, "abf_layer2"), fusion("stem", 4, 8, "abf_layer1"),
+      " } criterion { terms { key: \"CrossEntropyLoss\" inputs { arg: \"input\" source: STUDENT } "
+      "inputs { arg: \"target\" source: TARGETS } } ",
+      terms, "}");
+  auto box = MakeBox(Parse(absl::StrCat(kImages, "train {", Stage("kr", 1, stage), "}")),
+                     {.run_dir = RunDir("kr")});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  auto loader = (*box)->TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  BatchStream batches(**loader);
+  Batch batch = batches.Next();
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  auto loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+
+  auto student_io = (*box)->StudentIoDict();
+  auto teacher_io = (*box)->TeacherIoDict();
+  ASSERT_THAT(student_io, IsOk());
+  ASSERT_THAT(teacher_io, IsOk());
+  auto review = MakeLoss("HierarchicalContextLoss", {});
+  ASSERT_THAT(review, IsOk());
+  const at::Tensor logits = (*student_io)->at("").at("output").toTensor();
+  at::Tensor expected =
+      at::cross_entropy_loss(logits, batch.targets.toTensor(), {}, at::Reduction::Mean);
+  for (const char* path : {"stem", "layer1", "layer2"}) {
+    const auto fused = (*student_io)->at(absl::StrCat("abf_", path)).at("output").toTupleRef();
+    const at::Tensor output = fused.elements()[0].toTensor();
+    const at::Tensor teacher = (*teacher_io)->at(path).at("output").toTensor();
+    ASSERT_EQ(output.sizes(), teacher.sizes()) << path;
+    // The residual is the fusion's mid-width map at the student map's size.
+    EXPECT_EQ(fused.elements()[1].toTensor().size(1), 8) << path;
+    auto value = (*review)->Forward(LossInputs({{"student", output}, {"teacher", teacher}}));
+    ASSERT_THAT(value, IsOk());
+    expected = expected + *value;
+  }
+  EXPECT_TRUE(at::allclose(*loss, expected, 1e-5, 1e-6)) << *loss << " vs " << expected;
+
+  loss->backward();
+  auto optimizer = (*box)->Optimizer();
+  ASSERT_THAT(optimizer, IsOk());
+  int64_t params = 0;
+  for (const auto& group : (*optimizer)->param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      ++params;
+      ASSERT_TRUE(p.grad().defined());
+      EXPECT_GT(p.grad().abs().sum().item<double>(), 0) << p.sizes();
+    }
+  }
+  // The student's 14 and the fusions' 6, 8 and 8 (the deepest has no attention convolution).
+  EXPECT_EQ(params, 14 + 6 + 8 + 8);
+}
+
+// SSKD as torchdistill's config has it: the training samples in four rotations
+// (SSKDDatasetWrapper) run through forward_batch4sskd; a first stage trains the teacher's
+// self-supervision module alone (AuxSSKDLoss), kept by its checkpoint file; the second distils
+// the student with SSKDLoss, the teacher's module loaded from the file and frozen.
+TEST_F(BoxTest, SskdTrainsTheTeachersModuleThenTheStudent) {
+  const std::string dir = RunDir("sskd");
+  const std::string ss_ckpt = RunDir("sskd_files") + "/teacher_ss.pt";
+  std::string images = kImages;
+  const std::string train = "id: \"train\"\n    key: \"synthetic\"";
+  ASSERT_NE(images.find(train), std::string::npos);
+  images.replace(images.find(train), train.size(),
+                 train + " wrapper { key: \"SSKDDatasetWrapper\" }");
+  const std::string teacher_ss = absl::StrCat(
+      R"pb(auxiliary_modules { name: "ss" key: "SSWrapper4SSKD"
+                               kwargs { name: "feat_dim" integer: 784 }
+                               input { path: "layer2" } ckpt: ")pb",
+      ss_ckpt, "\"");
+  const std::string stage1 = absl::StrCat(
+      R"pb(teacher { forward_proc { key: "forward_batch4sskd" }
+                     forward_hooks { module_path: "layer2" requires_output: true } )pb",
+      teacher_ss, R"pb( } }
+           student { forward_proc { key: "forward_batch4sskd" } requires_grad: false }
+           criterion { terms { key: "AuxSSKDLoss" inputs { arg: "ss" source: TEACHER path: "ss" } } })pb");
+  const std::string stage2 = absl::StrCat(
+      R"pb(teacher { forward_proc { key: "forward_batch4sskd" }
+                     forward_hooks { module_path: "layer2" requires_output: true } )pb",
+      teacher_ss, R"pb( requires_grad: false } }
+           student { forward_proc { key: "forward_batch4sskd" }
+                     forward_hooks { module_path: "layer2" requires_output: true }
+                     auxiliary_modules { name: "ss" key: "SSWrapper4SSKD"
+                                         kwargs { name: "feat_dim" integer: 392 }
+                                         input { path: "layer2" } } }
+           criterion { terms { key: "SSKDLoss"
+                               kwargs { name: "kl_temp" number: 4 }
+                               kwargs { name: "ss_temp" number: 0.5 }
+                               kwargs { name: "tf_temp" number: 4 }
+                               kwargs { name: "ss_ratio" number: 0.75 }
+                               kwargs { name: "tf_ratio" number: 1 }
+                               kwargs { name: "loss_weights" numbers { values: [ 1, 0.9, 10, 2.7 ] } }
+                               inputs { arg: "student_linear" source: STUDENT }
+                               inputs { arg: "teacher_linear" source: TEACHER }
+                               inputs { arg: "student_ss" source: STUDENT path: "ss" }
+                               inputs { arg: "teacher_ss" source: TEACHER path: "ss" }
+                               inputs { arg: "targets" source: TARGETS } } })pb");
+  auto box = MakeBox(Parse(absl::StrCat(images, "stages {", Stage("ss", 1, stage1), "} stages {",
+                                        Stage("sskd", 1, stage2), "}")),
+                     {.run_dir = dir});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  auto loader = (*box)->TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  BatchStream batches(**loader);
+  Batch batch = batches.Next();
+  // 32 samples in four views: the teacher ran on 128 rows.
+  ASSERT_EQ(batch.samples.toTensor().sizes(), at::IntArrayRef({32, 4, 1, 28, 28}));
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  auto loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  auto teacher_io = (*box)->TeacherIoDict();
+  ASSERT_THAT(teacher_io, IsOk());
+  EXPECT_EQ((*teacher_io)->at("ss").at("output").toTensor().sizes(), at::IntArrayRef({128, 784}));
+  box->reset();
+
+  auto run = MakeBox(Parse(absl::StrCat(images, "stages {", Stage("ss", 1, stage1), "} stages {",
+                                        Stage("sskd", 1, stage2), "}")),
+                     {.run_dir = dir, .overwrite = true});
+  ASSERT_THAT(run, IsOk());
+  ASSERT_THAT((*run)->Run(), IsOk());
+  // The teacher's module ends the second stage as the first left it in its file: frozen there.
+  const int compared = ExpectAuxModuleIsFile(dir + "/ckpt/last.pt", "teacher.ss.", ss_ckpt);
+  EXPECT_EQ(compared, 4);  // two linears' weights and biases: "0.*", "2.*"
 }
 
 }  // namespace

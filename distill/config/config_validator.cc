@@ -126,6 +126,10 @@ class Validator : private internal::StageChecker {
                                        it->second.ToString(), ")"));
       }
       CheckPlugin(kDatasetKind, dataset.key(), dataset.kwargs(), loc);
+      if (dataset.has_wrapper()) {
+        CheckPlugin(kDatasetWrapperKind, dataset.wrapper().key(), dataset.wrapper().kwargs(),
+                    loc.Nested("wrapper"));
+      }
       if (dataset.has_subset()) {
         const SubsetConfig& subset = dataset.subset();
         const ConfigLocator sloc = loc.Nested("subset");

@@ -412,6 +412,16 @@ TEST(ConfigValidatorTest, SummaryDescribesTheRun) {
                         "into the student"));
 }
 
+// A dataset wrapper is a plugin of its own kind: its key checked where it is written.
+TEST(ConfigValidatorTest, DatasetWrappersAreRegistryKeys) {
+  const Lines lines = Replace(kBase, 2,
+                              {R"(datasets { id: "train" key: "fashion_mnist")",
+                               R"(           wrapper { key: "SSKDDataset" } })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre("t.pbtxt:3:22: no dataset_wrapper \"SSKDDataset\" is registered; "
+                          "registered: SSKDDatasetWrapper"));
+}
+
 TEST(ConfigValidatorTest, EveryConfigPluginKindIsCheckedHere) {
   // This test links a registry of every kind, so nothing goes unchecked.
   EXPECT_THAT(UncheckedPluginKinds(), IsEmpty());

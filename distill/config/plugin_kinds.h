@@ -18,6 +18,8 @@ namespace kd {
 inline constexpr absl::string_view kModelKind = "model";
 // DatasetConfig
 inline constexpr absl::string_view kDatasetKind = "dataset";
+// DatasetConfig.wrapper
+inline constexpr absl::string_view kDatasetWrapperKind = "dataset_wrapper";
 // LoaderConfig.sampler
 inline constexpr absl::string_view kSamplerKind = "sampler";
 // AuxiliaryModuleConfig
@@ -33,8 +35,8 @@ inline constexpr absl::string_view kMetricKind = "metric";
 
 // The kinds above, in that order.
 inline constexpr absl::string_view kConfigPluginKinds[] = {
-    kModelKind, kDatasetKind,   kSamplerKind,   kAuxiliaryModuleKind,
-    kLossKind,  kOptimizerKind, kSchedulerKind, kMetricKind};
+    kModelKind, kDatasetKind,   kDatasetWrapperKind, kSamplerKind, kAuxiliaryModuleKind,
+    kLossKind,  kOptimizerKind, kSchedulerKind,      kMetricKind};
 
 }  // namespace kd
 

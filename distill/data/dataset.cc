@@ -88,6 +88,22 @@ class Subset final : public Dataset {
 
 }  // namespace
 
+Registry<DatasetWrapperFactory>& DatasetWrapperRegistry() {
+  static Registry<DatasetWrapperFactory>* const registry =
+      NewGlobalRegistry<DatasetWrapperFactory>(std::string(kDatasetWrapperKind));
+  return *registry;
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> WrapDataset(absl::string_view key,
+                                                     std::shared_ptr<const Dataset> dataset,
+                                                     const Kwargs& kwargs) {
+  Registry<DatasetWrapperFactory>& registry = DatasetWrapperRegistry();
+  KD_ASSIGN_OR_RETURN(const DatasetWrapperFactory* factory, registry.Get(key));
+  const std::string owner = absl::StrCat(kDatasetWrapperKind, " \"", key, "\"");
+  KD_ASSIGN_OR_RETURN(const Kwargs resolved, ResolvePluginKwargs(registry, key, kwargs, owner));
+  return (*factory)(std::move(dataset), resolved);
+}
+
 absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
                                                   int64_t start, int64_t stop) {
   const int64_t size = dataset->size();

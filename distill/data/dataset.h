@@ -62,7 +62,7 @@ class Dataset {
   // The transformed samples and the targets at `indices` (checked already: 1-D, int64, in
   // range, on the CPU).
   struct Samples {
-    at::Tensor samples;  // float (B, C, H, W)
+    at::Tensor samples;  // float (B, C, H, W); a wrapper's views (B, V, C, H, W)
     at::Tensor targets;  // int64 (B)
   };
   virtual Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const = 0;
@@ -82,8 +82,7 @@ Registry<DatasetFactory>& DatasetRegistry();
 // The dataset registered as `key` built with `kwargs`: NotFound for an unknown key (naming the
 // nearest and listing all), InvalidArgument for kwargs that break the dataset's contract, and
 // the factory's own errors (NotFound for missing files, DataLoss for corrupt ones, ...).
-absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
-                                                     const Kwargs& kwargs);
+absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key, const Kwargs& kwargs);
 
 // The samples [start, stop) of `dataset` as a dataset of their own, as
 // torch.utils.data.Subset(dataset, range(start, stop)): sample i is the dataset's sample
@@ -92,6 +91,24 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key,
 // 0 <= start < stop <= dataset->size().
 absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
                                                   int64_t start, int64_t stop);
+
+// Wraps a dataset in another (torchdistill's dataset wrappers, DatasetConfig.wrapper), from
+// the wrapper's kwargs (checked against its registration's contract already).
+using DatasetWrapperFactory = std::function<absl::StatusOr<std::shared_ptr<Dataset>>(
+    std::shared_ptr<const Dataset> dataset, const Kwargs& kwargs)>;
+
+// The dataset wrappers by config key (registry kind "dataset_wrapper"). Registered:
+// "SSKDDatasetWrapper": each sample as four views, itself and its rotations by 90, 180 and 270
+// degrees (counter-clockwise, as PIL's rotate), samples (B, 4, C, H, W) for square images,
+// which forward_batch4sskd runs as (4B, C, H, W), rows sample-major. The views share the
+// wrapped dataset's random transforms (torchdistill draws them per view).
+Registry<DatasetWrapperFactory>& DatasetWrapperRegistry();
+
+// `dataset` wrapped by the wrapper registered as `key`: NotFound for an unknown key,
+// InvalidArgument for kwargs against its contract, and the wrapper's own errors.
+absl::StatusOr<std::shared_ptr<Dataset>> WrapDataset(absl::string_view key,
+                                                     std::shared_ptr<const Dataset> dataset,
+                                                     const Kwargs& kwargs);
 
 }  // namespace kd
 

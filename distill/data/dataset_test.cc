@@ -89,6 +89,42 @@ TEST(DatasetGetTest, PutsTheIndicesInSupp) {
   EXPECT_TRUE(supp.at("indices").equal(indices));
 }
 
+// torchdistill's SSKDDatasetWrapper: each sample, then its rotations by 90, 180 and 270 degrees
+// counter-clockwise (PIL's Image.rotate: a 3x3 image's top-right pixel goes to the top left,
+// then the bottom left, then the bottom right), the targets and indices unchanged.
+TEST(DatasetWrapperTest, SskdStacksFourRotations) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset = MakeDataset(
+      "synthetic", {{"num_samples", int64_t{6}}, {"height", int64_t{3}}, {"width", int64_t{3}},
+                    {"channels", int64_t{2}}, {"num_classes", int64_t{3}}});
+  ASSERT_THAT(dataset, IsOk());
+  auto wrapped = WrapDataset("SSKDDatasetWrapper", *dataset, {});
+  ASSERT_THAT(wrapped, IsOk());
+  EXPECT_EQ((*wrapped)->size(), 6);
+  const at::Tensor indices = at::tensor({4, 1}, at::kLong);
+  const Batch plain = (*dataset)->Get(indices, uint64_t{3});
+  const Batch views = (*wrapped)->Get(indices, uint64_t{3});
+  const at::Tensor x = plain.samples.toTensor();
+  const at::Tensor v = views.samples.toTensor();
+  ASSERT_EQ(v.sizes(), at::IntArrayRef({2, 4, 2, 3, 3}));
+  EXPECT_TRUE(v.select(1, 0).equal(x));
+  EXPECT_TRUE(views.targets.toTensor().equal(plain.targets.toTensor()));
+  // Pixel (row 0, column 2) of each sample and channel, followed through the rotations.
+  const at::Tensor corner = x.index({at::indexing::Slice(), at::indexing::Slice(), 0, 2});
+  EXPECT_TRUE(v.select(1, 1).index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}).equal(corner));
+  EXPECT_TRUE(v.select(1, 2).index({at::indexing::Slice(), at::indexing::Slice(), 2, 0}).equal(corner));
+  EXPECT_TRUE(v.select(1, 3).index({at::indexing::Slice(), at::indexing::Slice(), 2, 2}).equal(corner));
+
+  EXPECT_THAT(WrapDataset("SSKDDatasetWraper", *dataset, {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("SSKDDatasetWrapper")));
+  auto oblong = MakeDataset("synthetic", {{"num_samples", int64_t{2}}, {"height", int64_t{3}},
+                                          {"width", int64_t{4}}});
+  ASSERT_THAT(oblong, IsOk());
+  auto rotated = WrapDataset("SSKDDatasetWrapper", *oblong, {});
+  ASSERT_THAT(rotated, IsOk());
+  EXPECT_THAT([&] { (*rotated)->Get(at::tensor({0}, at::kLong), uint64_t{1}); },
+              ::testing::ThrowsMessage<c10::Error>(HasSubstr("square images")));
+}
+
 TEST(DatasetGetTest, RejectsBadIndices) {
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       MakeDataset("synthetic", {{"num_samples", int64_t{10}}});

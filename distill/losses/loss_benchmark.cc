@@ -12,14 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
-
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -70,18 +69,23 @@ std::vector<Case> Cases() {
   const at::Tensor head = at::randn({1000, 256}) * 0.05;
 
   std::vector<Case> cases;
-  cases.push_back({"KDLoss", "KDLoss", R"pb(kwargs { name: "temperature" number: 4 }
-                                           kwargs { name: "alpha" number: 0.5 })pb",
+  cases.push_back({"KDLoss",
+                   "KDLoss",
+                   R"pb(kwargs { name: "temperature" number: 4 }
+                        kwargs { name: "alpha" number: 0.5 })pb",
                    {{"student", logits_s}, {"teacher", logits_t}, {"targets", labels}},
                    [](const Inputs& in) {
                      const double t = 4;
                      const at::Tensor s = in.at("student");
                      const at::Tensor soft =
                          at::kl_div(at::log_softmax(s / t, 1), at::softmax(in.at("teacher") / t, 1),
-                                    at::Reduction::Sum) / s.size(0);
+                                    at::Reduction::Sum) /
+                         s.size(0);
                      return 0.5 * at::cross_entropy_loss(s, in.at("targets")) + 0.5 * t * t * soft;
                    }});
-  cases.push_back({"DKDLoss", "DKDLoss", "",
+  cases.push_back({"DKDLoss",
+                   "DKDLoss",
+                   "",
                    {{"student", logits_s}, {"teacher", logits_t}, {"targets", labels}},
                    [](const Inputs& in) {
                      const double t = 4;
@@ -94,73 +98,85 @@ std::vector<Case> Cases() {
                      const at::Tensor tckd =
                          at::kl_div(at::log(binary(at::softmax(s / t, 1))),
                                     binary(at::softmax(te / t, 1)), at::Reduction::Sum);
-                     const at::Tensor nckd = at::kl_div(at::log_softmax(s / t - 1000.0 * gt, 1),
-                                                        at::softmax(te / t - 1000.0 * gt, 1),
-                                                        at::Reduction::Sum);
+                     const at::Tensor nckd =
+                         at::kl_div(at::log_softmax(s / t - 1000.0 * gt, 1),
+                                    at::softmax(te / t - 1000.0 * gt, 1), at::Reduction::Sum);
                      return (tckd + 8.0 * nckd) * (t * t) / s.size(0);
                    }});
-  cases.push_back({"ATLoss", "ATLoss", "", {{"student", map_s}, {"teacher", map_t}},
-                   [](const Inputs& in) {
-                     auto a = [](const at::Tensor& f) {
-                       return L2Normalize(f.pow(2).mean(1).flatten(1), 1);
-                     };
-                     return (a(in.at("student")) - a(in.at("teacher"))).pow(2).mean();
-                   }});
-  cases.push_back({"RKDLoss", "RKDLoss", R"pb(kwargs { name: "dist_factor" number: 1 }
-                                             kwargs { name: "angle_factor" number: 2 }
-                                             kwargs { name: "reduction" str: "mean" })pb",
-                   {{"student", emb_s}, {"teacher", emb_t}},
-                   [](const Inputs& in) {
-                     auto dist = [](const at::Tensor& e) {
-                       const at::Tensor sq = e.pow(2).sum(1);
-                       at::Tensor d = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2 * at::mm(e, e.t()))
-                                          .clamp_min(1e-12).sqrt();
-                       d = d * (1 - at::eye(e.size(0), e.options()));
-                       return d / d.masked_select(d > 0).mean();
-                     };
-                     const at::Tensor s = in.at("student"), t = in.at("teacher").detach();
-                     return at::smooth_l1_loss(dist(s), dist(t)) +
-                            2.0 * at::smooth_l1_loss(PivotAngles(s).view(-1),
-                                                     PivotAngles(t).view(-1));
-                   }});
-  cases.push_back({"DISTLoss", "DISTLoss", "", {{"student", logits_s}, {"teacher", logits_t}},
-                   [](const Inputs& in) {
-                     const at::Tensor ys = in.at("student").softmax(1);
-                     const at::Tensor yt = in.at("teacher").softmax(1);
-                     auto inter = [](const at::Tensor& a, const at::Tensor& b) {
-                       return 1 - at::cosine_similarity(a - a.mean(1, true), b - b.mean(1, true),
-                                                        1, 1e-8).mean();
-                     };
-                     return inter(ys, yt) + inter(ys.t(), yt.t());
-                   }});
-  cases.push_back({"SPKDLoss", "SPKDLoss", "", {{"student", map_s}, {"teacher", map_t}},
-                   [](const Inputs& in) {
-                     auto g = [](const at::Tensor& z) {
-                       const at::Tensor f = z.flatten(1);
-                       return L2Normalize(at::mm(f, f.t()), 1);
-                     };
-                     const int64_t b = in.at("student").size(0);
-                     return (g(in.at("teacher")) - g(in.at("student"))).norm().pow(2) / (b * b);
-                   }});
-  cases.push_back({"MSELoss", "MSELoss", "", {{"student", map_s}, {"teacher", map_t}},
-                   [](const Inputs& in) { return at::mse_loss(in.at("student"), in.at("teacher")); }});
-  cases.push_back({"kl_divergence", "kl_divergence", R"pb(kwargs { name: "temperature" number: 2 })pb",
+  cases.push_back(
+      {"ATLoss", "ATLoss", "", {{"student", map_s}, {"teacher", map_t}}, [](const Inputs& in) {
+         auto a = [](const at::Tensor& f) { return L2Normalize(f.pow(2).mean(1).flatten(1), 1); };
+         return (a(in.at("student")) - a(in.at("teacher"))).pow(2).mean();
+       }});
+  cases.push_back(
+      {"RKDLoss",
+       "RKDLoss",
+       R"pb(kwargs { name: "dist_factor" number: 1 }
+            kwargs { name: "angle_factor" number: 2 }
+            kwargs { name: "reduction" str: "mean" })pb",
+       {{"student", emb_s}, {"teacher", emb_t}},
+       [](const Inputs& in) {
+         auto dist = [](const at::Tensor& e) {
+           const at::Tensor sq = e.pow(2).sum(1);
+           at::Tensor d =
+               (sq.unsqueeze(1) + sq.unsqueeze(0) - 2 * at::mm(e, e.t())).clamp_min(1e-12).sqrt();
+           d = d * (1 - at::eye(e.size(0), e.options()));
+           return d / d.masked_select(d > 0).mean();
+         };
+         const at::Tensor s = in.at("student"), t = in.at("teacher").detach();
+         return at::smooth_l1_loss(dist(s), dist(t)) +
+                2.0 * at::smooth_l1_loss(PivotAngles(s).view(-1), PivotAngles(t).view(-1));
+       }});
+  cases.push_back(
+      {"DISTLoss",
+       "DISTLoss",
+       "",
+       {{"student", logits_s}, {"teacher", logits_t}},
+       [](const Inputs& in) {
+         const at::Tensor ys = in.at("student").softmax(1);
+         const at::Tensor yt = in.at("teacher").softmax(1);
+         auto inter = [](const at::Tensor& a, const at::Tensor& b) {
+           return 1 -
+                  at::cosine_similarity(a - a.mean(1, true), b - b.mean(1, true), 1, 1e-8).mean();
+         };
+         return inter(ys, yt) + inter(ys.t(), yt.t());
+       }});
+  cases.push_back(
+      {"SPKDLoss", "SPKDLoss", "", {{"student", map_s}, {"teacher", map_t}}, [](const Inputs& in) {
+         auto g = [](const at::Tensor& z) {
+           const at::Tensor f = z.flatten(1);
+           return L2Normalize(at::mm(f, f.t()), 1);
+         };
+         const int64_t b = in.at("student").size(0);
+         return (g(in.at("teacher")) - g(in.at("student"))).norm().pow(2) / (b * b);
+       }});
+  cases.push_back(
+      {"MSELoss", "MSELoss", "", {{"student", map_s}, {"teacher", map_t}}, [](const Inputs& in) {
+         return at::mse_loss(in.at("student"), in.at("teacher"));
+       }});
+  cases.push_back({"kl_divergence",
+                   "kl_divergence",
+                   R"pb(kwargs { name: "temperature" number: 2 })pb",
                    {{"student", seq_s}, {"teacher", seq_t}},
                    [](const Inputs& in) {
                      const at::Tensor s = in.at("student").reshape({-1, 1000});
                      const at::Tensor t = in.at("teacher").reshape({-1, 1000});
                      return at::kl_div(at::log_softmax(s / 2.0, -1), at::softmax(t / 2.0, -1),
-                                       at::Reduction::Sum) / s.size(0) * 4.0;
+                                       at::Reduction::Sum) /
+                            s.size(0) * 4.0;
                    }});
-  cases.push_back({"jsd", "jsd", "", {{"student", seq_s}, {"teacher", seq_t}},
-                   [](const Inputs& in) {
-                     const at::Tensor ls = at::log_softmax(in.at("student").reshape({-1, 1000}), -1);
-                     const at::Tensor lt = at::log_softmax(in.at("teacher").reshape({-1, 1000}), -1);
-                     const at::Tensor lm = at::logaddexp(lt + std::log(0.5), ls + std::log(0.5));
-                     return (0.5 * at::kl_div(lm, lt.exp(), at::Reduction::Sum) +
-                             0.5 * at::kl_div(lm, ls.exp(), at::Reduction::Sum)) / ls.size(0);
-                   }});
-  cases.push_back({"forward_kl", "forward_kl", "",
+  cases.push_back(
+      {"jsd", "jsd", "", {{"student", seq_s}, {"teacher", seq_t}}, [](const Inputs& in) {
+         const at::Tensor ls = at::log_softmax(in.at("student").reshape({-1, 1000}), -1);
+         const at::Tensor lt = at::log_softmax(in.at("teacher").reshape({-1, 1000}), -1);
+         const at::Tensor lm = at::logaddexp(lt + std::log(0.5), ls + std::log(0.5));
+         return (0.5 * at::kl_div(lm, lt.exp(), at::Reduction::Sum) +
+                 0.5 * at::kl_div(lm, ls.exp(), at::Reduction::Sum)) /
+                ls.size(0);
+       }});
+  cases.push_back({"forward_kl",
+                   "forward_kl",
+                   "",
                    {{"student", seq_s}, {"teacher", seq_t}, {"labels", seq_labels}},
                    [](const Inputs& in) {
                      const at::Tensor d = Kl(at::log_softmax(in.at("teacher"), -1),
@@ -168,7 +184,9 @@ std::vector<Case> Cases() {
                      const at::Tensor keep = in.at("labels").ne(-100);
                      return d.masked_fill(keep.logical_not(), 0).sum() / keep.sum();
                    }});
-  cases.push_back({"generalized_jsd", "generalized_jsd", "",
+  cases.push_back({"generalized_jsd",
+                   "generalized_jsd",
+                   "",
                    {{"student", seq_s}, {"teacher", seq_t}, {"labels", seq_labels}},
                    [](const Inputs& in) {
                      const at::Tensor ls = at::log_softmax(in.at("student"), -1);
@@ -178,7 +196,9 @@ std::vector<Case> Cases() {
                      const at::Tensor keep = in.at("labels").ne(-100);
                      return d.masked_fill(keep.logical_not(), 0).sum() / keep.sum();
                    }});
-  cases.push_back({"mahalanobis_mse", "mahalanobis_mse", "",
+  cases.push_back({"mahalanobis_mse",
+                   "mahalanobis_mse",
+                   "",
                    {{"student", hid_s}, {"teacher", hid_t}, {"weight_matrix", head}},
                    [](const Inputs& in) {
                      // The metric computed once, as the loss caches it.
@@ -190,24 +210,22 @@ std::vector<Case> Cases() {
                      const at::Tensor diff = in.at("student") - in.at("teacher");
                      return (at::matmul(diff, m) * diff).sum(-1).mean();
                    }});
-  cases.push_back({"relkd_da", "relkd_da", "", {{"student", emb_s}, {"teacher", emb_t}},
-                   [](const Inputs& in) {
-                     auto dist = [](const at::Tensor& x) {
-                       const at::Tensor d = at::cdist(x, x);
-                       return d / (d.masked_select(d > 0).mean() + 1e-8);
-                     };
-                     at::Tensor td, ta;
-                     {
-                       at::NoGradGuard no_grad;
-                       td = dist(in.at("teacher"));
-                       ta = PivotAngles(in.at("teacher"));
-                     }
-                     const at::Tensor s = in.at("student");
-                     return at::smooth_l1_loss(dist(s), td) +
-                            2.0 * at::smooth_l1_loss(PivotAngles(s), ta);
-                   }});
-  for (Case& c : loss_benchmark::MethodCases(
-           {logits_s, logits_t, map_s, map_t, emb_s, emb_t})) {
+  cases.push_back(
+      {"relkd_da", "relkd_da", "", {{"student", emb_s}, {"teacher", emb_t}}, [](const Inputs& in) {
+         auto dist = [](const at::Tensor& x) {
+           const at::Tensor d = at::cdist(x, x);
+           return d / (d.masked_select(d > 0).mean() + 1e-8);
+         };
+         at::Tensor td, ta;
+         {
+           at::NoGradGuard no_grad;
+           td = dist(in.at("teacher"));
+           ta = PivotAngles(in.at("teacher"));
+         }
+         const at::Tensor s = in.at("student");
+         return at::smooth_l1_loss(dist(s), td) + 2.0 * at::smooth_l1_loss(PivotAngles(s), ta);
+       }});
+  for (Case& c : loss_benchmark::MethodCases({logits_s, logits_t, map_s, map_t, emb_s, emb_t})) {
     cases.push_back(std::move(c));
   }
   return cases;
@@ -217,9 +235,8 @@ std::vector<Case> Cases() {
 Inputs Leaves(const Inputs& inputs) {
   Inputs out;
   for (const auto& [name, t] : inputs) {
-    out[name] = t.is_floating_point() && name != "weight_matrix"
-                    ? t.detach().requires_grad_(true)
-                    : t;
+    out[name] =
+        t.is_floating_point() && name != "weight_matrix" ? t.detach().requires_grad_(true) : t;
   }
   return out;
 }
@@ -246,8 +263,7 @@ Step Prepare(const Case& c) {
   auto criterion = std::make_shared<Criterion>(*Criterion::FromConfig(config));
   const Inputs inputs = c.inputs;
   const auto inline_fn = c.inline_fn;
-  Step step;
-  step.criterion = [criterion, inputs] {
+  auto forward = [criterion, inputs] {
     const Inputs in = Leaves(inputs);
     IoDict s_io, t_io;
     for (const auto& [name, t] : in) (name == "teacher" ? t_io : s_io)[name][kOutput] = t;
@@ -258,8 +274,17 @@ Step Prepare(const Case& c) {
       std::cerr << result.status() << "\n";
       std::abort();
     }
-    result->total.backward();
+    return result->total;
   };
+  // The two sides time the same computation: their values agree first.
+  const at::Tensor by_criterion = forward().detach(), by_hand = inline_fn(inputs).detach();
+  if (!at::allclose(by_criterion, by_hand, 1e-4, 1e-6)) {
+    std::cerr << c.name << ": the criterion gives " << by_criterion.item<double>()
+              << ", the inline formula " << by_hand.item<double>() << "\n";
+    std::abort();
+  }
+  Step step;
+  step.criterion = [forward] { forward().backward(); };
   step.inline_step = [inline_fn, inputs] { inline_fn(Leaves(inputs)).backward(); };
   return step;
 }
@@ -322,8 +347,8 @@ int Main() {
       return 1;
     }
   }
-  std::cout << absl::StrFormat("%-16s %18s %12s %14s\n", "loss", "criterion/inline",
-                               "libkd (ms)", "libkd/peer");
+  std::cout << absl::StrFormat("%-16s %18s %12s %14s\n", "loss", "criterion/inline", "libkd (ms)",
+                               "libkd/peer");
   bool within = true;
   for (const Case& c : cases) {
     const Step step = Prepare(c);

@@ -3,6 +3,7 @@
 // computes it), on training-sized inputs.
 #include <cmath>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -21,6 +22,31 @@ at::Tensor Normalized(const at::Tensor& x, double q) {
 
 at::Tensor Inter(const at::Tensor& a, const at::Tensor& b) {
   return 1 - at::cosine_similarity(a - a.mean(1, true), b - b.mean(1, true), 1, 1e-8).mean();
+}
+
+// SSKD's batches: rows 4i..4i+3 one sample's four views. The unrotated rows and the rotated.
+std::pair<at::Tensor, at::Tensor> ViewsOf(const at::Tensor& x) {
+  const at::Tensor v = x.view({x.size(0) / 4, 4, -1});
+  return {v.select(1, 0), v.slice(1, 1).reshape({-1, x.size(1)})};
+}
+
+// Cosine of each rotated row with each unrotated one: (3N, N).
+at::Tensor Similarities(const at::Tensor& x) {
+  auto [normal, aug] = ViewsOf(x);
+  return at::cosine_similarity(aug.unsqueeze(2), normal.t().unsqueeze(0), 1);
+}
+
+// Rows whose label `scores` rank first, and `ratio` of the others, in row order.
+at::Tensor Kept(const at::Tensor& scores, const at::Tensor& labels, double ratio) {
+  const at::Tensor rank =
+      (at::argsort(scores, 1, true) == labels.unsqueeze(1)).to(at::kLong).argmax(1);
+  const int64_t wrong = (rank != 0).sum().item<int64_t>();
+  const int64_t keep = scores.size(0) - wrong + static_cast<int64_t>(wrong * ratio);
+  return std::get<0>(at::sort(at::argsort(rank).slice(0, 0, keep)));
+}
+
+at::Tensor BatchKl(const at::Tensor& log_p, const at::Tensor& q) {
+  return at::kl_div(log_p, q, at::Reduction::Sum) / log_p.size(0);
 }
 
 }  // namespace
@@ -201,6 +227,50 @@ std::vector<Case> MethodCases(const Shapes& x) {
                      return at::nll_loss_nd(in.at("input"), in.at("target"), {},
                                             at::Reduction::Mean, -100);
                    }});
+  // SSKD on 64 samples in four views: 256 rows of logits and of 128-wide ss-module outputs.
+  const at::Tensor ss_s = at::randn({256, 128}), ss_t = at::randn({256, 128});
+  const at::Tensor sample_labels = labels.slice(0, 0, 64);
+  cases.push_back({"AuxSSKDLoss", "AuxSSKDLoss", "", {{"ss", ss_t}}, [](const Inputs& in) {
+                     const at::Tensor own =
+                         at::arange(in.at("ss").size(0) / 4).repeat_interleave(3);
+                     return at::cross_entropy_loss(Similarities(in.at("ss")), own);
+                   }});
+  cases.push_back(
+      {"SSKDLoss",
+       "SSKDLoss",
+       R"pb(kwargs { name: "kl_temp" number: 4 }
+            kwargs { name: "ss_temp" number: 0.5 }
+            kwargs { name: "tf_temp" number: 4 }
+            kwargs { name: "ss_ratio" number: 0.75 }
+            kwargs { name: "tf_ratio" number: 1 }
+            kwargs {
+              name: "loss_weights"
+              numbers { values: [ 1, 0.9, 10, 2.7 ] }
+            })pb",
+       {{"student_linear", x.logits_s},
+        {"teacher_linear", x.logits_t},
+        {"student_ss", ss_s},
+        {"teacher_ss", ss_t},
+        {"targets", sample_labels}},
+       [](const Inputs& in) {
+         auto [s, s_aug] = ViewsOf(in.at("student_linear"));
+         auto [t, t_aug] = ViewsOf(in.at("teacher_linear"));
+         const at::Tensor y = in.at("targets");
+         const at::Tensor ce = at::cross_entropy_loss(s, y);
+         const at::Tensor kl = BatchKl(at::log_softmax(s / 4.0, 1), at::softmax(t / 4.0, 1)) * 16.0;
+         const at::Tensor knowledge = at::softmax(t_aug / 4.0, 1);
+         const at::Tensor tf_rows = Kept(knowledge, y.repeat_interleave(3), 1.0);
+         const at::Tensor s_cos = Similarities(in.at("student_ss"));
+         const at::Tensor t_cos = Similarities(in.at("teacher_ss")).detach();
+         const at::Tensor ss_rows = Kept(t_cos, at::arange(y.size(0)).repeat_interleave(3), 0.75);
+         const at::Tensor ss = BatchKl(at::log_softmax(s_cos.index({ss_rows}) / 0.5, 1),
+                                       at::softmax(t_cos.index({ss_rows}) / 0.5, 1)) *
+                               0.25;
+         const at::Tensor tf =
+             BatchKl(at::log_softmax(s_aug / 4.0, 1).index({tf_rows}), knowledge.index({tf_rows})) *
+             16.0;
+         return ce + 0.9 * kl + 10.0 * ss + 2.7 * tf;
+       }});
   return cases;
 }
 

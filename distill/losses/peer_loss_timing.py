@@ -15,7 +15,7 @@ from torchdistill.losses.mid_level import (ATLoss, AffinityLoss, AltActTransferL
                                            DISTLoss, DISTPlusLoss, FTLoss,
                                            HierarchicalContextLoss, KDLoss, KTALoss, PADL2Loss,
                                            RKDLoss, SKDDirectionLoss, SKDInstanceLoss, SPKDLoss,
-                                           SRDLoss, VIDLoss)
+                                           SRDLoss, SSKDLoss, AuxSSKDLoss, VIDLoss)
 
 
 def io(i, name):
@@ -79,6 +79,13 @@ PEERS = {
         {"teacher": {"output": i["teacher"]}}),
     "SKDDirectionLoss": torchdistill(SKDDirectionLoss("student", "output", "teacher", "output")),
     "SKDInstanceLoss": torchdistill(SKDInstanceLoss("student", "output", "teacher", "output")),
+    "AuxSSKDLoss": lambda i: AuxSSKDLoss()({}, {"ss_module": {"output": i["ss"]}}),
+    "SSKDLoss": lambda i: SSKDLoss("s", "t", "s_ss", "t_ss", kl_temp=4.0, ss_temp=0.5,
+                                   tf_temp=4.0, ss_ratio=0.75, tf_ratio=1.0,
+                                   loss_weights=[1.0, 0.9, 10.0, 2.7])(
+        {"s": {"output": i["student_linear"]}, "s_ss": {"output": i["student_ss"]}},
+        {"t": {"output": i["teacher_linear"]}, "t_ss": {"output": i["teacher_ss"]}},
+        i["targets"]),
     "HuberLoss": lambda i: nn.HuberLoss()(i["input"], i["target"]),
     "NLLLoss": lambda i: nn.NLLLoss()(i["input"], i["target"]),
 }

@@ -116,7 +116,7 @@ TEST(StandardLossesTest, ValuesAndGradientsEqualThePeers) {
   for (const char* key : {"FTLoss", "KTALoss", "AltActTransferLoss", "RegularizationLoss",
                           "ChSimLoss", "AffinityLoss", "DISTPlusLoss", "SRDLoss",
                           "HierarchicalContextLoss", "PADL2Loss", "VIDLoss", "SKDDirectionLoss",
-                          "SKDInstanceLoss"}) {
+                          "SKDInstanceLoss", "SSKDLoss", "AuxSSKDLoss"}) {
     EXPECT_EQ(keys.count(key), 1u) << key;
   }
   // silverspoon-kd's 14 keys and 4 aliases are all checked against it.

@@ -19,7 +19,7 @@ from torchdistill.losses.mid_level import (ATLoss, AffinityLoss, AltActTransferL
                                            FTLoss, HierarchicalContextLoss, KDLoss, KTALoss,
                                            LogitStdKDLoss, PADL2Loss, PKTLoss, RegularizationLoss,
                                            RKDLoss, SKDDirectionLoss, SKDInstanceLoss, SPKDLoss,
-                                           SRDLoss, VIDLoss)
+                                           SRDLoss, SSKDLoss, AuxSSKDLoss, VIDLoss)
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 
@@ -285,6 +285,27 @@ def transfer_cases():
         cases.append(case("SKDInstanceLoss", kwargs, {"student": ls, "teacher": lt},
                           pair(SKDInstanceLoss, "student", "output", "teacher", "output",
                                **kwargs)))
+    # SSKD: 4 samples in four rotations each, sample-major (rows 4i..4i+3), as
+    # forward_batch4sskd runs SSKDDatasetWrapper's batches.
+    torch.manual_seed(3)
+    rows = {"student_linear": torch.randn(16, 6), "teacher_linear": torch.randn(16, 6),
+            "student_ss": torch.randn(16, 5), "teacher_ss": torch.randn(16, 7),
+            "targets": torch.tensor([0, 3, 5, 3])}
+    for kwargs in ({"kl_temp": 4.0, "ss_temp": 0.5, "tf_temp": 4.0, "ss_ratio": 0.75,
+                    "tf_ratio": 1.0, "loss_weights": [1.0, 0.9, 10.0, 2.7]},
+                   {"kl_temp": 2.0, "ss_temp": 1.0, "tf_temp": 3.0, "ss_ratio": 0.5,
+                    "tf_ratio": 0.25, "reduction": "sum"}):
+        loss = SSKDLoss("s", "t", "s_ss", "t_ss", **kwargs)
+        cases.append(case("SSKDLoss", kwargs, rows,
+                          lambda i, loss=loss: loss(
+                              {"s": {"output": i["student_linear"]},
+                               "s_ss": {"output": i["student_ss"]}},
+                              {"t": {"output": i["teacher_linear"]},
+                               "t_ss": {"output": i["teacher_ss"]}}, i["targets"])))
+    for kwargs in ({}, {"reduction": "sum", "label_smoothing": 0.1}):
+        loss = AuxSSKDLoss(**kwargs)
+        cases.append(case("AuxSSKDLoss", kwargs, {"ss": rows["teacher_ss"]},
+                          lambda i, loss=loss: loss({}, io("ss_module", i["ss"]))))
     return cases
 
 

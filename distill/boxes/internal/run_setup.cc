@@ -91,6 +91,14 @@ absl::StatusOr<std::map<std::string, std::shared_ptr<Dataset>>> MakeDatasets(
     if (made.ok() && dataset.has_subset()) {
       made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
     }
+    if (made.ok() && dataset.has_wrapper()) {
+      absl::StatusOr<Kwargs> wrapper_kwargs = PluginKwargs(
+          DatasetWrapperRegistry(), dataset.wrapper().key(), dataset.wrapper().kwargs(),
+          absl::StrCat("dataset_wrapper \"", dataset.wrapper().key(), "\""));
+      made = wrapper_kwargs.ok()
+                 ? WrapDataset(dataset.wrapper().key(), *std::move(made), *wrapper_kwargs)
+                 : wrapper_kwargs.status();
+    }
     if (!made.ok()) return InField(field, made.status());
     datasets[dataset.id()] = *std::move(made);
   }

@@ -66,6 +66,7 @@ KD_TEST_PLUGIN(
       return absl::OkStatus();
     });
 KD_TEST_PLUGIN(kSamplerKind, "weighted", 0, kAnyKwargs);
+KD_TEST_PLUGIN(kDatasetWrapperKind, "SSKDDatasetWrapper", 0, {});
 KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
 
 }  // namespace

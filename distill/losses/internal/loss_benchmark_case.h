@@ -32,7 +32,7 @@ struct Shapes {
 };
 
 // FT, KTA, AltActTransfer, ChSim, Affinity, DISTPlus, SRD, HierarchicalContext, PADL2, VID,
-// SKD direction and instance, and torch.nn's Huber and NLL.
+// SKD direction and instance, SSKD and AuxSSKD, and torch.nn's Huber and NLL.
 std::vector<Case> MethodCases(const Shapes& shapes);
 
 }  // namespace loss_benchmark

@@ -101,6 +101,35 @@ inline at::Tensor ClassWeight(const std::optional<std::vector<double>>& weight,
       .to(like.device(), like.scalar_type());
 }
 
+// torch.nn.CrossEntropyLoss's computation with its kwargs read from `kwargs` (weight,
+// ignore_index, label_smoothing) and the reduction given: CrossEntropyLoss and the hard-label
+// term of KDLoss, which hands its extra kwargs to a CrossEntropyLoss as torchdistill's does.
+struct CrossEntropy {
+  explicit CrossEntropy(const Kwargs& kwargs, int64_t reduction)
+      : weight(ClassWeightKwarg(kwargs)),
+        reduction(reduction),
+        ignore_index(IntKwarg(kwargs, "ignore_index")),
+        smoothing(NumberKwarg(kwargs, "label_smoothing")) {}
+  at::Tensor operator()(const at::Tensor& input, const at::Tensor& target) const {
+    return at::cross_entropy_loss(input, target, ClassWeight(weight, input), reduction,
+                                  ignore_index, smoothing);
+  }
+  std::optional<std::vector<double>> weight;
+  int64_t reduction;
+  int64_t ignore_index;
+  double smoothing;
+};
+
+// torch.nn.KLDivLoss: input holds log-probabilities; "batchmean" divides the sum by the batch
+// size (the mathematically correct KL per sample).
+inline at::Tensor KlDiv(const at::Tensor& log_input, const at::Tensor& target,
+                        const std::string& reduction, bool log_target) {
+  if (reduction == "batchmean") {
+    return at::kl_div(log_input, target, at::Reduction::Sum, log_target) / log_input.size(0);
+  }
+  return at::kl_div(log_input, target, ReductionEnum(reduction), log_target);
+}
+
 }  // namespace losses_internal
 }  // namespace kd
 
