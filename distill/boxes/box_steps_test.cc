@@ -929,5 +929,67 @@ TEST_F(BoxTest, SskdTrainsTheTeachersModuleThenTheStudent) {
   EXPECT_EQ(compared, 4);  // two linears' weights and biases: "0.*", "2.*"
 }
 
+// CRD as torchdistill configures it: both models' penultimate maps through Linear4CRD embeddings
+// (the teacher's trains beside the frozen teacher), CRDLoss reading each sample's dataset index
+// from the batch (source BATCH, "indices": torchdistill's pos_idx). One step updates the memory
+// banks' rows of exactly the batch's samples.
+TEST_F(BoxTest, CrdReadsTheBatchsIndicesIntoItsMemoryBanks) {
+  constexpr char kCrd[] = R"pb(
+    teacher {
+      forward_hooks { module_path: "layer2" requires_output: true }
+      auxiliary_modules { name: "embed" key: "Linear4CRD"
+                          kwargs { name: "in_features" integer: 784 }
+                          kwargs { name: "out_features" integer: 16 }
+                          input { path: "layer2" } }
+    }
+    student {
+      forward_hooks { module_path: "layer2" requires_output: true }
+      auxiliary_modules { name: "embed" key: "Linear4CRD"
+                          kwargs { name: "in_features" integer: 392 }
+                          kwargs { name: "out_features" integer: 16 }
+                          input { path: "layer2" } }
+    }
+    criterion {
+      terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
+              inputs { arg: "target" source: TARGETS } }
+      terms { name: "crd" key: "CRDLoss" weight: 0.8
+              kwargs { name: "input_size" integer: 16 }
+              kwargs { name: "output_size" integer: 96 }
+              kwargs { name: "num_negative_samples" integer: 8 }
+              kwargs { name: "num_samples" integer: 96 }
+              inputs { arg: "student" source: STUDENT path: "embed" }
+              inputs { arg: "teacher" source: TEACHER path: "embed" }
+              inputs { arg: "pos_idx" source: BATCH path: "indices" } }
+    }
+  )pb";
+  auto box = MakeBox(Parse(absl::StrCat(kImages, "train {", Stage("crd", 1, kCrd), "}")),
+                     {.run_dir = RunDir("crd")});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  auto criterion = (*box)->StageCriterion();
+  ASSERT_THAT(criterion, IsOk());
+  auto bank = [&] {
+    for (const auto& [name, tensor] : (*criterion)->NamedState()) {
+      if (name == "crd/memory_v1") return tensor.clone();
+    }
+    ADD_FAILURE() << "no crd/memory_v1";
+    return at::Tensor();
+  };
+  const at::Tensor before = bank();
+  auto loader = (*box)->TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  BatchStream batches(**loader);
+  Batch batch = batches.Next();
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  auto loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  const at::Tensor changed = ((bank() - before).abs().sum(1) > 0).nonzero().flatten();
+  const at::Tensor indices = c10::impl::toTypedDict<std::string, at::Tensor>(
+                                 batch.supp.toGenericDict())
+                                 .at("indices");
+  EXPECT_TRUE(at::equal(changed, std::get<0>(at::sort(indices))));
+  ASSERT_THAT((*box)->PostForward(*loss), IsOk());
+}
+
 }  // namespace
 }  // namespace kd

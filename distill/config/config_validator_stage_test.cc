@@ -113,6 +113,21 @@ TEST(ConfigValidatorTest, AnElementIsPickedFromRecordedValuesOnly) {
               ElementsAre(At(negative, 25, "element") + "element must be >= 0, got -1"));
 }
 
+// A BATCH input names a key of the batch's supplementary dict, and nothing else.
+TEST(ConfigValidatorTest, BatchInputsNameASuppKey) {
+  EXPECT_THAT(
+      Validate(Replace(kBase, 21, {R"(      inputs { arg: "targets" source: BATCH path: "indices" })"})),
+      IsEmpty());
+  const Lines unnamed = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: BATCH })"});
+  EXPECT_THAT(Validate(unnamed),
+              ElementsAre(At(unnamed, 21, "inputs") +
+                          "missing required field \"path\" in IoRef (the batch's supplementary key, e.g. "
+                          "\"indices\")"));
+  const Lines with_io = Replace(
+      kBase, 21, {R"(      inputs { arg: "targets" source: BATCH path: "indices" io: INPUT })"});
+  EXPECT_THAT(Validate(with_io), ElementsAre(At(with_io, 21, "io") + "a BATCH input has no io"));
+}
+
 TEST(ConfigValidatorTest, AWarmUpIsNotNegative) {
   const Lines lines = Replace(kBase, 24, {R"(      name: "hint" key: "MSELoss" warmup_epochs: -1)"});
   EXPECT_THAT(Validate(lines),

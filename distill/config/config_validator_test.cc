@@ -56,7 +56,7 @@ TEST(ConfigValidatorTest, EnumNumbersOutsideTheEnum) {
   EXPECT_THAT(Validate(lines),
               ElementsAre(At(lines, 19, "source") +
                           "source: 99 is not a value of Source; use one of SOURCE_UNSPECIFIED, "
-                          "STUDENT, TEACHER, TARGETS"));
+                          "STUDENT, TEACHER, TARGETS, BATCH"));
 }
 
 TEST(ConfigValidatorTest, ModulePathWithAnEmptyComponent) {

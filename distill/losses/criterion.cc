@@ -26,6 +26,20 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
     if (!in.targets.defined()) return absl::InvalidArgumentError("the batch has no targets");
     return in.targets;
   }
+  if (ref.source() == IoRef::BATCH) {
+    std::vector<std::string> keys;
+    if (in.supp.isGenericDict()) {
+      for (const auto& entry : in.supp.toGenericDict()) {
+        if (entry.key().toStringRef() == ref.path() && entry.value().isTensor()) {
+          return entry.value().toTensor();
+        }
+        keys.push_back(entry.key().toStringRef());
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        DescribeIoRef(ref), ": the batch has no such tensor; it has ",
+        keys.empty() ? "none" : absl::StrCat("\"", absl::StrJoin(keys, "\", \""), "\"")));
+  }
   const bool student = ref.source() == IoRef::STUDENT;
   if (ref.source() != IoRef::STUDENT && ref.source() != IoRef::TEACHER) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": no source"));
@@ -92,6 +106,7 @@ absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
 
 std::string DescribeIoRef(const IoRef& ref) {
   if (ref.source() == IoRef::TARGETS) return "targets";
+  if (ref.source() == IoRef::BATCH) return absl::StrCat("batch supp[", QuoteName(ref.path()), "]");
   const char* role = ref.source() == IoRef::TEACHER ? "teacher" : "student";
   if (ref.io() == IoRef::PARAMETER) return absl::StrCat(role, " parameter ", QuoteName(ref.path()));
   return absl::StrCat(ref.source() == IoRef::TEACHER ? "teacher" : "student", " io[",

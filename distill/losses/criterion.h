@@ -35,6 +35,8 @@ struct CriterionInputs {
   at::Tensor student_output;  // path "" of STUDENT
   at::Tensor teacher_output;  // path "" of TEACHER
   at::Tensor targets;         // TARGETS
+  // The batch's supplementary dict, Dict[str, Tensor] (BATCH); None: none.
+  c10::IValue supp;
   // The stage's epoch (from 0), for terms with warmup_epochs.
   int64_t epoch = 0;
 };

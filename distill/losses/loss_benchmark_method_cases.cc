@@ -30,10 +30,12 @@ std::pair<at::Tensor, at::Tensor> ViewsOf(const at::Tensor& x) {
   return {v.select(1, 0), v.slice(1, 1).reshape({-1, x.size(1)})};
 }
 
-// Cosine of each rotated row with each unrotated one: (3N, N).
+// Cosine of each rotated row with each unrotated one: (3N, N), expanded as torchdistill does.
 at::Tensor Similarities(const at::Tensor& x) {
   auto [normal, aug] = ViewsOf(x);
-  return at::cosine_similarity(aug.unsqueeze(2), normal.t().unsqueeze(0), 1);
+  return at::cosine_similarity(aug.unsqueeze(2).expand({-1, -1, normal.size(0)}),
+                               normal.unsqueeze(2).expand({-1, -1, aug.size(0)}).transpose(0, 2),
+                               1);
 }
 
 // Rows whose label `scores` rank first, and `ratio` of the others, in row order.

@@ -48,9 +48,15 @@ absl::StatusOr<Views> SplitViews(absl::string_view loss, const at::Tensor& x) {
         " rows, not four views per sample: run the model on SSKDDatasetWrapper's samples "
         "with forward_batch4sskd"));
   }
-  const at::Tensor rows = at::arange(batch, x.options().dtype(at::kLong)) % 4;
+  // Rows 4i..4i+3 are sample i's views: a view, not a mask, picks them (same order).
+  std::vector<int64_t> sizes = {batch / 4, 4};
+  sizes.insert(sizes.end(), x.sizes().begin() + 1, x.sizes().end());
+  const at::Tensor views = x.reshape(sizes);
+  std::vector<int64_t> aug_sizes = {-1};
+  aug_sizes.insert(aug_sizes.end(), x.sizes().begin() + 1, x.sizes().end());
   const int64_t three_forth = batch * 3 / 4;
-  return Views{x.index({rows == 0}), x.index({rows != 0}), three_forth, batch - three_forth};
+  return Views{views.select(1, 0), views.slice(1, 1).reshape(aug_sizes), three_forth,
+               batch - three_forth};
 }
 
 // torchdistill's compute_cosine_similarities: (three_forth, one_forth), the cosine of each

@@ -211,6 +211,32 @@ TEST(CriterionTest, AWarmUpRampsATermsWeightOverItsEpochs) {
   }
 }
 
+// A BATCH input reads the batch's supplementary dict by key (CRD's pos_idx from "indices"); a
+// key the batch lacks is named with those it has.
+TEST(CriterionTest, BatchInputsReadTheSupplementaryDict) {
+  auto criterion = Criterion::FromConfig(ParseCriterion(R"pb(
+    terms {
+      key: "MSELoss"
+      inputs { arg: "input" source: STUDENT }
+      inputs { arg: "target" source: BATCH path: "soft" }
+    }
+  )pb"));
+  ASSERT_THAT(criterion, IsOk());
+  const at::Tensor s = at::tensor({1.0, 2.0}), soft = at::tensor({0.0, 4.0});
+  c10::Dict<std::string, at::Tensor> supp;
+  supp.insert("indices", at::tensor({3, 7}, at::kLong));
+  supp.insert("soft", soft);
+  auto result = criterion->Forward({.student_output = s, .supp = supp});
+  ASSERT_THAT(result, IsOk());
+  EXPECT_DOUBLE_EQ(result->total.item<double>(), (1.0 + 4.0) / 2);
+  c10::Dict<std::string, at::Tensor> other;
+  other.insert("indices", at::tensor({3, 7}, at::kLong));
+  EXPECT_THAT(criterion->Forward({.student_output = s, .supp = other}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("batch supp[\"soft\"]: the batch has no such tensor; it has "
+                                 "\"indices\"")));
+}
+
 // The weighted sum of a config's terms, each reading I/O references, equals the same losses
 // computed by hand; each term's unweighted value is reported.
 TEST(CriterionTest, WeightedSumOfTermsReadingIoReferences) {

@@ -317,6 +317,7 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   in.student_io = &student_io_;
   in.student_model = student_;
   if (batch.targets.isTensor()) in.targets = batch.targets.toTensor();
+  in.supp = batch.supp;
   in.epoch = epoch_;
   RECORD_USER_SCOPE("loss");
   KD_ASSIGN_OR_RETURN(CriterionResult result, criterion_->Forward(in));

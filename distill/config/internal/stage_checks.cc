@@ -134,10 +134,21 @@ void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
     return;
   }
   if (ref.has_element()) {
-    if (ref.source() == IoRef::TARGETS || ref.io() == IoRef::PARAMETER) {
+    if (ref.source() == IoRef::TARGETS || ref.source() == IoRef::BATCH ||
+        ref.io() == IoRef::PARAMETER) {
       Add(loc.Of("element"), "element picks a value of a recorded tuple or list: not here");
     }
     AtLeast(loc, "element", ref.element(), 0);
+  }
+  if (ref.source() == IoRef::BATCH) {
+    if (!loss_input) {
+      Add(loc.Of("source"), "an auxiliary module reads a model's values, not the batch's");
+    } else if (ref.path().empty()) {
+      Missing(loc, "path", " (the batch's supplementary key, e.g. \"indices\")");
+    } else if (ref.io() != IoRef::OUTPUT) {
+      Add(loc.Of("io"), "a BATCH input has no io");
+    }
+    return;
   }
   if (ref.source() == IoRef::TARGETS) {
     if (!loss_input) {
