@@ -929,10 +929,10 @@ TEST_F(BoxTest, SskdTrainsTheTeachersModuleThenTheStudent) {
   EXPECT_EQ(compared, 4);  // two linears' weights and biases: "0.*", "2.*"
 }
 
-// CRD as torchdistill configures it: both models' penultimate maps through Linear4CRD embeddings
-// (the teacher's trains beside the frozen teacher), CRDLoss reading each sample's dataset index
-// from the batch (source BATCH, "indices": torchdistill's pos_idx). One step updates the memory
-// banks' rows of exactly the batch's samples.
+// CRD as torchdistill configures it: the training set in CRDDatasetWrapper (each sample's
+// pos_idx and contrast_idx in the batch), both models' maps through Linear4CRD embeddings (the
+// teacher's trains beside the frozen teacher), CRDLoss reading pos_idx and contrast_idx from the
+// batch (source BATCH). One step updates the memory banks' rows of exactly the batch's samples.
 TEST_F(BoxTest, CrdReadsTheBatchsIndicesIntoItsMemoryBanks) {
   constexpr char kCrd[] = R"pb(
     teacher {
@@ -959,10 +959,17 @@ TEST_F(BoxTest, CrdReadsTheBatchsIndicesIntoItsMemoryBanks) {
               kwargs { name: "num_samples" integer: 96 }
               inputs { arg: "student" source: STUDENT path: "embed" }
               inputs { arg: "teacher" source: TEACHER path: "embed" }
-              inputs { arg: "pos_idx" source: BATCH path: "indices" } }
+              inputs { arg: "pos_idx" source: BATCH path: "pos_idx" }
+              inputs { arg: "contrast_idx" source: BATCH path: "contrast_idx" } }
     }
   )pb";
-  auto box = MakeBox(Parse(absl::StrCat(kImages, "train {", Stage("crd", 1, kCrd), "}")),
+  std::string images = kImages;
+  const std::string train = "id: \"train\"\n    key: \"synthetic\"";
+  ASSERT_NE(images.find(train), std::string::npos);
+  images.replace(images.find(train), train.size(),
+                 train + R"pb( wrapper { key: "CRDDatasetWrapper"
+                                         kwargs { name: "num_negative_samples" integer: 8 } })pb");
+  auto box = MakeBox(Parse(absl::StrCat(images, "train {", Stage("crd", 1, kCrd), "}")),
                      {.run_dir = RunDir("crd")});
   ASSERT_THAT(box, IsOk());
   ASSERT_THAT((*box)->PreEpoch(0), IsOk());
@@ -984,10 +991,11 @@ TEST_F(BoxTest, CrdReadsTheBatchsIndicesIntoItsMemoryBanks) {
   auto loss = (*box)->Forward(batch);
   ASSERT_THAT(loss, IsOk());
   const at::Tensor changed = ((bank() - before).abs().sum(1) > 0).nonzero().flatten();
-  const at::Tensor indices = c10::impl::toTypedDict<std::string, at::Tensor>(
-                                 batch.supp.toGenericDict())
-                                 .at("indices");
-  EXPECT_TRUE(at::equal(changed, std::get<0>(at::sort(indices))));
+  const auto supp = c10::impl::toTypedDict<std::string, at::Tensor>(batch.supp.toGenericDict());
+  // torchdistill's "exact" mode: each sample is its own positive.
+  EXPECT_TRUE(at::equal(supp.at("pos_idx"), supp.at("indices")));
+  EXPECT_EQ(supp.at("contrast_idx").sizes(), at::IntArrayRef({32, 9}));
+  EXPECT_TRUE(at::equal(changed, std::get<0>(at::sort(supp.at("pos_idx")))));
   ASSERT_THAT((*box)->PostForward(*loss), IsOk());
 }
 

@@ -31,7 +31,24 @@ Batch Dataset::Get(const at::Tensor& indices, at::Generator generator) const {
   Samples got = GetSamples(indices, generator);
   c10::Dict<std::string, at::Tensor> supp;
   supp.insert("indices", indices);
+  for (const auto& entry : got.supp) supp.insert_or_assign(entry.key(), entry.value());
   return Batch{std::move(got.samples), std::move(got.targets), std::move(supp)};
+}
+
+c10::Dict<std::string, at::Tensor> AddedSupp(const Batch& batch) {
+  c10::Dict<std::string, at::Tensor> added;
+  if (!batch.supp.isGenericDict()) return added;
+  for (const auto& entry : batch.supp.toGenericDict()) {
+    if (entry.key().toStringRef() != "indices" && entry.value().isTensor()) {
+      added.insert(entry.key().toStringRef(), entry.value().toTensor());
+    }
+  }
+  return added;
+}
+
+absl::StatusOr<at::Tensor> Dataset::ListTargets() const {
+  return absl::UnimplementedError(
+      "this dataset does not list its targets without loading its samples (Dataset::ListTargets)");
 }
 
 Batch Dataset::Get(const at::Tensor& indices, uint64_t seed) const {
@@ -74,11 +91,15 @@ class Subset final : public Dataset {
 
   int64_t size() const override { return stop_ - start_; }
   int64_t num_classes() const override { return dataset_->num_classes(); }
+  absl::StatusOr<at::Tensor> ListTargets() const override {
+    KD_ASSIGN_OR_RETURN(at::Tensor all, dataset_->ListTargets());
+    return all.slice(0, start_, stop_);
+  }
 
  protected:
   Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
     Batch batch = dataset_->Get(indices + start_, generator);
-    return {batch.samples.toTensor(), batch.targets.toTensor()};
+    return {batch.samples.toTensor(), batch.targets.toTensor(), AddedSupp(batch)};
   }
 
  private:

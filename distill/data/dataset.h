@@ -49,6 +49,10 @@ class Dataset {
   virtual int64_t size() const = 0;
   // The number of classes; targets are in [0, num_classes()).
   virtual int64_t num_classes() const = 0;
+  // Every sample's target, int64 (size()), without loading or transforming the samples
+  // (torchdistill's dataset.targets, which CRDDatasetWrapper reads). Unimplemented by default:
+  // a dataset that holds its labels says so.
+  virtual absl::StatusOr<at::Tensor> ListTargets() const;
 
   // The samples at `indices` (1-D int64, each in [0, size()), repeats allowed) with the
   // dataset's transforms applied, their random choices drawn from `generator` (a CPU
@@ -64,6 +68,8 @@ class Dataset {
   struct Samples {
     at::Tensor samples;  // float (B, C, H, W); a wrapper's views (B, V, C, H, W)
     at::Tensor targets;  // int64 (B)
+    // More of the batch's supplementary dict (a wrapper's: CRD's pos_idx, contrast_idx).
+    c10::Dict<std::string, at::Tensor> supp = c10::Dict<std::string, at::Tensor>();
   };
   virtual Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const = 0;
 };
@@ -92,12 +98,21 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key, cons
 absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
                                                   int64_t start, int64_t stop);
 
+// What `batch` (a wrapped dataset's) adds to its supplementary dict besides "indices": the
+// entries a wrapper's Samples.supp passes on.
+c10::Dict<std::string, at::Tensor> AddedSupp(const Batch& batch);
+
 // Wraps a dataset in another (torchdistill's dataset wrappers, DatasetConfig.wrapper), from
 // the wrapper's kwargs (checked against its registration's contract already).
 using DatasetWrapperFactory = std::function<absl::StatusOr<std::shared_ptr<Dataset>>(
     std::shared_ptr<const Dataset> dataset, const Kwargs& kwargs)>;
 
 // The dataset wrappers by config key (registry kind "dataset_wrapper"). Registered:
+// "CRDDatasetWrapper": adds CRD's "pos_idx" (B) and "contrast_idx" (B, 1 + K) to the batch's
+// supplementary dict: the positive (the sample itself, mode "exact", or a random sample of its
+// class, "relax") and K = num_negative_samples samples of other classes, drawn without
+// replacement (with, when fewer exist) from the generator; `ratio` in (0, 1) keeps that share
+// of each class's negatives, drawn once from `seed`. Needs the wrapped dataset's ListTargets().
 // "SSKDDatasetWrapper": each sample as four views, itself and its rotations by 90, 180 and 270
 // degrees (counter-clockwise, as PIL's rotate), samples (B, 4, C, H, W) for square images,
 // which forward_batch4sskd runs as (4B, C, H, W), rows sample-major. The views share the

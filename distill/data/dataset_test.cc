@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include "absl/strings/str_cat.h"
 #include "base/registry.h"
 #include "distill/config/plugin_kinds.h"
 #include "gmock/gmock.h"
@@ -38,11 +39,11 @@ TEST(DatasetRegistryTest, EveryKwargIsTypedAndDocumented) {
 }
 
 TEST(MakeDatasetTest, UnknownKeyNamesTheNearest) {
-  EXPECT_THAT(MakeDataset("fashion_mnst", {}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       AllOf(HasSubstr("no dataset \"fashion_mnst\""),
-                             HasSubstr("did you mean \"fashion_mnist\"?"),
-                             HasSubstr("synthetic"))));
+  EXPECT_THAT(
+      MakeDataset("fashion_mnst", {}),
+      StatusIs(absl::StatusCode::kNotFound,
+               AllOf(HasSubstr("no dataset \"fashion_mnst\""),
+                     HasSubstr("did you mean \"fashion_mnist\"?"), HasSubstr("synthetic"))));
 }
 
 TEST(MakeDatasetTest, ChecksKwargsAgainstTheContract) {
@@ -69,9 +70,12 @@ TEST(MakeDatasetTest, ChecksKwargsAgainstTheContract) {
 }
 
 TEST(DatasetGetTest, PutsTheIndicesInSupp) {
-  absl::StatusOr<std::shared_ptr<Dataset>> dataset = MakeDataset(
-      "synthetic", {{"num_samples", int64_t{20}}, {"height", int64_t{4}}, {"width", int64_t{5}},
-                    {"channels", int64_t{3}}, {"num_classes", int64_t{4}}});
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{20}},
+                                {"height", int64_t{4}},
+                                {"width", int64_t{5}},
+                                {"channels", int64_t{3}},
+                                {"num_classes", int64_t{4}}});
   ASSERT_THAT(dataset, IsOk());
   const at::Tensor indices = at::tensor({7, 0, 7, 19}, at::kLong);
   const Batch batch = (*dataset)->Get(indices, uint64_t{1});
@@ -93,9 +97,12 @@ TEST(DatasetGetTest, PutsTheIndicesInSupp) {
 // counter-clockwise (PIL's Image.rotate: a 3x3 image's top-right pixel goes to the top left,
 // then the bottom left, then the bottom right), the targets and indices unchanged.
 TEST(DatasetWrapperTest, SskdStacksFourRotations) {
-  absl::StatusOr<std::shared_ptr<Dataset>> dataset = MakeDataset(
-      "synthetic", {{"num_samples", int64_t{6}}, {"height", int64_t{3}}, {"width", int64_t{3}},
-                    {"channels", int64_t{2}}, {"num_classes", int64_t{3}}});
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("synthetic", {{"num_samples", int64_t{6}},
+                                {"height", int64_t{3}},
+                                {"width", int64_t{3}},
+                                {"channels", int64_t{2}},
+                                {"num_classes", int64_t{3}}});
   ASSERT_THAT(dataset, IsOk());
   auto wrapped = WrapDataset("SSKDDatasetWrapper", *dataset, {});
   ASSERT_THAT(wrapped, IsOk());
@@ -110,19 +117,101 @@ TEST(DatasetWrapperTest, SskdStacksFourRotations) {
   EXPECT_TRUE(views.targets.toTensor().equal(plain.targets.toTensor()));
   // Pixel (row 0, column 2) of each sample and channel, followed through the rotations.
   const at::Tensor corner = x.index({at::indexing::Slice(), at::indexing::Slice(), 0, 2});
-  EXPECT_TRUE(v.select(1, 1).index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}).equal(corner));
-  EXPECT_TRUE(v.select(1, 2).index({at::indexing::Slice(), at::indexing::Slice(), 2, 0}).equal(corner));
-  EXPECT_TRUE(v.select(1, 3).index({at::indexing::Slice(), at::indexing::Slice(), 2, 2}).equal(corner));
+  EXPECT_TRUE(
+      v.select(1, 1).index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}).equal(corner));
+  EXPECT_TRUE(
+      v.select(1, 2).index({at::indexing::Slice(), at::indexing::Slice(), 2, 0}).equal(corner));
+  EXPECT_TRUE(
+      v.select(1, 3).index({at::indexing::Slice(), at::indexing::Slice(), 2, 2}).equal(corner));
 
   EXPECT_THAT(WrapDataset("SSKDDatasetWraper", *dataset, {}),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("SSKDDatasetWrapper")));
-  auto oblong = MakeDataset("synthetic", {{"num_samples", int64_t{2}}, {"height", int64_t{3}},
-                                          {"width", int64_t{4}}});
+  auto oblong = MakeDataset(
+      "synthetic", {{"num_samples", int64_t{2}}, {"height", int64_t{3}}, {"width", int64_t{4}}});
   ASSERT_THAT(oblong, IsOk());
   auto rotated = WrapDataset("SSKDDatasetWrapper", *oblong, {});
   ASSERT_THAT(rotated, IsOk());
   EXPECT_THAT([&] { (*rotated)->Get(at::tensor({0}, at::kLong), uint64_t{1}); },
               ::testing::ThrowsMessage<c10::Error>(HasSubstr("square images")));
+}
+
+c10::Dict<std::string, at::Tensor> Supp(const Batch& batch) {
+  return c10::impl::toTypedDict<std::string, at::Tensor>(batch.supp.toGenericDict());
+}
+
+// A dataset that cannot list its targets without loading its samples.
+class Unlisted final : public Dataset {
+ public:
+  int64_t size() const override { return 4; }
+  int64_t num_classes() const override { return 2; }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator&) const override {
+    return {at::zeros({indices.size(0), 1, 2, 2}), indices % 2};
+  }
+};
+
+// torchdistill's CRDDatasetWrapper: pos_idx the sample itself ("exact") or one of its class
+// ("relax"), contrast_idx the positive then num_negative_samples samples of other classes,
+// distinct while the class's negatives suffice; `ratio` keeps a fixed share of each class's
+// negatives. Synthetic sample i is of class i % 3.
+TEST(DatasetWrapperTest, CrdDrawsPositivesAndNegativesByClass) {
+  auto dataset = MakeDataset("synthetic", {{"num_samples", int64_t{12}},
+                                           {"height", int64_t{2}},
+                                           {"width", int64_t{2}},
+                                           {"num_classes", int64_t{3}}});
+  ASSERT_THAT(dataset, IsOk());
+  const at::Tensor indices = at::tensor({0, 4, 8, 5, 5}, at::kLong);
+  auto class_of = [](int64_t i) { return i % 3; };
+  for (const char* mode : {"exact", "relax"}) {
+    for (int64_t k : {4, 10}) {  // 8 negatives per class: without, then with replacement
+      SCOPED_TRACE(absl::StrCat(mode, " ", k));
+      auto crd = WrapDataset("CRDDatasetWrapper", *dataset,
+                             {{"num_negative_samples", k}, {"mode", std::string(mode)}});
+      ASSERT_THAT(crd, IsOk());
+      const Batch batch = (*crd)->Get(indices, uint64_t{7});
+      const auto supp = Supp(batch);
+      EXPECT_TRUE(supp.at("indices").equal(indices));
+      const at::Tensor pos = supp.at("pos_idx"), contrast = supp.at("contrast_idx");
+      ASSERT_EQ(contrast.sizes(), at::IntArrayRef({5, 1 + k}));
+      EXPECT_TRUE(contrast.select(1, 0).equal(pos));
+      for (int64_t i = 0; i < 5; ++i) {
+        const int64_t own = class_of(indices[i].item<int64_t>());
+        if (std::string(mode) == "exact") {
+          EXPECT_EQ(pos[i].item<int64_t>(), indices[i].item<int64_t>());
+        } else {
+          EXPECT_EQ(class_of(pos[i].item<int64_t>()), own);
+        }
+        std::set<int64_t> negatives;
+        for (int64_t j = 1; j <= k; ++j) {
+          const int64_t n = contrast[i][j].item<int64_t>();
+          EXPECT_NE(class_of(n), own) << n;
+          negatives.insert(n);
+        }
+        if (k == 4) {
+          EXPECT_EQ(negatives.size(), 4u);  // without replacement
+        }
+      }
+      // The same seed draws the same batch.
+      EXPECT_TRUE(Supp((*crd)->Get(indices, uint64_t{7})).at("contrast_idx").equal(contrast));
+    }
+  }
+  // ratio 0.5 keeps 4 of each class's 8 negatives: drawing 4 gives each row of a class that set.
+  auto kept = WrapDataset("CRDDatasetWrapper", *dataset,
+                          {{"num_negative_samples", int64_t{4}}, {"ratio", 0.5}});
+  ASSERT_THAT(kept, IsOk());
+  const at::Tensor contrast =
+      Supp((*kept)->Get(at::tensor({1, 4, 7}, at::kLong), uint64_t{2})).at("contrast_idx");
+  auto row_set = [&](int64_t i) {
+    const at::Tensor row = std::get<0>(at::sort(contrast[i].slice(0, 1)));
+    return std::vector<int64_t>(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + 4);
+  };
+  EXPECT_EQ(row_set(0), row_set(1));
+  EXPECT_EQ(row_set(1), row_set(2));
+
+  EXPECT_THAT(WrapDataset("CRDDatasetWrapper", std::make_shared<Unlisted>(),
+                          {{"num_negative_samples", int64_t{2}}}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("targets")));
 }
 
 TEST(DatasetGetTest, RejectsBadIndices) {
@@ -134,8 +223,7 @@ TEST(DatasetGetTest, RejectsBadIndices) {
   EXPECT_THROW((*dataset)->Get(at::tensor({1, 2}, at::kInt), uint64_t{0}), c10::Error);
   EXPECT_THROW((*dataset)->Get(at::zeros({2, 2}, at::kLong), uint64_t{0}), c10::Error);
   // An empty batch is fine.
-  EXPECT_EQ((*dataset)->Get(at::empty({0}, at::kLong), uint64_t{0}).samples.toTensor().size(0),
-            0);
+  EXPECT_EQ((*dataset)->Get(at::empty({0}, at::kLong), uint64_t{0}).samples.toTensor().size(0), 0);
 }
 
 TEST(TransformSeedTest, DiffersInEachArgument) {

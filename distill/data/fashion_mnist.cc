@@ -46,6 +46,7 @@ class FashionMnist final : public Dataset {
 
   int64_t size() const override { return images_.size(0); }
   int64_t num_classes() const override { return kNumClasses; }
+  absl::StatusOr<at::Tensor> ListTargets() const override { return labels_; }
 
  protected:
   Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
