@@ -854,6 +854,21 @@ TEST_F(BoxTest, KnowledgeReviewChainsItsFusions) {
   }
   // The student's 14 and the fusions' 6, 8 and 8 (the deepest has no attention convolution).
   EXPECT_EQ(params, 14 + 6 + 8 + 8);
+  box->reset();
+
+  // The whole stage runs, and the run's checkpoint keeps the three fusions.
+  const std::string dir = RunDir("kr_run");
+  auto run = MakeBox(Parse(absl::StrCat(kImages, "train {", Stage("kr", 1, stage), "}")),
+                     {.run_dir = dir});
+  ASSERT_THAT(run, IsOk());
+  ASSERT_THAT((*run)->Run(), IsOk());
+  auto last = ReadTorchFile(dir + "/ckpt/last.pt");
+  ASSERT_THAT(last, IsOk());
+  int attention = 0;
+  for (const auto& entry : last->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    if (entry.key().toStringRef().find("attention_conv") != std::string::npos) ++attention;
+  }
+  EXPECT_EQ(attention, 4);  // abf_layer1's and abf_stem's weight and bias
 }
 
 // SSKD as torchdistill's config has it: the training samples in four rotations
