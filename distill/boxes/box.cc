@@ -30,6 +30,7 @@
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/boxes/run_folder.h"
+#include "distill/config/config_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
 #include "hooks/sequential_model.h"
@@ -42,8 +43,7 @@ namespace fs = std::filesystem;
 
 absl::Status BoxImpl::Init() {
   stages_.clear();
-  if (config_.has_train()) stages_.push_back(config_.train());
-  for (const StageConfig& stage : config_.stages()) stages_.push_back(stage);
+  for (const StageConfig* stage : StagesInRunOrder(config_)) stages_.push_back(*stage);
   if (stages_.empty()) return absl::InvalidArgumentError("no stage: set train or stages");
   for (size_t i = 0; i < stages_.size(); ++i) {
     if (stages_[i].name().empty()) stages_[i].set_name(absl::StrCat("stage", i));

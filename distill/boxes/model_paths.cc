@@ -11,6 +11,7 @@
 #include "base/nearest.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
+#include "distill/config/config_loader.h"
 #include "distill/config/kwargs.h"
 #include "distill/models/model_registry.h"
 #include "hooks/sequential_model.h"
@@ -239,10 +240,7 @@ std::vector<ConfigProblem> CheckModulePaths(const LoadedConfig& loaded,
   if (config.has_teacher()) teacher = build(config.teacher(), "teacher");
   if (config.has_student()) student = build(config.student(), "student");
   checker.SetModels(teacher.get(), student.get());
-  if (config.has_train()) checker.CheckStage(config.train(), root.Nested("train"));
-  for (int i = 0; i < config.stages_size(); ++i) {
-    checker.CheckStage(config.stages(i), root.Nested("stages", i));
-  }
+  for (const auto& [stage, loc] : StagesInRunOrder(config, root)) checker.CheckStage(*stage, loc);
   std::vector<ConfigProblem> problems = checker.TakeProblems();
   std::stable_sort(problems.begin(), problems.end(), [](const auto& a, const auto& b) {
     return std::pair(a.at.line, a.at.column) < std::pair(b.at.line, b.at.column);

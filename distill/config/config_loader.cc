@@ -259,4 +259,20 @@ absl::StatusOr<LoadedConfig> LoadConfig(const std::string& path, const std::stri
   return ParseConfig(text, display_path.empty() ? path : display_path);
 }
 
+std::vector<LocatedStage> StagesInRunOrder(const DistillConfig& config, const ConfigLocator& root) {
+  std::vector<LocatedStage> stages;
+  if (config.has_train()) stages.push_back({&config.train(), root.Nested("train")});
+  for (int i = 0; i < config.stages_size(); ++i) {
+    stages.push_back({&config.stages(i), root.Nested("stages", i)});
+  }
+  return stages;
+}
+
+std::vector<const StageConfig*> StagesInRunOrder(const DistillConfig& config) {
+  std::vector<const StageConfig*> stages;
+  if (config.has_train()) stages.push_back(&config.train());
+  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
+  return stages;
+}
+
 }  // namespace kd

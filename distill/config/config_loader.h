@@ -1,5 +1,5 @@
-// Loading distillation configs (distill/config/distill_config.proto) from protobuf text files, keeping
-// where each field was written so that every message can point at it.
+// Loading distillation configs (distill/config/distill_config.proto) from protobuf text files,
+// keeping where each field was written so that every message can point at it.
 //
 //   KD_ASSIGN_OR_RETURN(kd::LoadedConfig loaded, kd::LoadConfig("tools/configs/kd.pbtxt"));
 //   for (const kd::ConfigProblem& p : kd::ValidateConfig(loaded)) {   // config_validator.h
@@ -92,6 +92,18 @@ struct LoadedConfig {
   // The locator of the top-level message (which begins at 1:1).
   ConfigLocator Root() const;
 };
+
+// A stage of a config, with where it was written.
+struct LocatedStage {
+  const StageConfig* stage;
+  ConfigLocator loc;
+};
+
+// The config's stages in the order a run takes them: `train` (a one-stage config), then
+// `stages`; the locators from `root` (a LoadedConfig's Root()).
+std::vector<LocatedStage> StagesInRunOrder(const DistillConfig& config, const ConfigLocator& root);
+// The same, without positions.
+std::vector<const StageConfig*> StagesInRunOrder(const DistillConfig& config);
 
 // Reads and parses the config at `path`. Messages name the file as `display_path` (default:
 // `path`). NotFound etc. when it cannot be read; InvalidArgument "file:line:col: message" on a

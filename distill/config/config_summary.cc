@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distill/config/config_loader.h"
 
 namespace kd {
 namespace {
@@ -61,9 +62,7 @@ std::string DescribeStage(const StageConfig& stage, int index, const DistillConf
 }  // namespace
 
 std::string SummarizeConfig(const DistillConfig& config) {
-  std::vector<const StageConfig*> stages;
-  if (config.has_train()) stages.push_back(&config.train());
-  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
+  const std::vector<const StageConfig*> stages = StagesInRunOrder(config);
   int epochs = 0;
   for (const StageConfig* stage : stages) epochs += stage->num_epochs();
 

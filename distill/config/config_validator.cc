@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/registry.h"
+#include "distill/config/config_loader.h"
 #include "distill/config/internal/output_files.h"
 #include "distill/config/internal/stage_checks.h"
 #include "distill/config/plugin_kinds.h"
@@ -211,10 +212,7 @@ class Validator : private internal::StageChecker {
         if (!model->dst_ckpt().empty()) written.push_back(ResolveUserPath(model->dst_ckpt()));
       }
     };
-    if (config.has_train()) check(config.train(), root.Nested("train"));
-    for (int i = 0; i < config.stages_size(); ++i) {
-      check(config.stages(i), root.Nested("stages", i));
-    }
+    for (const auto& [stage, loc] : StagesInRunOrder(config, root)) check(*stage, loc);
   }
 
   void CheckStage(const DistillConfig& config, const StageConfig& stage, const ConfigLocator& loc,

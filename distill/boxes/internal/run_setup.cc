@@ -8,6 +8,7 @@
 #include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/boxes/internal/stage.h"
+#include "distill/config/config_loader.h"
 #include "distill/config/kwargs.h"
 
 namespace kd {
@@ -63,10 +64,7 @@ RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptio
     }
   }
   // Stages' src_ckpt files: an earlier run's dst_ckpt kept in this folder is read, not replaced.
-  std::vector<const StageConfig*> stages;
-  if (config.has_train()) stages.push_back(&config.train());
-  for (const StageConfig& stage : config.stages()) stages.push_back(&stage);
-  for (const StageConfig* stage : stages) {
+  for (const StageConfig* stage : StagesInRunOrder(config)) {
     for (const StageModelConfig* model : {&stage->teacher(), &stage->student()}) {
       if (!model->src_ckpt().empty()) {
         folder.inputs.push_back(ResolveAgainst(options.base_dir, model->src_ckpt()));

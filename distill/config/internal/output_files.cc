@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
+#include "distill/config/config_loader.h"
 
 namespace kd {
 namespace internal {
@@ -42,11 +43,7 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
   }
   // The stages' models: dst_ckpt files are written; a src_ckpt is read, unless a stage's
   // dst_ckpt writes it (a hint stage's student read by the next stage).
-  std::vector<std::pair<const StageConfig*, ConfigLocator>> stages;
-  if (config.has_train()) stages.emplace_back(&config.train(), root.Nested("train"));
-  for (int i = 0; i < config.stages_size(); ++i) {
-    stages.emplace_back(&config.stages(i), root.Nested("stages", i));
-  }
+  const std::vector<LocatedStage> stages = StagesInRunOrder(config, root);
   std::vector<File> stage_outputs;
   for (const auto& [stage, loc] : stages) {
     add(stage_outputs, stage->teacher().dst_ckpt(), loc.Nested("teacher"), "teacher", "dst_ckpt");
