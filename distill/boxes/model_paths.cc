@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/jit/api/module.h>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "distill/config/config_loader.h"
 #include "distill/config/kwargs.h"
 #include "distill/models/model_registry.h"
+#include "hooks/aoti_model.h"
 #include "hooks/sequential_model.h"
 #include "hooks/torchscript_model.h"
 
@@ -40,7 +42,16 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
     if (!loaded.ok()) return InRole(absl::StrCat(role, ".torchscript"), loaded.status());
     return loaded;
   }
-  return absl::InvalidArgumentError(absl::StrCat(role, ": no source (set torchscript or native)"));
+  if (!config.aoti_package().empty()) {
+    // One intra-op thread for the run: the package's kernels on the calling thread too.
+    absl::StatusOr<std::unique_ptr<Model>> loaded =
+        LoadAotiModel(ResolveAgainst(base, config.aoti_package()),
+                      {.single_threaded = at::get_num_threads() == 1});
+    if (!loaded.ok()) return InRole(absl::StrCat(role, ".aoti_package"), loaded.status());
+    return loaded;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(role, ": no source (set torchscript, native or aoti_package)"));
 }
 
 class PathChecker {
@@ -176,9 +187,12 @@ absl::StatusOr<std::unique_ptr<Model>> AdoptModel(std::unique_ptr<Model> model,
                                                   const std::string& base_dir,
                                                   absl::string_view role) {
   if (config.source_case() != ModelConfig::SOURCE_NOT_SET) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        role, ": the config names a model (", config.has_torchscript() ? "torchscript" : "native",
-        ") and one was handed to MakeBox; drop one of them"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(role, ": the config names a model (",
+                     config.has_torchscript() ? "torchscript"
+                     : config.has_native()    ? "native"
+                                              : "aoti_package",
+                     ") and one was handed to MakeBox; drop one of them"));
   }
   return LoadSourceCheckpoint(std::move(model), config, base_dir, role);
 }

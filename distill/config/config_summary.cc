@@ -13,6 +13,7 @@ namespace {
 // "TorchScript x.pt", "TorchScript x.pt optimized for inference", "native model \"fashion_cnn\"".
 std::string DescribeModel(const ModelConfig& model) {
   if (model.has_native()) return absl::StrCat("native model \"", model.native().key(), "\"");
+  if (model.has_aoti_package()) return absl::StrCat("AOTInductor package ", model.aoti_package());
   return absl::StrCat("TorchScript ", model.torchscript(),
                       model.optimize_for_inference() ? " optimized for inference" : "");
 }

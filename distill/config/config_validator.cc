@@ -78,10 +78,15 @@ class Validator : private internal::StageChecker {
       Add(root.Nested("student").Of("optimize_for_inference"),
           "optimize_for_inference is for the teacher: the student trains");
     }
+    if (config.student().has_aoti_package()) {
+      Add(root.Nested("student").Of("aoti_package"),
+          "an AOTInductor package is for the teacher: the student trains (give torchscript or "
+          "native)");
+    }
     const ModelConfig& teacher = config.teacher();
     if (!teacher.optimize_for_inference()) return;
     const ConfigLocator loc = root.Nested("teacher");
-    if (teacher.has_native()) {
+    if (!teacher.has_torchscript()) {
       Add(loc.Of("optimize_for_inference"),
           "optimize_for_inference needs a TorchScript teacher (torch::jit::freeze works on "
           "TorchScript modules); export it with torch.jit.script, or drop the flag");
@@ -146,7 +151,8 @@ class Validator : private internal::StageChecker {
   void CheckModel(const ModelConfig& model, const ConfigLocator& loc) {
     switch (model.source_case()) {
       case ModelConfig::SOURCE_NOT_SET:
-        Add(loc.self(), absl::StrCat("missing required field \"torchscript\" or \"native\" in ",
+        Add(loc.self(), absl::StrCat("missing required field \"torchscript\", \"native\" or "
+                                     "\"aoti_package\" in ",
                                      loc.type_name()));
         break;
       case ModelConfig::kTorchscript:
@@ -160,6 +166,17 @@ class Validator : private internal::StageChecker {
         CheckPlugin(kModelKind, model.native().key(), model.native().kwargs(), native);
         break;
       }
+      case ModelConfig::kAotiPackage:
+        if (model.aoti_package().empty()) Add(loc.Of("aoti_package"), "empty aoti_package path");
+        CheckFile(model.aoti_package(), loc, "aoti_package");
+        for (const char* field : {"src_ckpt", "dst_ckpt"}) {
+          if (loc.Written(field)) {
+            Add(loc.Of(field), absl::StrCat("an AOTInductor package has its weights compiled in: "
+                                            "drop ",
+                                            field, " (export the weights you want)"));
+          }
+        }
+        break;
     }
     CheckFile(model.src_ckpt(), loc, "src_ckpt");
   }
@@ -240,7 +257,15 @@ class Validator : private internal::StageChecker {
     }
     CheckStageModel(stage.student(), loc.Nested("student"), IoRef::STUDENT, context);
     if (config.has_teacher() && config.teacher().optimize_for_inference()) {
-      CheckOptimizedTeacher(stage, loc);
+      CheckFrozenTeacher(stage, loc,
+                         "the teacher is optimized for inference (teacher.optimize_for_inference: "
+                         "no parameters, its submodules inlined)",
+                         /*hooks_below_output=*/false);
+    } else if (config.has_teacher() && config.teacher().has_aoti_package()) {
+      CheckFrozenTeacher(stage, loc,
+                         "the teacher is an AOTInductor package (teacher.aoti_package: its "
+                         "weights compiled in)",
+                         /*hooks_below_output=*/true);
     }
 
     if (stage.has_optimizer()) {

@@ -201,6 +201,37 @@ TEST(ConfigValidatorTest, AuxiliaryModulesReadEarlierOnes) {
                       "an auxiliary module takes at most three inputs"));
 }
 
+// An AOTInductor package is a teacher with its weights compiled in: hooks are checked against
+// what it exported when it loads; training it, trimming it, loading or saving its weights and
+// using it as the student are refused where they are written.
+TEST(ConfigValidatorTest, AnAotiPackageTeacherOnlyRuns) {
+  const Lines package = Replace(kBase, 4, {R"(teacher { aoti_package: "teacher.pt2" })"});
+  EXPECT_THAT(Validate(package), IsEmpty());  // its hook on layer2 is checked at load
+  const std::string why =
+      "the teacher is an AOTInductor package (teacher.aoti_package: its weights compiled in)";
+  const Lines trains =
+      Replace(package, 10, {R"(  teacher { forward_hooks { module_path: "layer2" requires_output: true })",
+                            R"(            requires_grad: true sequential: "layer1" })"});
+  EXPECT_THAT(Validate(trains),
+              ElementsAre(At(trains, 11, "requires_grad") + why + ": it cannot train",
+                          At(trains, 11, "sequential") + why + ": it runs whole"));
+  const Lines weights = Replace(
+      kBase, 4, {R"(teacher { aoti_package: "teacher.pt2" src_ckpt: "w.pt" dst_ckpt: "out.pt" })"});
+  EXPECT_THAT(
+      Validate(weights),
+      ElementsAre(At(weights, 4, "src_ckpt") +
+                      "an AOTInductor package has its weights compiled in: drop src_ckpt (export "
+                      "the weights you want)",
+                  At(weights, 4, "dst_ckpt") +
+                      "an AOTInductor package has its weights compiled in: drop dst_ckpt (export "
+                      "the weights you want)"));
+  const Lines student = Replace(kBase, 5, {R"(student { aoti_package: "student.pt2" })"});
+  EXPECT_THAT(Validate(student),
+              Contains(At(student, 5, "aoti_package") +
+                       "an AOTInductor package is for the teacher: the student trains (give "
+                       "torchscript or native)"));
+}
+
 // A teacher optimized for inference has no parameters and no submodules: what a config asks of
 // it beyond its output is named where it is written.
 TEST(ConfigValidatorTest, ATeacherOptimizedForInferenceOnlyRuns) {

@@ -151,7 +151,8 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
   const Lines no_source = Replace(kBase, 5, {R"(student { src_ckpt: "s.pt" })"});
   EXPECT_THAT(Validate(no_source),
               ElementsAre(At(no_source, 5, "student") +
-                          "missing required field \"torchscript\" or \"native\" in ModelConfig"));
+                          "missing required field \"torchscript\", \"native\" or \"aoti_package\" in "
+                          "ModelConfig"));
   Lines no_criterion(kBase.begin(), kBase.begin() + 13);  // up to the scheduler
   no_criterion.push_back("}");
   no_criterion.push_back(kBase[29]);

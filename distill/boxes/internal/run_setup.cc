@@ -59,7 +59,8 @@ RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptio
                           .overwrite = options.overwrite,
                           .checkpoint_dir = checkpoint_dir};
   for (const ModelConfig* model : {&config.teacher(), &config.student()}) {
-    for (const std::string& file : {model->torchscript(), model->src_ckpt()}) {
+    for (const std::string& file :
+         {model->torchscript(), model->aoti_package(), model->src_ckpt()}) {
       if (!file.empty()) folder.inputs.push_back(ResolveAgainst(options.base_dir, file));
     }
   }

@@ -34,6 +34,7 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
     const ModelConfig& model = teacher ? config.teacher() : config.student();
     const ConfigLocator loc = root.Nested(section);
     add(inputs, model.torchscript(), loc, section, "torchscript");
+    add(inputs, model.aoti_package(), loc, section, "aoti_package");
     add(inputs, model.src_ckpt(), loc, section, "src_ckpt");
     add(outputs, model.dst_ckpt(), loc, section, "dst_ckpt");
   }

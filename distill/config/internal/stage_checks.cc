@@ -245,13 +245,12 @@ void StageChecker::CheckOptimizer(const OptimizerConfig& optimizer, const Config
   AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
 }
 
-void StageChecker::CheckOptimizedTeacher(const StageConfig& stage, const ConfigLocator& loc) {
-  constexpr char kWhy[] =
-      "the teacher is optimized for inference (teacher.optimize_for_inference: no parameters, "
-      "its submodules inlined)";
+void StageChecker::CheckFrozenTeacher(const StageConfig& stage, const ConfigLocator& loc,
+                                      absl::string_view why, bool hooks_below_output) {
+  const std::string kWhy(why);
   const StageModelConfig& teacher = stage.teacher();
   const ConfigLocator tloc = loc.Nested("teacher");
-  for (int i = 0; i < teacher.forward_hooks_size(); ++i) {
+  for (int i = 0; !hooks_below_output && i < teacher.forward_hooks_size(); ++i) {
     const std::string& path = teacher.forward_hooks(i).module_path();
     if (path.empty()) continue;
     Add(tloc.Nested("forward_hooks", i).Of("module_path"),
@@ -260,6 +259,9 @@ void StageChecker::CheckOptimizedTeacher(const StageConfig& stage, const ConfigL
   }
   if (teacher.has_requires_grad() && teacher.requires_grad()) {
     Add(tloc.Of("requires_grad"), absl::StrCat(kWhy, ": it cannot train"));
+  }
+  if (teacher.sequential_size() > 0) {
+    Add(tloc.Of("sequential", 0), absl::StrCat(kWhy, ": it runs whole"));
   }
   if (!teacher.frozen_modules().empty()) {
     Add(tloc.Of("frozen_modules", 0), absl::StrCat(kWhy, ": it has no modules to freeze"));

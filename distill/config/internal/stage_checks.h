@@ -5,6 +5,7 @@
 #ifndef LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_
 #define LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_
 
+#include "absl/strings/string_view.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/config/internal/checker.h"
@@ -28,12 +29,13 @@ class StageChecker : public Checker {
   // and its numbers.
   void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
                       const StageContext& context);
-  // A stage of a run whose teacher is optimized for inference (ModelConfig.
-  // optimize_for_inference): the teacher has no parameters or submodules, so the stage's
-  // teacher (at `loc`, the stage) may not train, be hooked below its output, take frozen
-  // modules or a wrapper, nor the optimizer a teacher parameter group. (Auxiliary modules may
-  // read its output.)
-  void CheckOptimizedTeacher(const StageConfig& stage, const ConfigLocator& loc);
+  // A stage of a run whose teacher has no parameters (ModelConfig.optimize_for_inference, an
+  // AOTInductor package; `why` says which): the stage's teacher (at `loc`, the stage) may not
+  // train, take frozen modules, a `sequential` chain or a wrapper, nor the optimizer a teacher
+  // parameter group; unless `hooks_below_output`, it may be hooked at its output only.
+  // (Auxiliary modules may read what it records.)
+  void CheckFrozenTeacher(const StageConfig& stage, const ConfigLocator& loc, absl::string_view why,
+                          bool hooks_below_output);
 
  private:
   // A value read by a loss term (`loss_input`) or an auxiliary module.

@@ -1,0 +1,166 @@
+"""Exports a Python teacher as an AOTInductor package that libkd runs as a teacher, with the
+values of the module paths a config will hook as extra outputs.
+
+torch.export captures no forward hooks, so the exported program returns them: the model is
+wrapped so that each call of a hooked module appends its input (its positional tensor
+arguments) and/or its output to the returned values, then exported (batch dimension dynamic),
+compiled and packaged by torch._inductor.aoti_compile_and_package. The package's own metadata
+holds the manifest libkd reads (key "libkd.manifest", proto text of kd.AotiManifest): the
+model's output count, each extra output's module path, io ("input"/"output"), call number,
+argument number, shape and dtype, and every module path of the model (for messages).
+
+  python tools/export_teacher.py --model=tests.testdata.make_fixtures:SmallCNN \\
+      --state=tests/testdata/small_cnn.state.pt --input_shape=2,1,28,28 \\
+      --hooks=stem:output,layer1.0.relu:output,layer2.0:input --out=small_cnn.pt2
+
+Flags: --model=MODULE:FACTORY (an importable callable returning the nn.Module) or a
+torchvision model name (--model=torchvision:resnet18); --state=FILE (torch.save of its
+state_dict; optional); --input_shape=N,C,H,W (an example input; dimension 0 is exported
+dynamic unless --static); --dtype=float32; --hooks=PATH:IO,... (IO one of input, output, both);
+--device=cpu|cuda; --out=FILE.pt2. Exit 2 with one line on bad flags or an unknown path.
+"""
+import argparse
+import importlib
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+MANIFEST_KEY = "libkd.manifest"
+
+
+def fail(message):
+    print("export_teacher: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
+def build_model(spec, state):
+    if ":" not in spec:
+        fail(f"--model={spec}: give MODULE:FACTORY or torchvision:NAME")
+    module_name, factory_name = spec.split(":", 1)
+    if module_name == "torchvision":
+        import torchvision.models as tv
+        model = getattr(tv, factory_name)(weights=None)
+    else:
+        sys.path.insert(0, os.getcwd())  # MODULE relative to where the tool runs
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            fail(f"--model={spec}: cannot import {module_name}: {e}")
+        if not hasattr(module, factory_name):
+            fail(f"--model={spec}: {module_name} has no {factory_name}")
+        model = getattr(module, factory_name)()
+    if state:
+        model.load_state_dict(torch.load(state, map_location="cpu"))
+    return model.eval()
+
+
+class Hooked(nn.Module):
+    """`model` returning (its output, the hooked values of each call, in call order)."""
+
+    def __init__(self, model, hooks):
+        super().__init__()
+        self.model = model
+        self.hooks = hooks  # path -> (input?, output?)
+        self.recorded = []
+        modules = dict(model.named_modules())
+        for path, (want_in, want_out) in hooks.items():
+            modules[path].register_forward_hook(self._recorder(path, want_in, want_out))
+
+    def _recorder(self, path, want_in, want_out):
+        def hook(module, args, output):
+            if want_in:
+                for i, a in enumerate(args):
+                    if isinstance(a, torch.Tensor):
+                        self.recorded.append((path, "input", i, a))
+            if want_out:
+                if not isinstance(output, torch.Tensor):
+                    raise TypeError(f"{path}'s output is not a tensor")
+                self.recorded.append((path, "output", 0, output))
+        return hook
+
+    def forward(self, x):
+        self.recorded = []
+        out = self.model(x)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        # A value the forward later changes in place is recorded as it was returned.
+        return tuple(outs) + tuple(v.clone() for (_, _, _, v) in self.recorded)
+
+
+def describe(recorded):
+    """(path, io, call, arg) for each recorded value, the call counted per (path, io, arg)."""
+    calls, out = {}, []
+    for path, io, arg, _ in recorded:
+        n = calls.get((path, io, arg), 0)
+        calls[(path, io, arg)] = n + 1
+        out.append((path, io, n, arg))
+    return out
+
+
+def quote(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def manifest_text(num_outputs, entries, values, module_paths, dynamic_batch):
+    lines = [f"num_model_outputs: {num_outputs}", f"dynamic_batch: {str(dynamic_batch).lower()}"]
+    for (path, io, call, arg), v in zip(entries, values):
+        shape = " ".join(f"shape: {d}" for d in v.shape)
+        lines.append(f"values {{ path: {quote(path)} io: {io.upper()} call: {call} arg: {arg} "
+                     f"{shape} dtype: {quote(str(v.dtype).replace('torch.', ''))} }}")
+    lines += [f"module_paths: {quote(p)}" for p in module_paths]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--state", default="")
+    parser.add_argument("--input_shape", required=True)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--hooks", default="")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--static", action="store_true")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    model = build_model(args.model, args.state)
+    module_paths = [p for p, _ in model.named_modules()]
+    hooks = {}
+    for item in filter(None, args.hooks.split(",")):
+        path, _, io = item.rpartition(":")
+        if io not in ("input", "output", "both") or not path and item.count(":") == 0:
+            fail(f"--hooks: {item!r} is not PATH:IO with IO input, output or both")
+        if path not in module_paths:
+            near = [p for p in module_paths if p and (p.startswith(path) or path.startswith(p))]
+            fail(f"--hooks: the model has no module {path!r}"
+                 + (f"; did you mean {near[0]!r}?" if near else ""))
+        want_in, want_out = hooks.get(path, (False, False))
+        hooks[path] = (want_in or io in ("input", "both"), want_out or io in ("output", "both"))
+    try:
+        shape = [int(d) for d in args.input_shape.split(",")]
+    except ValueError:
+        fail(f"--input_shape={args.input_shape}: give integers, N,C,H,W")
+    device = torch.device(args.device)
+    example = torch.randn(*shape, dtype=getattr(torch, args.dtype), device=device)
+    wrapped = Hooked(model, hooks).to(device).eval()
+    with torch.no_grad():
+        plain = model(example)
+        values = wrapped(example)
+    num_outputs = len(plain) if isinstance(plain, (tuple, list)) else 1
+    entries = describe(wrapped.recorded)
+    dynamic = not args.static and shape[0] > 1
+    dynamic_shapes = ({"x": {0: torch.export.Dim("batch", min=1, max=1 << 16)}}
+                      if dynamic else None)
+    program = torch.export.export(wrapped, (example,), dynamic_shapes=dynamic_shapes)
+    manifest = manifest_text(num_outputs, entries, values[num_outputs:], module_paths, dynamic)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    torch._inductor.aoti_compile_and_package(
+        program, package_path=args.out,
+        inductor_configs={"aot_inductor.metadata": {MANIFEST_KEY: manifest}})
+    print(f"export_teacher: wrote {args.out}: {num_outputs} output(s) and {len(entries)} "
+          f"hooked value(s)")
+
+
+if __name__ == "__main__":
+    main()
