@@ -28,6 +28,7 @@ import torch
 import torch.nn as nn
 
 MANIFEST_KEY = "libkd.manifest"
+_RECORDED = {}  # id(Hooked) -> [(path, io, arg, tensor)] of the forward running
 
 
 def fail(message):
@@ -57,13 +58,14 @@ def build_model(spec, state):
 
 
 class Hooked(nn.Module):
-    """`model` returning (its output, the hooked values of each call, in call order)."""
+    """`model` returning (its output, the hooked values of each call, in call order). What the
+    hooks record is held outside the module (torch.export warns of tensors kept in attributes)."""
 
     def __init__(self, model, hooks):
         super().__init__()
         self.model = model
         self.hooks = hooks  # path -> (input?, output?)
-        self.recorded = []
+        _RECORDED[id(self)] = []
         modules = dict(model.named_modules())
         for path, (want_in, want_out) in hooks.items():
             modules[path].register_forward_hook(self._recorder(path, want_in, want_out))
@@ -73,15 +75,19 @@ class Hooked(nn.Module):
             if want_in:
                 for i, a in enumerate(args):
                     if isinstance(a, torch.Tensor):
-                        self.recorded.append((path, "input", i, a))
+                        _RECORDED[id(self)].append((path, "input", i, a))
             if want_out:
                 if not isinstance(output, torch.Tensor):
                     raise TypeError(f"{path}'s output is not a tensor")
-                self.recorded.append((path, "output", 0, output))
+                _RECORDED[id(self)].append((path, "output", 0, output))
         return hook
 
+    @property
+    def recorded(self):
+        return _RECORDED[id(self)]
+
     def forward(self, x):
-        self.recorded = []
+        self.recorded.clear()
         out = self.model(x)
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
         # A value the forward later changes in place is recorded as it was returned.

@@ -1,50 +1,97 @@
-"""Makes an AOTInductor package of small_cnn (its weights from small_cnn.state.pt) with
-tools/export_teacher.py, and records what eager Python computes on a fixed input with forward
-hooks on the same module paths: OUT.pt2 and OUT.expected.pt ({"input", "output", "hooks":
-{path: {"input": [per call, the args tuple], "output": [per call]}}}). Run by Bazel (a genrule
-of //tests/testdata: the package is built, about a minute, not committed):
+"""Makes AOTInductor packages with tools/export_teacher.py and records what eager Python
+computes on a fixed input with forward hooks on the same module paths: for each model NAME,
+OUT_DIR/NAME_aoti.pt2 and OUT_DIR/NAME_aoti.expected.pt ({"input", "output", "hooks": {path:
+{"input": [per call, the args tuple], "output": [per call]}}}). Exported with batch 2, checked
+with batch 3 (the batch dimension is dynamic). Models: small_cnn (small_cnn.state.pt's
+weights), torchvision's ResNet-18 and MobileNetV3-Small and a torch Transformer encoder (seeded
+random weights). Run by Bazel (//tests/testdata:aoti_fixtures: built, about a minute each, not
+committed):
 
-  python make_aoti_fixtures.py WORKSPACE_ROOT OUT_PREFIX
+  python make_aoti_fixtures.py WORKSPACE_ROOT OUT_DIR
 """
 import os
 import subprocess
 import sys
+import tempfile
 
 import torch
+import torch.nn as nn
 
-HOOKS = {"stem": "output", "layer1.0.relu": "output", "layer2.0": "input", "layer2": "both"}
+
+def transformer_encoder():
+    """A 2-layer Transformer encoder over (N, 10, 32) sequences."""
+    layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=True)
+    return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
 
 
-def main():
-    root, out = sys.argv[1], sys.argv[2]
-    sys.path.insert(0, root)
-    from tests.testdata.make_fixtures import SmallCNN
-    torch.set_num_threads(1)
-    model = SmallCNN()
-    model.load_state_dict(torch.load(os.path.join(root, "tests/testdata/small_cnn.state.pt")))
-    model.eval()
-    recorded = {p: {"input": [], "output": []} for p in HOOKS}
+# name: (--model, the checked input's shape, {path: io}).
+MODELS = {
+    "small_cnn": ("tests.testdata.make_fixtures:SmallCNN", (3, 1, 28, 28),
+                  {"stem": "output", "layer1.0.relu": "output", "layer2.0": "input",
+                   "layer2": "both"}),
+    "resnet18": ("torchvision:resnet18", (3, 3, 64, 64),
+                 {"layer1": "output", "layer3.1.relu": "output", "layer4": "both",
+                  "fc": "input"}),
+    "mobilenet_v3_small": ("torchvision:mobilenet_v3_small", (3, 3, 64, 64),
+                           {"features.3": "output", "classifier.0": "input"}),
+    "transformer_encoder": ("tests.testdata.make_aoti_fixtures:transformer_encoder", (3, 10, 32),
+                            {"layers.0": "output", "layers.1.linear1": "output"}),
+}
+
+
+def build(spec):
+    module_name, factory = spec.split(":")
+    if module_name == "torchvision":
+        import torchvision.models as tv
+        return getattr(tv, factory)(weights=None)
+    module = __import__(module_name, fromlist=[factory])
+    return getattr(module, factory)()
+
+
+def record(model, x, hooks):
+    recorded = {p: {"input": [], "output": []} for p in hooks}
     modules = dict(model.named_modules())
-    for path, io in HOOKS.items():
+    handles = []
+    for path, io in hooks.items():
         def hook(m, args, output, path=path, io=io):
             if io in ("input", "both"):
                 recorded[path]["input"].append(tuple(a.detach().clone() for a in args))
             if io in ("output", "both"):
                 recorded[path]["output"].append(output.detach().clone())
-        modules[path].register_forward_hook(hook)
-    torch.manual_seed(4)
-    x = torch.randn(3, 1, 28, 28)  # another batch size than the export's example
+        handles.append(modules[path].register_forward_hook(hook))
     with torch.no_grad():
         y = model(x)
-    torch.save({"input": x, "output": y, "hooks": recorded}, out + ".expected.pt")
-    subprocess.run(
-        [sys.executable, os.path.join(root, "tools/export_teacher.py"),
-         "--model=tests.testdata.make_fixtures:SmallCNN",
-         "--state=" + os.path.join(root, "tests/testdata/small_cnn.state.pt"),
-         "--input_shape=2,1,28,28",
-         "--hooks=" + ",".join(f"{p}:{io}" for p, io in HOOKS.items()),
-         "--out=" + out + ".pt2"],
-        check=True, cwd=root, stdout=subprocess.DEVNULL)
+    for h in handles:
+        h.remove()
+    return y, recorded
+
+
+def main():
+    root, out_dir = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, root)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, (spec, shape, hooks) in MODELS.items():
+            torch.manual_seed(0)
+            model = build(spec)
+            if name == "small_cnn":
+                state = os.path.join(root, "tests/testdata/small_cnn.state.pt")
+                model.load_state_dict(torch.load(state))
+            else:
+                state = os.path.join(scratch, name + ".state.pt")
+                torch.save(model.state_dict(), state)
+            model.eval()
+            torch.manual_seed(4)
+            x = torch.randn(*shape)
+            y, recorded = record(model, x, hooks)
+            out = os.path.join(out_dir, name + "_aoti")
+            torch.save({"input": x, "output": y, "hooks": recorded}, out + ".expected.pt")
+            subprocess.run(
+                [sys.executable, os.path.join(root, "tools/export_teacher.py"), "--model=" + spec,
+                 "--state=" + state, "--input_shape=" + ",".join(["2"] + [str(d) for d in shape[1:]]),
+                 "--hooks=" + ",".join(f"{p}:{io}" for p, io in hooks.items()),
+                 "--out=" + out + ".pt2"],
+                check=True, cwd=root, stdout=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

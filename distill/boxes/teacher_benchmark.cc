@@ -1,0 +1,98 @@
+// Teacher forward time: the same weights (small_cnn, 1x28x28 -> 10, tests/testdata) as an
+// AOTInductor package (tools/export_teacher.py, its hooked features exported too), as
+// TorchScript optimized for inference (ModelConfig.optimize_for_inference) and as TorchScript
+// as exported (libtorch's graph executor, the eager baseline), under no-grad, one intra-op
+// thread, batch 4, 16 and 128. Rounds alternate the three; each round times --steps forwards
+// of each; the figures are medians over --rounds, with each time's ratio to the TorchScript
+// teacher's in the same round.
+//
+//   bazel run -c opt //distill/boxes:teacher_benchmark -- --rounds=9
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "distill/boxes/model_paths.h"
+#include "hooks/aoti_model.h"
+#include "hooks/torchscript_model.h"
+
+ABSL_FLAG(int, rounds, 9, "rounds, each timing every teacher once");
+ABSL_FLAG(int, steps, 40, "forwards per timing");
+
+namespace kd {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+int Main() {
+  at::set_num_threads(1);
+  at::NoGradGuard no_grad;
+  auto script = LoadTorchScriptModel("tests/testdata/small_cnn.pt");
+  auto package = LoadAotiModel("tests/testdata/small_cnn_aoti.pt2", {.single_threaded = true});
+  if (!script.ok() || !package.ok()) {
+    std::fprintf(stderr, "teacher_benchmark: %s\n",
+                 std::string((script.ok() ? package.status() : script.status()).message()).c_str());
+    return 2;
+  }
+  (*script)->SetTraining(false);
+  auto optimized = OptimizeForInference(**script, "teacher");
+  if (!optimized.ok()) {
+    std::fprintf(stderr, "teacher_benchmark: %s\n",
+                 std::string(optimized.status().message()).c_str());
+    return 2;
+  }
+  struct Teacher {
+    const char* name;
+    Model* model;
+  };
+  const std::vector<Teacher> teachers = {{"TorchScript as exported", script->get()},
+                                         {"TorchScript optimized for inference", optimized->get()},
+                                         {"AOTInductor package", package->get()}};
+  const int rounds = absl::GetFlag(FLAGS_rounds), steps = absl::GetFlag(FLAGS_steps);
+  std::printf("%-36s %6s %14s %16s\n", "teacher", "batch", "ms / forward", "/ TorchScript");
+  for (int64_t batch : {4, 16, 128}) {
+    const at::Tensor x = at::randn({batch, 1, 28, 28});
+    std::vector<std::vector<double>> ms(teachers.size()), ratio(teachers.size());
+    for (const Teacher& t : teachers) t.model->Forward({x});  // warm-up
+    for (int r = 0; r < rounds; ++r) {
+      std::vector<double> round;
+      for (const Teacher& t : teachers) {
+        const auto start = std::chrono::steady_clock::now();
+        for (int s = 0; s < steps; ++s) t.model->Forward({x});
+        round.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count() /
+            steps);
+      }
+      for (size_t i = 0; i < teachers.size(); ++i) {
+        ms[i].push_back(round[i]);
+        ratio[i].push_back(round[i] / round[0]);
+      }
+    }
+    for (size_t i = 0; i < teachers.size(); ++i) {
+      std::printf("%-36s %6lld %14.4f %16.3f\n", teachers[i].name, static_cast<long long>(batch),
+                  Median(ms[i]), Median(ratio[i]));
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return kd::Main();
+}
