@@ -92,8 +92,10 @@ class AotiModel final : public Model {
 
   std::vector<ModuleInfo> NamedModules() const override {
     std::vector<ModuleInfo> modules;
-    for (const std::string& path : manifest_.module_paths()) {
-      modules.push_back({path, path.empty() ? "AOTInductorPackage" : "exported"});
+    for (int i = 0; i < manifest_.module_paths_size(); ++i) {
+      const std::string& path = manifest_.module_paths(i);
+      modules.push_back(
+          {path, i < manifest_.module_types_size() ? manifest_.module_types(i) : std::string("?")});
     }
     if (modules.empty()) modules.push_back({"", "AOTInductorPackage"});
     return modules;

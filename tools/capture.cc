@@ -31,7 +31,9 @@
 #include "hooks/torchscript_model.h"
 #include "tools/tool_util.h"
 
-ABSL_FLAG(std::string, model, "", "TorchScript file (torch.jit.save). Required.");
+ABSL_FLAG(std::string, model, "",
+          "TorchScript file (torch.jit.save), or an AOTInductor package (.pt2, "
+          "tools/export_teacher.py; only its exported paths). Required.");
 ABSL_FLAG(std::string, input, "",
           "File written by Python's torch.save of the forward's input: a tensor, a tuple or list "
           "of tensors (positional arguments) or a dict (keyword arguments). Required.");
@@ -293,7 +295,7 @@ int Main(int argc, char** argv) {
     }
   }
 
-  auto model = LoadTorchScriptModel(ResolveUserPath(model_path));
+  auto model = LoadModelFile(ResolveUserPath(model_path));
   if (!model.ok()) return Fail(kTool, model.status().message());
   auto input = ReadInput(ResolveUserPath(input_path));
   if (!input.ok()) return Fail(kTool, input.status().message());

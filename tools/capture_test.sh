@@ -13,6 +13,16 @@ check "prints input and output of each path" test "$(wc -l <<<"$out")" -eq 4
 check "fc output shape" grep -qE '^fc output float32\[2, 10\] sum=' <<<"$out"
 check "conv input shape" grep -qE '^layer1\.1\.conv2 input float32\[2, 8, 28, 28\] sum=' <<<"$out"
 
+# The same weights as an AOTInductor package (tools/export_teacher.py): the exported paths, the
+# TorchScript model's values; a path it was not exported with says how to re-export.
+script=$("$tool" --model="$data/small_cnn.pt" --input="$data/small_cnn.input.pt" --paths=stem,layer2)
+package=$("$tool" --model="$data/small_cnn_aoti.pt2" --input="$data/small_cnn.input.pt" \
+  --paths=stem,layer2)
+check "package: the TorchScript model's shapes" \
+  test "$(cut -d' ' -f1-3 <<<"$package")" = "$(cut -d' ' -f1-3 <<<"$script")"
+expect_error "package: unexported path" "tools/export_teacher.py --hooks=fc:output" \
+  --model="$data/small_cnn_aoti.pt2" --input="$data/small_cnn.input.pt" --paths=fc
+
 out=$("$tool" --model="$data/tricky.pt" --input="$data/tricky.input.pt" --paths=mix)
 check "tuple output, outputs only by default" \
   grep -qxE 'mix output \(float32\[3, 4\], float32\[3, 4\]\) sum=.*' <<<"$out"

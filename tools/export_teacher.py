@@ -7,7 +7,7 @@ arguments) and/or its output to the returned values, then exported (batch dimens
 compiled and packaged by torch._inductor.aoti_compile_and_package. The package's own metadata
 holds the manifest libkd reads (key "libkd.manifest", proto text of kd.AotiManifest): the
 model's output count, each extra output's module path, io ("input"/"output"), call number,
-argument number, shape and dtype, and every module path of the model (for messages).
+argument number, shape and dtype, and every module path of the model with its type.
 
   python tools/export_teacher.py --model=tests.testdata.make_fixtures:SmallCNN \\
       --state=tests/testdata/small_cnn.state.pt --input_shape=2,1,28,28 \\
@@ -108,13 +108,14 @@ def quote(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def manifest_text(num_outputs, entries, values, module_paths, dynamic_batch):
+def manifest_text(num_outputs, entries, values, modules, dynamic_batch):
     lines = [f"num_model_outputs: {num_outputs}", f"dynamic_batch: {str(dynamic_batch).lower()}"]
     for (path, io, call, arg), v in zip(entries, values):
         shape = " ".join(f"shape: {d}" for d in v.shape)
         lines.append(f"values {{ path: {quote(path)} io: {io.upper()} call: {call} arg: {arg} "
                      f"{shape} dtype: {quote(str(v.dtype).replace('torch.', ''))} }}")
-    lines += [f"module_paths: {quote(p)}" for p in module_paths]
+    lines += [f"module_paths: {quote(p)}" for p, _ in modules]
+    lines += [f"module_types: {quote(type(m).__name__)}" for _, m in modules]
     return "\n".join(lines) + "\n"
 
 
@@ -159,7 +160,8 @@ def main():
     dynamic_shapes = ({"x": {0: torch.export.Dim("batch", min=1, max=1 << 16)}}
                       if dynamic else None)
     program = torch.export.export(wrapped, (example,), dynamic_shapes=dynamic_shapes)
-    manifest = manifest_text(num_outputs, entries, values[num_outputs:], module_paths, dynamic)
+    manifest = manifest_text(num_outputs, entries, values[num_outputs:],
+                             list(model.named_modules()), dynamic)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     torch._inductor.aoti_compile_and_package(
         program, package_path=args.out,

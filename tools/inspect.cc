@@ -31,8 +31,9 @@
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, model, "",
-          "Path of a TorchScript file (torch.jit.save). Relative paths are taken from the folder "
-          "`bazel run` was called in. Required.");
+          "Path of a TorchScript file (torch.jit.save) or an AOTInductor package (.pt2, "
+          "tools/export_teacher.py: its module paths, the exported ones' shapes). Relative "
+          "paths are taken from the folder `bazel run` was called in. Required.");
 ABSL_FLAG(std::string, input_shape, "",
           "Comma-separated shape of one input tensor, e.g. 1,3,32,32. When given, runs one "
           "forward on zeros of that shape in eval mode and prints each module's output shape "
@@ -94,7 +95,8 @@ absl::StatusOr<std::vector<Row>> Inspect(Model& model, const std::string& input_
     if (tap.ok()) {
       taps.push_back(*std::move(tap));
     } else {
-      row.output = "(not called by forward)";
+      // A package's program returns only the values it was exported with.
+      row.output = model.kind() == "aoti" ? "(not exported)" : "(not called by forward)";
     }
   }
   model.SetTraining(false);
@@ -147,7 +149,8 @@ void PrintJson(const std::vector<Row>& rows, bool with_outputs) {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Prints every module of a TorchScript model: path, type, parameter count (including "
+      "Prints every module of a TorchScript model (or AOTInductor package): path, type, parameter "
+      "count (including "
       "submodules), and with --input_shape each module's output shape.\n"
       "Usage: bazel run //tools:inspect -- --model=m.pt [--input_shape=1,3,32,32] "
       "[--format=text|json] [--device=cpu|cuda:N]");
@@ -160,7 +163,7 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<c10::Device> device = ParseDevice(absl::GetFlag(FLAGS_device));
   if (!device.ok()) return Fail(kTool, absl::StrCat("--device: ", device.status().message()));
-  absl::StatusOr<std::unique_ptr<Model>> model = LoadTorchScriptModel(ResolveUserPath(model_flag));
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadModelFile(ResolveUserPath(model_flag));
   if (!model.ok()) return Fail(kTool, model.status().message());
   const std::string shape = absl::GetFlag(FLAGS_input_shape);
   absl::StatusOr<std::vector<Row>> rows = Inspect(**model, shape, *device);

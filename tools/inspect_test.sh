@@ -18,6 +18,13 @@ check "fc output shape" grep -qE '^fc +Linear +170 +float32\[2, 10\]$' <<<"$out"
 check "stride-2 conv halves" grep -qE '^down +Conv2d +1168 +float32\[2, 16, 14, 14\]$' <<<"$out"
 check "relu called twice" grep -qE '^layer1\.0\.relu .*\(2 calls\)$' <<<"$out"
 
+# An AOTInductor package (tools/export_teacher.py): every module path, no parameters (compiled
+# in), shapes of the values it was exported with.
+out=$("$tool" --model="$data/small_cnn_aoti.pt2" --input_shape=2,1,28,28)
+check "package: root row" grep -qE '^\(root\) +SmallCNN +0 +float32\[2, 10\]$' <<<"$out"
+check "package: exported stem" grep -qE '^stem +Sequential +0 +float32\[2, 8, 28, 28\]$' <<<"$out"
+check "package: unexported fc" grep -qE '^fc +Linear +0 +\(not exported\)$' <<<"$out"
+
 out=$("$tool" --model="$data/tricky.pt" --input_shape=3,4 --format=json)
 check "json tuple output" grep -qF '{"path": "mix", "type": "Mix", "params": 0, "output": "(float32[3, 4], float32[3, 4])", "calls": 1}' <<<"$out"
 check "json loop calls" grep -qF '"path": "act", "type": "Tanh", "params": 0, "output": "float32[3, 4]", "calls": 3' <<<"$out"

@@ -22,9 +22,16 @@
 #include "absl/strings/strip.h"
 #include "base/file_util.h"
 #include "base/ivalue_util.h"
+#include "hooks/aoti_model.h"
+#include "hooks/torchscript_model.h"
 #include "tools/flags.h"
 
 namespace kd {
+
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFile(const std::string& path) {
+  if (absl::EndsWith(path, ".pt2")) return LoadAotiModel(path);
+  return LoadTorchScriptModel(path);
+}
 
 int Fail(absl::string_view tool, absl::string_view message) {
   // One line, and no terminal control: a newline becomes a space, other control bytes (an

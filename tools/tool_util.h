@@ -2,14 +2,21 @@
 #ifndef LIBKD_TOOLS_TOOL_UTIL_H_
 #define LIBKD_TOOLS_TOOL_UTIL_H_
 
+#include <memory>
 #include <string>
 
 #include <ATen/core/ivalue.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "hooks/model.h"
 
 namespace kd {
+
+// The model file at `path`: an AOTInductor package if it ends in ".pt2" (kd::LoadAotiModel),
+// else TorchScript (kd::LoadTorchScriptModel).
+absl::StatusOr<std::unique_ptr<Model>> LoadModelFile(const std::string& path);
 
 // Prints "<tool>: <message>" on one line to stderr and returns exit code 2.
 int Fail(absl::string_view tool, absl::string_view message);
