@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -136,6 +137,25 @@ TEST(AotiModelTest, BadPackagesAreNamed) {
   std::ofstream(text) << "not a package\n";
   EXPECT_THAT(LoadAotiModel(text),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a zip file")));
+  // A package torch made, not tools/export_teacher.py: no manifest naming its outputs.
+  EXPECT_THAT(LoadAotiModel(FixturePath("no_manifest_aoti.pt2")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("has no libkd manifest (metadata \"libkd.manifest\"): export it "
+                                 "with tools/export_teacher.py")));
+  // A package cut short (a copy interrupted): its zip directory is gone.
+  {
+    std::ifstream whole(FixturePath("small_cnn_aoti.pt2"), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(whole)),
+                            std::istreambuf_iterator<char>());
+    const std::string cut = std::string(std::getenv("TEST_TMPDIR")) + "/cut.pt2";
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    auto truncated = LoadAotiModel(cut);
+    EXPECT_THAT(truncated, StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("cannot load the AOTInductor package")));
+    if (!truncated.ok()) {
+      EXPECT_EQ(std::string(truncated.status().message()).find('\n'), std::string::npos);
+    }
+  }
   // A zip that is no package: a TorchScript archive.
   auto torchscript = LoadAotiModel(FixturePath("small_cnn.pt"));
   EXPECT_THAT(torchscript, StatusIs(absl::StatusCode::kInvalidArgument,

@@ -4,7 +4,7 @@ OUT_DIR/NAME_aoti.pt2 and OUT_DIR/NAME_aoti.expected.pt ({"input", "output", "ho
 {"input": [per call, the args tuple], "output": [per call]}}}). Exported with batch 2, checked
 with batch 3 (the batch dimension is dynamic). Models: small_cnn (small_cnn.state.pt's
 weights), torchvision's ResNet-18 and MobileNetV3-Small and a torch Transformer encoder (seeded
-random weights). Run by Bazel (//tests/testdata:aoti_fixtures: built, about a minute each, not
+random weights); and no_manifest_aoti.pt2, a package made without libkd's manifest. Run by Bazel (//tests/testdata:aoti_fixtures: built, about a minute each, not
 committed):
 
   python make_aoti_fixtures.py WORKSPACE_ROOT OUT_DIR
@@ -92,6 +92,12 @@ def main():
                  "--hooks=" + ",".join(f"{p}:{io}" for p, io in hooks.items()),
                  "--out=" + out + ".pt2"],
                 check=True, cwd=root, stdout=subprocess.DEVNULL)
+    # A package that torch made without libkd's manifest (not by tools/export_teacher.py).
+    torch.manual_seed(0)
+    linear = nn.Linear(4, 2).eval()
+    program = torch.export.export(linear, (torch.randn(2, 4),))
+    torch._inductor.aoti_compile_and_package(
+        program, package_path=os.path.join(out_dir, "no_manifest_aoti.pt2"))
 
 
 if __name__ == "__main__":
