@@ -4,7 +4,8 @@
 // as exported (libtorch's graph executor, the eager baseline), under no-grad, one intra-op
 // thread, batch 4, 16 and 128. Rounds alternate the three; each round times --steps forwards
 // of each; the figures are medians over --rounds, with each time's ratio to the TorchScript
-// teacher's in the same round.
+// teacher's in the same round. Then a whole KD step (teacher forward, a fashion_cnn student's
+// forward, KD's loss, backward, SGD step) with each teacher, timed the same way.
 //
 //   bazel run -c opt //distill/boxes:teacher_benchmark -- --rounds=9
 #include <algorithm>
@@ -18,15 +19,18 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/optim/sgd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "distill/boxes/model_paths.h"
+#include "distill/models/model_registry.h"
 #include "hooks/aoti_model.h"
 #include "hooks/torchscript_model.h"
 
 ABSL_FLAG(int, rounds, 9, "rounds, each timing every teacher once");
-ABSL_FLAG(int, steps, 40, "forwards per timing");
+ABSL_FLAG(int, steps, 40, "forwards (or KD steps) per timing");
+ABSL_FLAG(int64_t, step_batch, 128, "the KD step's batch");
 
 namespace kd {
 namespace {
@@ -85,6 +89,67 @@ int Main() {
       std::printf("%-36s %6lld %14.4f %16.3f\n", teachers[i].name, static_cast<long long>(batch),
                   Median(ms[i]), Median(ratio[i]));
     }
+  }
+
+  // A whole KD step with each teacher: the teacher's logits (no grad), a fashion_cnn student
+  // (width 4) forward, KD's loss (T 4, alpha 0.5), backward and an SGD step; one student per
+  // teacher, so each trains on its own.
+  const int64_t batch = absl::GetFlag(FLAGS_step_batch);
+  const at::Tensor x = at::randn({batch, 1, 28, 28});
+  const at::Tensor y = at::randint(0, 10, {batch});
+  std::vector<std::unique_ptr<Model>> students;
+  std::vector<std::unique_ptr<torch::optim::SGD>> optimizers;
+  for (size_t i = 0; i < teachers.size(); ++i) {
+    auto student = MakeRegisteredModel("fashion_cnn", {{"width", int64_t{4}}});
+    if (!student.ok()) {
+      std::fprintf(stderr, "teacher_benchmark: %s\n",
+                   std::string(student.status().message()).c_str());
+      return 2;
+    }
+    std::vector<at::Tensor> params;
+    for (auto& [name, p] : (*student)->NamedParameters()) params.push_back(p);
+    optimizers.push_back(
+        std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(0.01)));
+    students.push_back(*std::move(student));
+  }
+  auto step = [&](size_t i) {
+    at::Tensor soft;
+    {
+      at::NoGradGuard no_grad;
+      soft = at::softmax(teachers[i].model->Forward({x}).toTensor() / 4.0, 1);
+    }
+    at::AutoGradMode grad(true);
+    const at::Tensor logits = students[i]->Forward({x}).toTensor();
+    const at::Tensor loss =
+        0.5 * at::cross_entropy_loss(logits, y) +
+        0.5 * 16.0 *
+            (at::kl_div(at::log_softmax(logits / 4.0, 1), soft, at::Reduction::Sum) / batch);
+    optimizers[i]->zero_grad();
+    loss.backward();
+    optimizers[i]->step();
+  };
+  std::vector<std::vector<double>> ms(teachers.size()), ratio(teachers.size());
+  for (size_t i = 0; i < teachers.size(); ++i) step(i);  // warm-up
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> round;
+    for (size_t i = 0; i < teachers.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int s = 0; s < steps; ++s) step(i);
+      round.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count() /
+          steps);
+    }
+    for (size_t i = 0; i < teachers.size(); ++i) {
+      ms[i].push_back(round[i]);
+      ratio[i].push_back(round[i] / round[0]);
+    }
+  }
+  std::printf("\n%-36s %6s %14s %16s\n", "KD step (fashion_cnn student) with", "batch", "ms / step",
+              "/ TorchScript");
+  for (size_t i = 0; i < teachers.size(); ++i) {
+    std::printf("%-36s %6lld %14.4f %16.3f\n", teachers[i].name, static_cast<long long>(batch),
+                Median(ms[i]), Median(ratio[i]));
   }
   return 0;
 }
