@@ -14,12 +14,14 @@ argument number, shape and dtype, and every module path of the model with its ty
       --hooks=stem:output,layer1.0.relu:output,layer2.0:input --out=small_cnn.pt2
 
 Flags: --model=MODULE:FACTORY (an importable callable returning the nn.Module) or a
-torchvision model name (--model=torchvision:resnet18); --state=FILE (torch.save of its
+torchvision model name (--model=torchvision:resnet18); --kwargs=NAME=VALUE,... (the factory's
+keyword arguments, Python literals); --state=FILE (torch.save of its
 state_dict; optional); --input_shape=N,C,H,W (an example input; dimension 0 is exported
 dynamic unless --static); --dtype=float32; --hooks=PATH:IO,... (IO one of input, output, both);
 --device=cpu|cuda; --out=FILE.pt2. Exit 2 with one line on bad flags or an unknown path.
 """
 import argparse
+import ast
 import importlib
 import os
 import sys
@@ -36,13 +38,27 @@ def fail(message):
     sys.exit(2)
 
 
-def build_model(spec, state):
+def parse_kwargs(text):
+    """--kwargs=width=16,dropout=0.1 -> {"width": 16, "dropout": 0.1} (Python literals)."""
+    kwargs = {}
+    for item in filter(None, text.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            fail(f"--kwargs: {item!r} is not NAME=VALUE")
+        try:
+            kwargs[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            kwargs[name] = value  # a bare string
+    return kwargs
+
+
+def build_model(spec, state, kwargs):
     if ":" not in spec:
         fail(f"--model={spec}: give MODULE:FACTORY or torchvision:NAME")
     module_name, factory_name = spec.split(":", 1)
     if module_name == "torchvision":
         import torchvision.models as tv
-        model = getattr(tv, factory_name)(weights=None)
+        model = getattr(tv, factory_name)(weights=None, **kwargs)
     else:
         sys.path.insert(0, os.getcwd())  # MODULE relative to where the tool runs
         try:
@@ -51,7 +67,7 @@ def build_model(spec, state):
             fail(f"--model={spec}: cannot import {module_name}: {e}")
         if not hasattr(module, factory_name):
             fail(f"--model={spec}: {module_name} has no {factory_name}")
-        model = getattr(module, factory_name)()
+        model = getattr(module, factory_name)(**kwargs)
     if state:
         model.load_state_dict(torch.load(state, map_location="cpu"))
     return model.eval()
@@ -123,6 +139,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--state", default="")
+    parser.add_argument("--kwargs", default="")
     parser.add_argument("--input_shape", required=True)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--hooks", default="")
@@ -131,7 +148,7 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    model = build_model(args.model, args.state)
+    model = build_model(args.model, args.state, parse_kwargs(args.kwargs))
     module_paths = [p for p, _ in model.named_modules()]
     hooks = {}
     for item in filter(None, args.hooks.split(",")):
