@@ -6,16 +6,19 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/nearest.h"
 #include "base/torch_status.h"
 #include "google/protobuf/text_format.h"
@@ -150,6 +153,35 @@ class AotiModel final : public Model {
   bool training_ = false;
 };
 
+}  // namespace
+
+namespace aoti_internal {
+
+std::vector<std::string> MissingCpuIsa(const std::string& isa_list,
+                                       const std::function<bool(const std::string&)>& supports) {
+  std::vector<std::string> missing;
+  for (absl::string_view name : absl::StrSplit(isa_list, ' ', absl::SkipEmpty())) {
+    if (!supports(std::string(name))) missing.emplace_back(name);
+  }
+  return missing;
+}
+
+bool CpuSupports(const std::string& isa) {
+  // The names Inductor writes (torch/_inductor/cpu_vec_isa.py), by the CPU's own flags.
+  if (isa == "AVX2") return __builtin_cpu_supports("avx2");
+  if (isa == "AVX512") {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  if (isa == "AVX512_VNNI") return __builtin_cpu_supports("avx512vnni");
+  if (isa == "AVX512_BF16") return __builtin_cpu_supports("avx512bf16");
+  return true;  // a name not known here: left to the loader
+}
+
+}  // namespace aoti_internal
+
+namespace {
+
 // A package's compiled model links libtorch.so by name; a program linked against
 // libtorch_cpu.so alone (as libkd's are) has not loaded it, and dlopen of the model would not
 // find it. Loads the libtorch.so beside the libtorch_cpu.so this process runs, once.
@@ -187,6 +219,34 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
     }
   }
   LoadLibtorchBySoname();
+  // What the package was compiled for, checked before its code is loaded: a CPU package's
+  // kernels use the compiling machine's instruction sets (a CPU without them would die of an
+  // illegal instruction), a CUDA package needs a GPU.
+  absl::StatusOr<std::unordered_map<std::string, std::string>> target = internal::CallTorchWith(
+      [&] {
+        return torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(path, "model");
+      },
+      [&](const std::exception& e) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": cannot load the AOTInductor package: ", TorchErrorLine(e)));
+      });
+  if (!target.ok()) return target.status();
+  if (auto device = target->find("AOTI_DEVICE_KEY");
+      device != target->end() && device->second == "cuda" && !at::hasCUDA()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     " was compiled for CUDA and this machine has no GPU: export it with "
+                     "tools/export_teacher.py --device=cpu"));
+  }
+  if (auto isa = target->find("AOTI_CPU_ISA"); isa != target->end()) {
+    const std::vector<std::string> missing = aoti_internal::MissingCpuIsa(
+        isa->second, [](const std::string& name) { return aoti_internal::CpuSupports(name); });
+    if (!missing.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " was compiled for instruction sets this CPU lacks (", absl::StrJoin(missing, ", "),
+          "): export it again on this machine, or on one no newer than it"));
+    }
+  }
   absl::StatusOr<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loader =
       internal::CallTorchWith(
           [&] {

@@ -17,8 +17,10 @@
 #ifndef LIBKD_HOOKS_AOTI_MODEL_H_
 #define LIBKD_HOOKS_AOTI_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "hooks/model.h"
@@ -33,10 +35,21 @@ struct AotiOptions {
 
 // The package at `path`. NotFound for a missing file; InvalidArgument, one line naming the
 // file, for a file that is not a package (not a zip, no model inside, no libkd manifest) or
-// one this machine cannot run (compiled for CUDA without a GPU).
+// one this machine cannot run (compiled for CUDA without a GPU, or for instruction sets this
+// CPU lacks: checked before the package's code is loaded).
 absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                                                      const AotiOptions& options = {});
 
+namespace aoti_internal {
+
+// The names in `isa_list` (a package's AOTI_CPU_ISA, "AVX512 AVX512_VNNI") that `supports` says
+// no to. Exposed for tests.
+std::vector<std::string> MissingCpuIsa(const std::string& isa_list,
+                                       const std::function<bool(const std::string&)>& supports);
+// Whether this CPU has the instruction set Inductor names `isa` (unknown names: true).
+bool CpuSupports(const std::string& isa);
+
+}  // namespace aoti_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_AOTI_MODEL_H_

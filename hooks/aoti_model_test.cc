@@ -156,6 +156,13 @@ TEST(AotiModelTest, BadPackagesAreNamed) {
       EXPECT_EQ(std::string(truncated.status().message()).find('\n'), std::string::npos);
     }
   }
+  // A package compiled for CUDA, on a machine without a GPU: refused before its code loads.
+  if (!at::hasCUDA()) {
+    EXPECT_THAT(LoadAotiModel(FixturePath("cuda_claim_aoti.pt2")),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("was compiled for CUDA and this machine has no GPU: export it "
+                                   "with tools/export_teacher.py --device=cpu")));
+  }
   // A zip that is no package: a TorchScript archive.
   auto torchscript = LoadAotiModel(FixturePath("small_cnn.pt"));
   EXPECT_THAT(torchscript, StatusIs(absl::StatusCode::kInvalidArgument,
@@ -163,6 +170,18 @@ TEST(AotiModelTest, BadPackagesAreNamed) {
   if (!torchscript.ok()) {
     EXPECT_EQ(std::string(torchscript.status().message()).find('\n'), std::string::npos);
   }
+}
+
+// A CPU package's kernels need the instruction sets of the machine that compiled it: the names
+// this CPU lacks are listed (and a package is refused with them); the fixtures, built here,
+// need none this CPU lacks.
+TEST(AotiModelTest, InstructionSetsTheCpuLacks) {
+  auto only_avx2 = [](const std::string& isa) { return isa == "AVX2"; };
+  EXPECT_THAT(aoti_internal::MissingCpuIsa("AVX512 AVX512_VNNI", only_avx2),
+              ::testing::ElementsAre("AVX512", "AVX512_VNNI"));
+  EXPECT_THAT(aoti_internal::MissingCpuIsa("AVX2", only_avx2), ::testing::IsEmpty());
+  EXPECT_THAT(aoti_internal::MissingCpuIsa("", only_avx2), ::testing::IsEmpty());
+  EXPECT_TRUE(aoti_internal::CpuSupports("NOT_AN_ISA"));  // left to the loader
 }
 
 }  // namespace

@@ -4,15 +4,18 @@ OUT_DIR/NAME_aoti.pt2 and OUT_DIR/NAME_aoti.expected.pt ({"input", "output", "ho
 {"input": [per call, the args tuple], "output": [per call]}}}). Exported with batch 2, checked
 with batch 3 (the batch dimension is dynamic). Models: small_cnn (small_cnn.state.pt's
 weights), torchvision's ResNet-18 and MobileNetV3-Small and a torch Transformer encoder (seeded
-random weights); and no_manifest_aoti.pt2, a package made without libkd's manifest. Run by Bazel (//tests/testdata:aoti_fixtures: built, about a minute each, not
+random weights); no_manifest_aoti.pt2, a package made without libkd's manifest, and
+cuda_claim_aoti.pt2, small_cnn's package whose metadata says CUDA. Run by Bazel (//tests/testdata:aoti_fixtures: built, about a minute each, not
 committed):
 
   python make_aoti_fixtures.py WORKSPACE_ROOT OUT_DIR
 """
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 import torch
 import torch.nn as nn
@@ -92,6 +95,17 @@ def main():
                  "--hooks=" + ",".join(f"{p}:{io}" for p, io in hooks.items()),
                  "--out=" + out + ".pt2"],
                 check=True, cwd=root, stdout=subprocess.DEVNULL)
+    # small_cnn's package claiming to be compiled for CUDA (its metadata rewritten): what a
+    # machine without a GPU must refuse before loading it.
+    with zipfile.ZipFile(os.path.join(out_dir, "small_cnn_aoti.pt2")) as source, \
+            zipfile.ZipFile(os.path.join(out_dir, "cuda_claim_aoti.pt2"), "w") as claim:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename.endswith("wrapper_metadata.json"):
+                metadata = json.loads(data)
+                metadata["AOTI_DEVICE_KEY"] = "cuda"
+                data = json.dumps(metadata).encode()
+            claim.writestr(item, data)
     # A package that torch made without libkd's manifest (not by tools/export_teacher.py).
     torch.manual_seed(0)
     linear = nn.Linear(4, 2).eval()
