@@ -22,6 +22,7 @@ dynamic unless --static); --dtype=float32; --hooks=PATH:IO,... (IO one of input,
 """
 import argparse
 import ast
+import difflib
 import importlib
 import os
 import sys
@@ -156,9 +157,9 @@ def main():
         if io not in ("input", "output", "both") or not path and item.count(":") == 0:
             fail(f"--hooks: {item!r} is not PATH:IO with IO input, output or both")
         if path not in module_paths:
-            near = [p for p in module_paths if p and (p.startswith(path) or path.startswith(p))]
+            near = difflib.get_close_matches(path, module_paths, n=2)
             fail(f"--hooks: the model has no module {path!r}"
-                 + (f"; did you mean {near[0]!r}?" if near else ""))
+                 + (f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""))
         want_in, want_out = hooks.get(path, (False, False))
         hooks[path] = (want_in or io in ("input", "both"), want_out or io in ("output", "both"))
     try:

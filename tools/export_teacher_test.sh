@@ -1,0 +1,22 @@
+#!/bin/bash
+# tools/export_teacher.py's bad input: one line, exit 2, before any export starts. (Its exports
+# are tested through //tests/testdata:aoti_fixtures and //hooks:aoti_model_test.)
+set -u
+source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
+root="$TEST_SRCDIR/$TEST_WORKSPACE"
+python="$root/external/libtorch/python.sh"
+tool="$TEST_TMPDIR/export_teacher"
+printf '#!/bin/sh\ncd "%s" && exec "%s" tools/export_teacher.py "$@"\n' "$root" "$python" >"$tool"
+chmod +x "$tool"
+small="--model=tests.testdata.make_fixtures:SmallCNN --input_shape=2,1,28,28 --out=$TEST_TMPDIR/t.pt2"
+
+expect_error "unknown module path" \
+  "export_teacher: --hooks: the model has no module 'layer9'; did you mean 'layer2' or 'layer1'?" \
+  $small --hooks=layer9:output
+expect_error "bad io" "is not PATH:IO with IO input, output or both" $small --hooks=stem:sideways
+expect_error "bad shape" "--input_shape=2,x: give integers" \
+  --model=tests.testdata.make_fixtures:SmallCNN --input_shape=2,x --out="$TEST_TMPDIR/t.pt2"
+expect_error "unknown module" "--model=nosuch:Thing: cannot import nosuch" \
+  --model=nosuch:Thing --input_shape=2,1,28,28 --out="$TEST_TMPDIR/t.pt2"
+expect_error "bad kwargs" "--kwargs: '16' is not NAME=VALUE" $small --kwargs=16
+finish export_teacher_test
