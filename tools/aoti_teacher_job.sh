@@ -3,7 +3,7 @@
 # (tools/configs/fashion_mnist_teacher.pbtxt, checkpoint chosen on validation), exports it with
 # tools/export_teacher.py through its Python twin (distill/boxes/peer_box_timing.py's
 # FashionCnn, the same layers and parameter names), then distils the job's student from the
-# package (fashion_mnist_student_kd.pbtxt with teacher { aoti_package }) and, for comparison,
+# package (fashion_mnist_student_kd_aoti.pbtxt) and, for comparison,
 # from the native teacher's checkpoint, each tested once on the test split. One intra-op
 # thread. Run from the repository root:
 #
@@ -49,11 +49,10 @@ echo "aoti_teacher_job: exporting it as an AOTInductor package" >&2
   --out="$out/teacher.pt2" >/dev/null 2>"$out/export.log" ||
   { echo "aoti_teacher_job: export failed, see $out/export.log" >&2; exit 1; }
 
-# The KD config's teacher: the package, or the native model with the trained checkpoint.
-awk -v pkg="$out/teacher.pt2" '
-  /^teacher \{/ { print "teacher { aoti_package: \"" pkg "\" }"; skip = 1; next }
-  skip && /^\}/ { skip = 0; next }
-  !skip' "$configs/fashion_mnist_student_kd.pbtxt" >"$out/student_kd_aoti.pbtxt"
+# The KD config's teacher: the package (fashion_mnist_student_kd_aoti.pbtxt, at this --out), or
+# the native model with the trained checkpoint.
+sed -e "s|aoti_package: \"runs/aoti/teacher.pt2\"|aoti_package: \"$out/teacher.pt2\"|" \
+  "$configs/fashion_mnist_student_kd_aoti.pbtxt" >"$out/student_kd_aoti.pbtxt"
 sed -e "s|^teacher {|teacher {\n  src_ckpt: \"$out/teacher/model.pt\"|" \
   "$configs/fashion_mnist_student_kd.pbtxt" >"$out/student_kd_native.pbtxt"
 echo "aoti_teacher_job: distilling the student from the package, then from the native teacher" >&2

@@ -12,7 +12,9 @@ for config in "$root"/tools/configs/*.pbtxt; do
   out=$("$tool" --config="$config"); rc=$?
   check "$name: exit 0" test "$rc" -eq 0
   check "$name: OK first" test "$(head -n 1 <<<"$out")" = "OK"
-  if grep -q 'tests/testdata/small_cnn.pt' "$config"; then
+  if grep -q 'aoti_package' "$config"; then  # the default job with a package teacher
+    check "$name: summary" grep -qE '^Distills the teacher \(AOTInductor package runs/aoti/teacher.pt2\) into the student' <<<"$out"
+  elif grep -q 'tests/testdata/small_cnn.pt' "$config"; then
     check "$name: summary" grep -qE '^Distills the teacher \(TorchScript tests/testdata/small_cnn.pt\) into the student' <<<"$out"
   else  # the default job's configs: native models
     check "$name: summary" grep -qE '^(Distills the teacher \(native model "fashion_cnn"|Trains the student \(native model "fashion_cnn")' <<<"$out"
