@@ -1,8 +1,8 @@
 #!/bin/bash
 # The main job with its teacher as an AOTInductor package: trains the job's teacher
 # (tools/configs/fashion_mnist_teacher.pbtxt, checkpoint chosen on validation), exports it with
-# tools/export_teacher.py through its Python twin (distill/boxes/peer_box_timing.py's
-# FashionCnn, the same layers and parameter names), then distils the job's student from the
+# tools/export_teacher.py through its Python twin (distill/models/fashion_cnn.py,
+# the same layers and parameter names), then distils the job's student from the
 # package (fashion_mnist_student_kd_aoti.pbtxt) and, for comparison,
 # from the native teacher's checkpoint, each tested once on the test split. One intra-op
 # thread. Run from the repository root:
@@ -44,7 +44,7 @@ echo "aoti_teacher_job: training the teacher (seed $seed)" >&2
 run teacher "$out/teacher.pbtxt"
 
 echo "aoti_teacher_job: exporting it as an AOTInductor package" >&2
-"$python" tools/export_teacher.py --model=distill.boxes.peer_box_timing:FashionCnn \
+"$python" tools/export_teacher.py --model=distill.models.fashion_cnn:FashionCnn \
   --kwargs=width=16 --state="$out/teacher/model.pt" --input_shape=2,1,28,28 \
   --out="$out/teacher.pt2" >/dev/null 2>"$out/export.log" ||
   { echo "aoti_teacher_job: export failed, see $out/export.log" >&2; exit 1; }

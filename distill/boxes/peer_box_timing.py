@@ -15,36 +15,16 @@ momentum 0.9), one thread. Serves requests, one a line on stdin:
                                  (writes the teacher, scripted, for box_benchmark --teacher=FILE)
 """
 import logging
+import os
 import sys
 import time
 
 import torch
-import torch.nn as nn
 from torch.utils.data import RandomSampler, TensorDataset
 from torchdistill.core.distillation import get_distillation_box
 
-NUM_CLASSES = 10
-
-
-def conv_bn_relu(cin, cout, stride=1):
-    return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout),
-            nn.ReLU()]
-
-
-class FashionCnn(nn.Module):
-    """libkd's fashion_cnn: stem (conv stride 2), layer1, layer2 (conv, maxpool, conv), head."""
-
-    def __init__(self, width, num_classes=NUM_CLASSES, in_channels=1, dropout=0.0):
-        super().__init__()
-        self.stem = nn.Sequential(*conv_bn_relu(in_channels, width, stride=2))
-        self.layer1 = nn.Sequential(*conv_bn_relu(width, width))
-        self.layer2 = nn.Sequential(*conv_bn_relu(width, 2 * width), nn.MaxPool2d(2),
-                                    *conv_bn_relu(2 * width, 2 * width))
-        self.head = nn.Sequential(nn.Flatten(), nn.Dropout(dropout),
-                                  nn.Linear(2 * width * 7 * 7, num_classes))
-
-    def forward(self, x):
-        return self.head(self.layer2(self.layer1(self.stem(x))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from distill.models.fashion_cnn import NUM_CLASSES, FashionCnn  # noqa: E402 (the repo's root)
 
 
 def num_params(model):
