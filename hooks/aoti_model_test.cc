@@ -86,9 +86,11 @@ void ExpectEagerPythonsValues(const std::string& name) {
 }
 
 // small_cnn's package (its relu in layer1.0 runs twice per forward: two calls), and
-// torchvision's ResNet-18 and MobileNetV3-Small and a torch Transformer encoder.
+// torchvision's ResNet-18 and MobileNetV3-Small, a torch Transformer encoder and libkd's
+// fashion_cnn (its Python twin).
 TEST(AotiModelTest, OutputsAndHookedValuesEqualEagerPython) {
-  for (const char* name : {"small_cnn", "resnet18", "mobilenet_v3_small", "transformer_encoder"}) {
+  for (const char* name :
+       {"small_cnn", "resnet18", "mobilenet_v3_small", "transformer_encoder", "fashion_cnn16"}) {
     ExpectEagerPythonsValues(name);
   }
 }

@@ -1,11 +1,12 @@
-// Teacher forward time: the same weights (small_cnn, 1x28x28 -> 10, tests/testdata) as an
-// AOTInductor package (tools/export_teacher.py, its hooked features exported too), as
-// TorchScript optimized for inference (ModelConfig.optimize_for_inference) and as TorchScript
-// as exported (libtorch's graph executor, the eager baseline), under no-grad, one intra-op
-// thread, batch 4, 16 and 128. Rounds alternate the three; each round times --steps forwards
-// of each; the figures are medians over --rounds, with each time's ratio to the TorchScript
-// teacher's in the same round. Then a whole KD step (teacher forward, a fashion_cnn student's
-// forward, KD's loss, backward, SGD step) with each teacher, timed the same way.
+// Teacher forward time: the box benchmark's teacher (fashion_cnn width 16, 1x28x28 -> 10) with
+// one set of weights as TorchScript as exported (libtorch's graph executor), as the native
+// libtorch model (eager), as TorchScript optimized for inference
+// (ModelConfig.optimize_for_inference) and as an AOTInductor package (tools/export_teacher.py,
+// one hooked feature exported too), under no-grad, one intra-op thread, batch 4, 16 and 128. Rounds
+// alternate the three; each round times --steps forwards of each; the figures are medians over
+// --rounds, with each time's ratio to the TorchScript teacher's in the same round. Then a whole KD
+// step of the box benchmark's pair (teacher forward, the fashion_cnn width-4 student's forward,
+// KD's loss, backward, SGD step) with each teacher, timed the same way.
 //
 //   bazel run -c opt //distill/boxes:teacher_benchmark -- --rounds=9
 #include <algorithm>
@@ -43,13 +44,21 @@ double Median(std::vector<double> v) {
 int Main() {
   at::set_num_threads(1);
   at::NoGradGuard no_grad;
-  auto script = LoadTorchScriptModel("tests/testdata/small_cnn.pt");
-  auto package = LoadAotiModel("tests/testdata/small_cnn_aoti.pt2", {.single_threaded = true});
-  if (!script.ok() || !package.ok()) {
-    std::fprintf(stderr, "teacher_benchmark: %s\n",
-                 std::string((script.ok() ? package.status() : script.status()).message()).c_str());
+  // The box benchmark's teacher, fashion_cnn width 16, one set of weights four ways (made by
+  // tests/testdata/make_aoti_fixtures.py from its Python twin).
+  auto native = MakeRegisteredModel("fashion_cnn", {{"width", int64_t{16}}});
+  auto script = LoadTorchScriptModel("tests/testdata/fashion_cnn16.pt");
+  auto package = LoadAotiModel("tests/testdata/fashion_cnn16_aoti.pt2", {.single_threaded = true});
+  absl::Status loaded = !native.ok()   ? native.status()
+                        : !script.ok() ? script.status()
+                        : !package.ok()
+                            ? package.status()
+                            : (*native)->LoadState("tests/testdata/fashion_cnn16.state.pt");
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "teacher_benchmark: %s\n", std::string(loaded.message()).c_str());
     return 2;
   }
+  (*native)->SetTraining(false);
   (*script)->SetTraining(false);
   auto optimized = OptimizeForInference(**script, "teacher");
   if (!optimized.ok()) {
@@ -62,8 +71,22 @@ int Main() {
     Model* model;
   };
   const std::vector<Teacher> teachers = {{"TorchScript as exported", script->get()},
+                                         {"native libtorch (eager)", native->get()},
                                          {"TorchScript optimized for inference", optimized->get()},
                                          {"AOTInductor package", package->get()}};
+  // The same weights: the same logits, to rounding.
+  {
+    const at::Tensor x = at::randn({2, 1, 28, 28});
+    const at::Tensor want = (*script)->Forward({x}).toTensor();
+    for (const Teacher& t : teachers) {
+      const double diff = (t.model->Forward({x}).toTensor() - want).abs().max().item<double>();
+      if (diff > 1e-4) {
+        std::fprintf(stderr, "teacher_benchmark: %s differs from TorchScript by %g\n", t.name,
+                     diff);
+        return 1;
+      }
+    }
+  }
   const int rounds = absl::GetFlag(FLAGS_rounds), steps = absl::GetFlag(FLAGS_steps);
   std::printf("%-36s %6s %14s %16s\n", "teacher", "batch", "ms / forward", "/ TorchScript");
   for (int64_t batch : {4, 16, 128}) {

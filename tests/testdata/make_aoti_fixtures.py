@@ -39,7 +39,16 @@ MODELS = {
                            {"features.3": "output", "classifier.0": "input"}),
     "transformer_encoder": ("tests.testdata.make_aoti_fixtures:transformer_encoder", (3, 10, 32),
                             {"layers.0": "output", "layers.1.linear1": "output"}),
+    # The box benchmark's teacher (libkd's fashion_cnn, width 16), also as TorchScript and as a
+    # state dict for the native model: //distill/boxes:teacher_benchmark's four teachers.
+    "fashion_cnn16": ("tests.testdata.make_aoti_fixtures:fashion_cnn16", (3, 1, 28, 28),
+                      {"layer1": "output"}),
 }
+
+
+def fashion_cnn16():
+    from distill.models.fashion_cnn import FashionCnn
+    return FashionCnn(16)
 
 
 def build(spec):
@@ -89,6 +98,9 @@ def main():
             y, recorded = record(model, x, hooks)
             out = os.path.join(out_dir, name + "_aoti")
             torch.save({"input": x, "output": y, "hooks": recorded}, out + ".expected.pt")
+            if name == "fashion_cnn16":
+                torch.jit.script(model).save(os.path.join(out_dir, name + ".pt"))
+                torch.save(dict(model.state_dict()), os.path.join(out_dir, name + ".state.pt"))
             subprocess.run(
                 [sys.executable, os.path.join(root, "tools/export_teacher.py"), "--model=" + spec,
                  "--state=" + state, "--input_shape=" + ",".join(["2"] + [str(d) for d in shape[1:]]),
