@@ -12,7 +12,8 @@
 //
 // Registered here: "conv_connector" (1x1 conv + batch norm, FitNet's regressor
 // / DAB's connector), "linear" (a projection head); torchdistill's method
-// modules under its class names (method_modules.cc): "Regressor4VID",
+// modules under its class names (method_modules.cc, factor_transfer_modules.cc,
+// knowledge_review_modules.cc): "Regressor4VID",
 // "VarianceBranch4PAD", "Linear4CRD", "Linear4CCKD", "ChannelSimilarityEmbed",
 // "Paraphraser4FactorTransfer", "Translator4FactorTransfer", "SSWrapper4SSKD", "Connector4DAB",
 // "FeatureAdapter4KTAAD", "AffinityAdapter4KTAAD", "SRDModelWrapper", "AttentionBasedFusion"

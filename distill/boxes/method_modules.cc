@@ -6,12 +6,12 @@
 //   Linear4CRD              CRD's embedding: linear, then L_power-normalized, for CRDLoss
 //   Linear4CCKD             CCKD's embedding: a linear on the flattened value, for CCKDLoss
 //   ChannelSimilarityEmbed  ICKD's embedding: 3x3 conv + batch norm
-//   Paraphraser4FactorTransfer, Translator4FactorTransfer  factor transfer's (Kim et al. 2018)
 //   SSWrapper4SSKD          SSKD's self-supervision module, for AuxSSKDLoss and SSKDLoss
 //   Connector4DAB           DAB's connector: conv (+ batch norm)
 //   FeatureAdapter4KTAAD, AffinityAdapter4KTAAD  KTAAD's adapters, for KTALoss and AffinityLoss
 //   SRDModelWrapper         SRD's projector: spatial mean, linear, batch norm
-//   AttentionBasedFusion    knowledge review's fusion, chained deepest first
+// Factor transfer's modules are in factor_transfer_modules.cc, knowledge review's fusion in
+// knowledge_review_modules.cc.
 // torchdistill attaches them to a model through wrappers (VariationalDistributor4VID,
 // Student4KnowledgeReview, ...); here they are auxiliary modules of the stage's model, run on
 // its recorded values (and on earlier modules' outputs), trained with it and kept in the run's
@@ -34,11 +34,14 @@
 #include "absl/strings/str_cat.h"
 #include "base/kwargs.h"
 #include "distill/boxes/aux_modules.h"
+#include "distill/boxes/internal/method_module_specs.h"
 
 namespace kd {
 namespace {
 
 namespace nn = torch::nn;
+using boxes_internal::Channels;
+using boxes_internal::With;
 
 // torchdistill's Regressor4VID: three bias-free 1x1 convolutions (ReLU between) predicting the
 // teacher's map's mean, and one variance per channel, softplus(soft_plus_param) + eps, the
@@ -160,62 +163,6 @@ class Projector4SrdImpl : public nn::Module {
 };
 TORCH_MODULE(Projector4Srd);
 
-// Knowledge review's attention-based fusion (Chen et al. 2021; torchdistill's
-// AttentionBasedFusion): x through a 1x1 convolution and batch norm to mid channels; with
-// attention, fused with the previous (deeper) fusion's residual y, resized (nearest) to x's
-// size, by two attention maps a 1x1 convolution and a sigmoid draw from both; then a 3x3
-// convolution and batch norm to out channels. Returns (output, residual): the loss reads the
-// first, the next fusion the second. torchdistill resizes y to (size, size) given per fusion
-// (its wrapper's `sizes`); that must be x's size, which is the default here.
-class AttentionBasedFusionImpl : public nn::Module {
- public:
-  AttentionBasedFusionImpl(int64_t in, int64_t mid, int64_t out, bool uses_attention, int64_t size)
-      : conv1_(register_module("conv1",
-                               nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, mid, 1).bias(false)),
-                                              nn::BatchNorm2d(mid)))),
-        conv2_(register_module(
-            "conv2",
-            nn::Sequential(nn::Conv2d(nn::Conv2dOptions(mid, out, 3).padding(1).bias(false)),
-                           nn::BatchNorm2d(out)))),
-        size_(size) {
-    if (uses_attention) {
-      attention_conv_ = register_module(
-          "attention_conv",
-          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(2 * mid, 2, 1)), nn::Sigmoid()));
-    }
-    nn::init::kaiming_uniform_(conv1_[0]->as<nn::Conv2d>()->weight, /*a=*/1);
-    nn::init::kaiming_uniform_(conv2_[0]->as<nn::Conv2d>()->weight, /*a=*/1);
-  }
-
-  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& input, const at::Tensor& residual) {
-    at::Tensor x = conv1_->forward(input);
-    if (attention_conv_) {
-      TORCH_CHECK(residual.defined(),
-                  "a fusion with attention (uses_attention: true) reads the previous fusion's "
-                  "residual: add extra_inputs { path: \"<its name>\" element: 1 }");
-      const int64_t n = x.size(0), h = x.size(2), w = x.size(3);
-      const at::Tensor y = at::upsample_nearest2d(
-          residual, size_ > 0 ? std::vector<int64_t>{size_, size_} : std::vector<int64_t>{h, w});
-      const at::Tensor z = attention_conv_->forward(at::cat({x, y}, 1));
-      x = x * z.select(1, 0).view({n, 1, h, w}) + y * z.select(1, 1).view({n, 1, h, w});
-    } else {
-      TORCH_CHECK(!residual.defined(),
-                  "a fusion without attention (the deepest, uses_attention: false) takes one "
-                  "input; set uses_attention: true to fuse a residual");
-    }
-    return {conv2_->forward(x), x};
-  }
-
- protected:
-  FORWARD_HAS_DEFAULT_ARGS({1, nn::AnyValue(at::Tensor())})
-
- private:
-  nn::Sequential conv1_, conv2_;
-  nn::Sequential attention_conv_{nullptr};
-  int64_t size_;
-};
-TORCH_MODULE(AttentionBasedFusion);
-
 // torchdistill's Normalizer4CRD (Linear4CRD's trainable part): the flattened value through a
 // linear, divided by its L_power norm over features ("linear.weight", "linear.bias").
 class Normalizer4CrdImpl : public nn::Module {
@@ -260,104 +207,6 @@ class ChannelSimilarityEmbedImpl : public nn::Module {
   nn::BatchNorm2d l2norm_;
 };
 TORCH_MODULE(ChannelSimilarityEmbed);
-
-// Factor transfer's blocks as torchdistill builds them: a convolution (transposed in the
-// paraphraser's decoder), a batch norm if `uses_bn`, LeakyReLU(0.1).
-struct FactorBlocks {
-  int64_t kernel_size, stride, padding;
-  bool uses_bn;
-  void Append(nn::SequentialImpl& seq, int64_t in, int64_t out, bool transposed) const {
-    if (transposed) {
-      seq.push_back(nn::ConvTranspose2d(
-          nn::ConvTranspose2dOptions(in, out, kernel_size).stride(stride).padding(padding)));
-    } else {
-      seq.push_back(
-          nn::Conv2d(nn::Conv2dOptions(in, out, kernel_size).stride(stride).padding(padding)));
-    }
-    if (uses_bn) seq.push_back(nn::BatchNorm2d(out));
-    seq.push_back(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.1)));
-  }
-};
-
-FactorBlocks FactorBlocksOf(const Kwargs& kwargs) {
-  return {IntKwarg(kwargs, "kernel_size"), IntKwarg(kwargs, "stride"), IntKwarg(kwargs, "padding"),
-          BoolKwarg(kwargs, "uses_bn")};
-}
-
-// torchdistill's Paraphraser4FactorTransfer: an encoder of three blocks (in -> in -> in*k ->
-// in*k channels) and a decoder back (transposed convolutions); with `uses_decoder` it returns
-// the reconstruction (its own training stage), without it the factor ("encoder.*",
-// "decoder.*").
-class ParaphraserImpl : public nn::Module {
- public:
-  ParaphraserImpl(double k, int64_t in, const FactorBlocks& blocks, bool uses_decoder)
-      : uses_decoder_(uses_decoder) {
-    const int64_t factor = static_cast<int64_t>(static_cast<double>(in) * k);
-    nn::Sequential encoder, decoder;
-    blocks.Append(*encoder, in, in, false);
-    blocks.Append(*encoder, in, factor, false);
-    blocks.Append(*encoder, factor, factor, false);
-    blocks.Append(*decoder, factor, factor, true);
-    blocks.Append(*decoder, factor, in, true);
-    blocks.Append(*decoder, in, in, true);
-    encoder_ = register_module("encoder", encoder);
-    decoder_ = register_module("decoder", decoder);
-  }
-  at::Tensor forward(const at::Tensor& z) {
-    const at::Tensor factor = encoder_->forward(z);
-    return uses_decoder_ ? decoder_->forward(factor) : factor;
-  }
-
- private:
-  bool uses_decoder_;
-  nn::Sequential encoder_{nullptr}, decoder_{nullptr};
-};
-TORCH_MODULE(Paraphraser);
-
-// torchdistill's Translator4FactorTransfer, an nn.Sequential subclass: three blocks (in -> in
-// -> out -> out channels), "0.*", "1.*", ... as its state dict. (A plain Sequential has a
-// templated forward, which AnyModule cannot hold.)
-class TranslatorImpl : public nn::SequentialImpl {
- public:
-  TranslatorImpl(int64_t in, int64_t out, const FactorBlocks& blocks) {
-    blocks.Append(*this, in, in, false);
-    blocks.Append(*this, in, out, false);
-    blocks.Append(*this, out, out, false);
-  }
-  at::Tensor forward(const at::Tensor& x) { return nn::SequentialImpl::forward(x); }
-};
-TORCH_MODULE(Translator);
-
-std::vector<KwargSpec> FactorBlockSpecs() {
-  return {{.name = "kernel_size",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{3},
-           .min = 1},
-          {.name = "stride",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{1},
-           .min = 1},
-          {.name = "padding",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{1},
-           .min = 0},
-          {.name = "uses_bn",
-           .type = KwargType::kBool,
-           .doc = "a batch norm after each convolution",
-           .default_value = true}};
-}
-
-std::vector<KwargSpec> With(std::vector<KwargSpec> specs, std::vector<KwargSpec> more) {
-  specs.insert(specs.end(), more.begin(), more.end());
-  return specs;
-}
-
-KwargSpec Channels(const char* name, const char* doc) {
-  return {.name = name, .type = KwargType::kInteger, .doc = doc, .min = 1, .required = true};
-}
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "Regressor4VID",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
@@ -426,28 +275,6 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
               .default_value = int64_t{128},
               .min = 1}});
 
-KD_REGISTER(AuxiliaryModuleRegistry(), "Paraphraser4FactorTransfer",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(
-                  Paraphraser(NumberKwarg(kwargs, "k"), IntKwarg(kwargs, "num_input_channels"),
-                              FactorBlocksOf(kwargs), BoolKwarg(kwargs, "uses_decoder")));
-            }),
-            With(FactorBlockSpecs(),
-                 {PositiveNumberSpec("k", "the paraphrase rate: factor channels / input's", 0.5),
-                  Channels("num_input_channels", "the teacher map's channels"),
-                  {.name = "uses_decoder",
-                   .type = KwargType::kBool,
-                   .doc = "return the reconstruction (its training stage), not the factor",
-                   .default_value = true}}));
-KD_REGISTER(AuxiliaryModuleRegistry(), "Translator4FactorTransfer",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(Translator(IntKwarg(kwargs, "num_input_channels"),
-                                              IntKwarg(kwargs, "num_output_channels"),
-                                              FactorBlocksOf(kwargs)));
-            }),
-            With(FactorBlockSpecs(), {Channels("num_input_channels", "the student map's channels"),
-                                      Channels("num_output_channels", "the factor's channels")}));
-
 KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(VarianceBranch4Pad(IntKwarg(kwargs, "feat_dim")));
@@ -510,25 +337,6 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "SRDModelWrapper",
              {.name = "out_features",
               .type = KwargType::kInteger,
               .doc = "the linear's output (its linear_kwargs); 0: no linear",
-              .default_value = int64_t{0},
-              .min = 0}});
-KD_REGISTER(AuxiliaryModuleRegistry(), "AttentionBasedFusion",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(AttentionBasedFusion(
-                  IntKwarg(kwargs, "in_channels"), IntKwarg(kwargs, "mid_channels"),
-                  IntKwarg(kwargs, "out_channels"), BoolKwarg(kwargs, "uses_attention"),
-                  IntKwarg(kwargs, "size")));
-            }),
-            {Channels("in_channels", "the student map's channels"),
-             Channels("mid_channels", "the fused maps' channels (the same for every fusion)"),
-             Channels("out_channels", "the teacher map's channels"),
-             {.name = "uses_attention",
-              .type = KwargType::kBool,
-              .doc = "fuse the previous fusion's residual (every fusion but the deepest)",
-              .default_value = false},
-             {.name = "size",
-              .type = KwargType::kInteger,
-              .doc = "the residual's size after resizing (torchdistill's sizes); 0: the map's",
               .default_value = int64_t{0},
               .min = 0}});
 

@@ -13,6 +13,7 @@
 #include "base/nearest.h"
 #include "base/registry.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/internal/model_checks.h"
 #include "distill/config/internal/output_files.h"
 #include "distill/config/internal/stage_checks.h"
 #include "distill/config/plugin_kinds.h"
@@ -37,13 +38,7 @@ class Validator : private internal::StageChecker {
     CheckFieldValues(config, root);  // numbers, strings, enums; kwargs' numbers in CheckPlugin
     if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
     CheckDatasets(config, root);
-    if (config.has_student()) {
-      CheckModel(config.student(), root.Nested("student"));
-    } else {
-      Missing(root, "student");
-    }
-    if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"));
-    CheckOptimizeForInference(config, root);
+    internal::CheckModels(config, root, *this);
     CheckStages(config, root);
     CheckStageCheckpoints(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
@@ -70,32 +65,6 @@ class Validator : private internal::StageChecker {
     if (profiler.has_active()) AtLeast(loc, "active", profiler.active(), int64_t{1});
     AtLeast(loc, "repeat", profiler.repeat(), int64_t{0});
     AtLeast(loc, "skip_first", profiler.skip_first(), int64_t{0});
-  }
-
-  // ModelConfig.optimize_for_inference: a TorchScript teacher's, with nothing to save.
-  void CheckOptimizeForInference(const DistillConfig& config, const ConfigLocator& root) {
-    if (config.student().optimize_for_inference()) {
-      Add(root.Nested("student").Of("optimize_for_inference"),
-          "optimize_for_inference is for the teacher: the student trains");
-    }
-    if (config.student().has_aoti_package()) {
-      Add(root.Nested("student").Of("aoti_package"),
-          "an AOTInductor package is for the teacher: the student trains (give torchscript or "
-          "native)");
-    }
-    const ModelConfig& teacher = config.teacher();
-    if (!teacher.optimize_for_inference()) return;
-    const ConfigLocator loc = root.Nested("teacher");
-    if (!teacher.has_torchscript()) {
-      Add(loc.Of("optimize_for_inference"),
-          "optimize_for_inference needs a TorchScript teacher (torch::jit::freeze works on "
-          "TorchScript modules); export it with torch.jit.script, or drop the flag");
-    }
-    if (!teacher.dst_ckpt().empty()) {
-      Add(loc.Of("dst_ckpt"),
-          "a teacher optimized for inference has no parameters to save: drop dst_ckpt or "
-          "optimize_for_inference");
-    }
   }
 
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
@@ -146,39 +115,6 @@ class Validator : private internal::StageChecker {
         }
       }
     }
-  }
-
-  void CheckModel(const ModelConfig& model, const ConfigLocator& loc) {
-    switch (model.source_case()) {
-      case ModelConfig::SOURCE_NOT_SET:
-        Add(loc.self(), absl::StrCat("missing required field \"torchscript\", \"native\" or "
-                                     "\"aoti_package\" in ",
-                                     loc.type_name()));
-        break;
-      case ModelConfig::kTorchscript:
-        if (model.torchscript().empty()) {
-          Add(loc.Of("torchscript"), "empty torchscript path");
-        }
-        CheckFile(model.torchscript(), loc, "torchscript");
-        break;
-      case ModelConfig::kNative: {
-        const ConfigLocator native = loc.Nested("native");
-        CheckPlugin(kModelKind, model.native().key(), model.native().kwargs(), native);
-        break;
-      }
-      case ModelConfig::kAotiPackage:
-        if (model.aoti_package().empty()) Add(loc.Of("aoti_package"), "empty aoti_package path");
-        CheckFile(model.aoti_package(), loc, "aoti_package");
-        for (const char* field : {"src_ckpt", "dst_ckpt"}) {
-          if (loc.Written(field)) {
-            Add(loc.Of(field), absl::StrCat("an AOTInductor package has its weights compiled in: "
-                                            "drop ",
-                                            field, " (export the weights you want)"));
-          }
-        }
-        break;
-    }
-    CheckFile(model.src_ckpt(), loc, "src_ckpt");
   }
 
   void CheckStages(const DistillConfig& config, const ConfigLocator& root) {

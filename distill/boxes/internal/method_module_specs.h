@@ -1,0 +1,27 @@
+// Internal to distill/boxes: the kwarg specs torchdistill's method modules share
+// (method_modules.cc, factor_transfer_modules.cc, knowledge_review_modules.cc).
+#ifndef LIBKD_DISTILL_BOXES_INTERNAL_METHOD_MODULE_SPECS_H_
+#define LIBKD_DISTILL_BOXES_INTERNAL_METHOD_MODULE_SPECS_H_
+
+#include <vector>
+
+#include "base/kwargs.h"
+
+namespace kd {
+namespace boxes_internal {
+
+// `specs` followed by `more`.
+inline std::vector<KwargSpec> With(std::vector<KwargSpec> specs, std::vector<KwargSpec> more) {
+  specs.insert(specs.end(), more.begin(), more.end());
+  return specs;
+}
+
+// A required channel (or feature) count, >= 1.
+inline KwargSpec Channels(const char* name, const char* doc) {
+  return {.name = name, .type = KwargType::kInteger, .doc = doc, .min = 1, .required = true};
+}
+
+}  // namespace boxes_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_INTERNAL_METHOD_MODULE_SPECS_H_
