@@ -22,6 +22,7 @@ namespace {
 
 namespace nn = torch::nn;
 using boxes_internal::Channels;
+using boxes_internal::ConvGeometrySpecs;
 using boxes_internal::With;
 
 // Factor transfer's blocks as torchdistill builds them: a convolution (transposed in the
@@ -92,25 +93,11 @@ class TranslatorImpl : public nn::SequentialImpl {
 TORCH_MODULE(Translator);
 
 std::vector<KwargSpec> FactorBlockSpecs() {
-  return {{.name = "kernel_size",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{3},
-           .min = 1},
-          {.name = "stride",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{1},
-           .min = 1},
-          {.name = "padding",
-           .type = KwargType::kInteger,
-           .doc = "the convolutions'",
-           .default_value = int64_t{1},
-           .min = 0},
-          {.name = "uses_bn",
-           .type = KwargType::kBool,
-           .doc = "a batch norm after each convolution",
-           .default_value = true}};
+  return With(ConvGeometrySpecs(3, 1, "the convolutions'"),
+              {{.name = "uses_bn",
+                .type = KwargType::kBool,
+                .doc = "a batch norm after each convolution",
+                .default_value = true}});
 }
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "Paraphraser4FactorTransfer",

@@ -41,6 +41,7 @@ namespace {
 
 namespace nn = torch::nn;
 using boxes_internal::Channels;
+using boxes_internal::ConvGeometrySpecs;
 using boxes_internal::With;
 
 // torchdistill's Regressor4VID: three bias-free 1x1 convolutions (ReLU between) predicting the
@@ -287,27 +288,13 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "SSWrapper4SSKD",
             {Channels("feat_dim", "the flattened value's size")});
 
 std::vector<KwargSpec> ConvSpecs(int64_t kernel_size, int64_t padding) {
-  return {Channels("in_channels", "the map's channels"),
-          Channels("out_channels", "the output's channels"),
-          {.name = "kernel_size",
-           .type = KwargType::kInteger,
-           .doc = "the convolution's",
-           .default_value = kernel_size,
-           .min = 1},
-          {.name = "stride",
-           .type = KwargType::kInteger,
-           .doc = "the convolution's",
-           .default_value = int64_t{1},
-           .min = 1},
-          {.name = "padding",
-           .type = KwargType::kInteger,
-           .doc = "the convolution's",
-           .default_value = padding,
-           .min = 0},
-          {.name = "bias",
-           .type = KwargType::kBool,
-           .doc = "the convolution's bias",
-           .default_value = true}};
+  return With(With({Channels("in_channels", "the map's channels"),
+                    Channels("out_channels", "the output's channels")},
+                   ConvGeometrySpecs(kernel_size, padding, "the convolution's")),
+              {{.name = "bias",
+                .type = KwargType::kBool,
+                .doc = "the convolution's bias",
+                .default_value = true}});
 }
 
 KD_REGISTER(AuxiliaryModuleRegistry(), "Connector4DAB",
