@@ -1,5 +1,8 @@
 #include "tools/distill_main.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +73,19 @@ ABSL_FLAG(std::string, profile_dir, "",
           "repeat 1). Default: only a config's `profiler` profiles.");
 ABSL_FLAG(std::optional<int64_t>, seed, std::nullopt, "Overrides run.seed.");
 ABSL_FLAG(std::string, device, "", "Overrides run.device: cpu, cuda or cuda:N.");
+ABSL_FLAG(std::string, teacher_format, "native",
+          "The default job's teacher in part 3: native (part 1's checkpoint) or aoti (part 1's "
+          "teacher exported as an AOTInductor package by tools/export_teacher.py through "
+          "--python, then distilled from; the export takes a minute or two). Only without "
+          "--config: a config names its teacher (teacher { aoti_package: ... }).");
+ABSL_FLAG(std::string, job_configs, "",
+          "The default job's three configs (fashion_mnist_teacher.pbtxt, "
+          "fashion_mnist_student.pbtxt, fashion_mnist_student_kd.pbtxt) from this folder. "
+          "Default: tools/configs. Only without --config.");
+ABSL_FLAG(std::string, python, "",
+          "The Python (with torch) that exports the package teacher of --teacher_format=aoti. "
+          "Default: $LIBKD_VENV/bin/python, else ~/.cache/libkd/venv/bin/python (the "
+          "installer's).");
 ABSL_FLAG(int, threads, 0,
           "libtorch's intra-op CPU threads, at most 4 per core; 0: libtorch's default (one per "
           "core). On a busy machine 1 is often faster: OpenMP threads wait on each other.");
@@ -164,11 +180,138 @@ absl::StatusOr<DistillConfig> Load(const std::string& path, std::string* text) {
 // The configs of the default job, next to the program in its runfiles, or in
 // the source tree.
 std::string DefaultConfig(const std::string& name) {
+  if (const std::string dir = absl::GetFlag(FLAGS_job_configs); !dir.empty()) {
+    return (std::filesystem::path(ResolveUserPath(dir)) / name).string();
+  }
   for (const std::string& dir : {std::string("tools/configs"), ResolveUserPath("tools/configs")}) {
     const std::string path = (std::filesystem::path(dir) / name).string();
     if (std::filesystem::exists(path)) return path;
   }
   return (std::filesystem::path("tools/configs") / name).string();
+}
+
+// --teacher_format=aoti: the Python that runs tools/export_teacher.py, and the folder holding
+// it and the teacher's Python twin (distill/models/fashion_cnn.py): the runfiles under `bazel
+// run`, else the source tree. Checked before anything trains.
+struct PackageExporter {
+  std::string python;
+  std::string root;
+};
+
+absl::StatusOr<PackageExporter> FindPackageExporter() {
+  PackageExporter exporter;
+  exporter.python = absl::GetFlag(FLAGS_python);
+  if (exporter.python.empty()) {
+    const char* venv = std::getenv("LIBKD_VENV");
+    const char* home = std::getenv("HOME");
+    exporter.python = venv != nullptr
+                          ? absl::StrCat(venv, "/bin/python")
+                          : absl::StrCat(home ? home : "", "/.cache/libkd/venv/bin/python");
+  } else {
+    exporter.python = ResolveUserPath(exporter.python);
+  }
+  if (access(exporter.python.c_str(), X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--teacher_format=aoti: no Python at ", exporter.python,
+        " to export the teacher: run tools/install_deps.sh or give --python=PYTHON (with torch)"));
+  }
+  for (const std::string& root : {std::string("."), ResolveUserPath(".")}) {
+    if (std::filesystem::exists(std::filesystem::path(root) / "tools/export_teacher.py") &&
+        std::filesystem::exists(std::filesystem::path(root) / "distill/models/fashion_cnn.py")) {
+      exporter.root = std::filesystem::absolute(root).string();
+      return exporter;
+    }
+  }
+  return absl::FailedPreconditionError(
+      "--teacher_format=aoti: tools/export_teacher.py and distill/models/fashion_cnn.py are "
+      "neither in the program's runfiles nor here: run it with bazel run from the repository");
+}
+
+// The value of a scalar kwarg as a Python literal (export_teacher's --kwargs).
+absl::StatusOr<std::string> PythonLiteral(const Kwarg& kwarg) {
+  switch (kwarg.value_case()) {
+    case Kwarg::kInteger:
+      return absl::StrCat(kwarg.integer());
+    case Kwarg::kNumber:
+      return absl::StrFormat("%.17g", kwarg.number());
+    case Kwarg::kBoolean:
+      return std::string(kwarg.boolean() ? "True" : "False");
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--teacher_format=aoti: the teacher's kwarg ", kwarg.name(),
+          " is not a number or boolean; export it with tools/export_teacher.py yourself"));
+  }
+}
+
+// Exports part 1's teacher (`teacher_config`'s fashion_cnn with the state dict at `state`) as
+// the package `package`, with the module values `kd_config` hooks on its teacher as extra
+// outputs; the exporter's output goes to `log`.
+absl::Status ExportTeacherPackage(const PackageExporter& exporter,
+                                  const DistillConfig& teacher_config,
+                                  const DistillConfig& kd_config, const std::string& state,
+                                  const std::string& package, const std::string& log) {
+  const PluginConfig& native = teacher_config.student().native();
+  if (native.key() != "fashion_cnn") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--teacher_format=aoti exports a fashion_cnn teacher (its Python twin is "
+                     "distill/models/fashion_cnn.py); this teacher is \"",
+                     native.key(),
+                     "\": export it with tools/export_teacher.py and give the KD config "
+                     "teacher { aoti_package: ... }"));
+  }
+  std::vector<std::string> kwargs;
+  int64_t in_channels = 1;
+  for (const Kwarg& kwarg : native.kwargs()) {
+    KD_ASSIGN_OR_RETURN(std::string value, PythonLiteral(kwarg));
+    kwargs.push_back(absl::StrCat(kwarg.name(), "=", value));
+    if (kwarg.name() == "in_channels") in_channels = kwarg.integer();
+  }
+  std::vector<std::string> hooks;
+  std::vector<const StageConfig*> stages;
+  if (kd_config.has_train()) stages.push_back(&kd_config.train());
+  for (const StageConfig& stage : kd_config.stages()) stages.push_back(&stage);
+  for (const StageConfig* stage : stages) {
+    for (const ForwardHookConfig& hook : stage->teacher().forward_hooks()) {
+      if (hook.module_path().empty() && !hook.requires_input()) continue;  // the output
+      const char* io = hook.requires_input() && hook.requires_output() ? "both"
+                       : hook.requires_input()                         ? "input"
+                                                                       : "output";
+      hooks.push_back(absl::StrCat(hook.module_path(), ":", io));
+    }
+  }
+  std::vector<std::string> args = {exporter.python,
+                                   "tools/export_teacher.py",
+                                   "--model=distill.models.fashion_cnn:FashionCnn",
+                                   absl::StrCat("--kwargs=", absl::StrJoin(kwargs, ",")),
+                                   absl::StrCat("--state=", state),
+                                   absl::StrCat("--input_shape=2,", in_channels, ",28,28"),
+                                   absl::StrCat("--out=", package)};
+  if (!hooks.empty()) args.push_back(absl::StrCat("--hooks=", absl::StrJoin(hooks, ",")));
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  posix_spawn_file_actions_addchdir_np(&actions, exporter.root.c_str());
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot start ", exporter.python, ": ", std::strerror(error)));
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(
+        absl::StrCat("exporting the teacher as an AOTInductor package failed (",
+                     WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                       : absl::StrCat("signal ", WTERMSIG(status)),
+                     "): see ", log));
+  }
+  return absl::OkStatus();
 }
 
 int DefaultJob() {
@@ -178,19 +321,54 @@ int DefaultJob() {
     const char* name;
     const char* config;
   };
-  const std::vector<Job> jobs = {{"teacher", "fashion_mnist_teacher.pbtxt"},
-                                 {"student", "fashion_mnist_student.pbtxt"},
-                                 {"student_kd", "fashion_mnist_student_kd.pbtxt"}};
-  const std::string teacher_ckpt =
-      ResolveUserPath((std::filesystem::path(root) / "teacher" / "model.pt").string());
-  std::vector<RunSummary> summaries;
+  const bool package_teacher = absl::GetFlag(FLAGS_teacher_format) == "aoti";
+  const std::vector<Job> jobs = {
+      {"teacher", "fashion_mnist_teacher.pbtxt"},
+      {"student", "fashion_mnist_student.pbtxt"},
+      {package_teacher ? "student_kd_aoti" : "student_kd", "fashion_mnist_student_kd.pbtxt"}};
+  // Every config is read and checked, and the exporter found, before anything trains.
+  std::vector<DistillConfig> configs;
+  std::vector<std::string> texts;
   for (const Job& job : jobs) {
     std::string text;
     absl::StatusOr<DistillConfig> config = Load(DefaultConfig(job.config), &text);
     if (!config.ok()) return Fail(config.status().message());
+    configs.push_back(*std::move(config));
+    texts.push_back(std::move(text));
+  }
+  std::optional<PackageExporter> exporter;
+  if (package_teacher) {
+    absl::StatusOr<PackageExporter> found = FindPackageExporter();
+    if (!found.ok()) return Fail(found.status().message());
+    exporter = *std::move(found);
+  }
+  const std::string teacher_ckpt =
+      ResolveUserPath((std::filesystem::path(root) / "teacher" / "model.pt").string());
+  const std::string package =
+      ResolveUserPath((std::filesystem::path(root) / "teacher.pt2").string());
+  std::vector<RunSummary> summaries;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Job& job = jobs[i];
+    DistillConfig* config = &configs[i];
+    std::string& text = texts[i];
     const std::string dir = (std::filesystem::path(root) / job.name).string();
     config->mutable_student()->set_dst_ckpt(ResolveUserPath(dir + "/model.pt"));
-    if (config->has_teacher()) config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    if (config->has_teacher() && package_teacher) {
+      std::cerr << "distill: exporting the teacher as an AOTInductor package: " << package
+                << std::endl;
+      const std::string log =
+          ResolveUserPath((std::filesystem::path(root) / "export.log").string());
+      if (absl::Status done =
+              ExportTeacherPackage(*exporter, configs[0], *config, teacher_ckpt, package, log);
+          !done.ok()) {
+        return Fail(done.message(), ExitCodeOf(done));
+      }
+      config->mutable_teacher()->Clear();
+      config->mutable_teacher()->set_aoti_package(package);
+      google::protobuf::TextFormat::PrintToString(*config, &text);
+    } else if (config->has_teacher()) {
+      config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    }
     absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, dir, text);
     if (!summary.ok()) {
       return Fail(absl::StrCat(job.name, ": ", summary.status().message()),
@@ -198,7 +376,7 @@ int DefaultJob() {
     }
     summaries.push_back(*summary);
   }
-  std::cout << absl::StrFormat("\n%-12s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
+  std::cout << absl::StrFormat("\n%-16s %-16s %10s %10s %9s\n", "model", "box", "test top-1",
                                "test top-5", "time");
   for (const RunSummary& s : summaries) {
     // The test set's metrics (the default configs have one: validation is a split of the
@@ -208,7 +386,7 @@ int DefaultJob() {
       auto it = metrics.find(name);
       return it == metrics.end() ? NAN : it->second;
     };
-    std::cout << absl::StrFormat("%-12s %-16s %9.2f%% %9.2f%% %9s\n", s.name(), s.box(),
+    std::cout << absl::StrFormat("%-16s %-16s %9.2f%% %9.2f%% %9s\n", s.name(), s.box(),
                                  100 * metric("accuracy"), 100 * metric("top5"),
                                  Clock(s.seconds()));
   }
@@ -268,6 +446,22 @@ absl::Status CheckFlags() {
       bounded("threads", absl::GetFlag(FLAGS_threads), max_per_core * cores, cap.c_str()));
   KD_RETURN_IF_ERROR(
       bounded("master_port", absl::GetFlag(FLAGS_master_port), 65535, "0: a free port"));
+  if (const std::string format = absl::GetFlag(FLAGS_teacher_format);
+      format != "native" && format != "aoti") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--teacher_format must be native or aoti, got \"", format, "\""));
+  }
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    if (absl::GetFlag(FLAGS_teacher_format) != "native") {
+      return absl::InvalidArgumentError(
+          "--teacher_format is the default job's; with --config the config names its teacher "
+          "(teacher { aoti_package: \"FILE.pt2\" })");
+    }
+    if (!absl::GetFlag(FLAGS_job_configs).empty()) {
+      return absl::InvalidArgumentError(
+          "--job_configs gives the default job's configs; drop it or --config");
+    }
+  }
   if (absl::GetFlag(FLAGS_resume) && absl::GetFlag(FLAGS_overwrite)) {
     return absl::InvalidArgumentError(
         "--resume continues the run folder's run and --overwrite replaces it: give one");

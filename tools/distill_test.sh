@@ -92,6 +92,48 @@ else
   echo "SKIP torchrun (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
 fi
 
+# The default job (teacher, student alone, student distilled) on configs of its own names in
+# --job_configs, tiny ones here; with --teacher_format=aoti the trained teacher is exported by
+# tools/export_teacher.py through --python, with the layer1 output the KD config hooks, and the
+# student is distilled from the package.
+if "$python" -c 'import torch._inductor' 2>/dev/null; then
+  jobs="$TEST_TMPDIR/jobs"; mkdir -p "$jobs"
+  data='datasets { id: "train" key: "synthetic" kwargs { name: "num_samples" integer: 64 }
+    kwargs { name: "num_classes" integer: 10 } kwargs { name: "height" integer: 28 }
+    kwargs { name: "width" integer: 28 } }'
+  loop='num_epochs: 1 train_data_loader { dataset_id: "train" batch_size: 32 }
+    val_data_loader { dataset_id: "train" batch_size: 64 }
+    optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }'
+  cnn='native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } }'
+  ce='terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
+    inputs { arg: "target" source: TARGETS } }'
+  for job in teacher student; do
+    printf '%s\nstudent { %s }\ntrain { %s criterion { %s } }\nevaluation { metrics { key: "accuracy" } }\n' \
+      "$data" "$cnn" "$loop" "$ce" >"$jobs/fashion_mnist_$job.pbtxt"
+  done
+  printf '%s\nteacher { %s }\nstudent { %s }\ntrain { %s
+    teacher { forward_hooks { module_path: "layer1" requires_output: true } }
+    student { forward_hooks { module_path: "layer1" requires_output: true } }
+    criterion { %s terms { key: "MSELoss" inputs { arg: "input" source: STUDENT path: "layer1" }
+      inputs { arg: "target" source: TEACHER path: "layer1" } } } }
+evaluation { metrics { key: "accuracy" } }\n' "$data" "$cnn" "$cnn" "$loop" "$ce" \
+    >"$jobs/fashion_mnist_student_kd.pbtxt"
+  out=$("$tool" --job_configs="$jobs" --run_dir="$TEST_TMPDIR/job" --teacher_format=aoti \
+    --python="$python" 2>"$TEST_TMPDIR/job_err"); rc=$?
+  check "aoti job: exit 0" test "$rc" -eq 0
+  check "aoti job: the package" test -s "$TEST_TMPDIR/job/teacher.pt2"
+  check "aoti job: exported layer1" grep -q "1 output(s) and 1 hooked value(s)" \
+    "$TEST_TMPDIR/job/export.log"
+  check "aoti job: three rows" grep -q "^student_kd_aoti  *DistillationBox" <<<"$out"
+  check "aoti job: distilled" test -s "$TEST_TMPDIR/job/student_kd_aoti/summary.json"
+  expect_error "aoti job: no python" "--teacher_format=aoti: no Python at $TEST_TMPDIR/none" \
+    --job_configs="$jobs" --run_dir="$TEST_TMPDIR/job2" --teacher_format=aoti \
+    --python="$TEST_TMPDIR/none"
+  check "aoti job: nothing trained without a python" test ! -e "$TEST_TMPDIR/job2"
+else
+  echo "SKIP --teacher_format=aoti (no Python torch: libtorch came from LIBKD_TORCH_DIR)"
+fi
+
 printf 'train {\n  num_epochs: 0\n}\n' >"$TEST_TMPDIR/bad.pbtxt"
 err=$("$tool" --config="$TEST_TMPDIR/bad.pbtxt" 2>&1 >/dev/null); rc=$?
 check "bad config: exit 2" test "$rc" -eq 2

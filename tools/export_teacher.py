@@ -18,7 +18,9 @@ torchvision model name (--model=torchvision:resnet18); --kwargs=NAME=VALUE,... (
 keyword arguments, Python literals); --state=FILE (torch.save of its
 state_dict; optional); --input_shape=N,C,H,W (an example input; dimension 0 is exported
 dynamic unless --static); --dtype=float32; --hooks=PATH:IO,... (IO one of input, output, both);
---device=cpu|cuda; --out=FILE.pt2. Exit 2 with one line on bad flags or an unknown path.
+--device=cpu|cuda; --inductor_configs=NAME=VALUE,... (torch._inductor.config settings for the
+compilation over the defaults freezing=True,max_autotune=True, e.g. freezing=False);
+--out=FILE.pt2. Exit 2 with one line on bad flags or an unknown path.
 """
 import argparse
 import ast
@@ -28,6 +30,7 @@ import os
 import sys
 
 import torch
+import torch._inductor.config
 import torch.nn as nn
 
 MANIFEST_KEY = "libkd.manifest"
@@ -39,13 +42,15 @@ def fail(message):
     sys.exit(2)
 
 
-def parse_kwargs(text):
-    """--kwargs=width=16,dropout=0.1 -> {"width": 16, "dropout": 0.1} (Python literals)."""
+def parse_kwargs(text, flag="--kwargs"):
+    """--kwargs=width=16,dropout=0.1 -> {"width": 16, "dropout": 0.1} (Python literals);
+    --inductor_configs' names may be dotted (cpp.threads)."""
     kwargs = {}
     for item in filter(None, text.split(",")):
         name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier():
-            fail(f"--kwargs: {item!r} is not NAME=VALUE")
+        parts = name.split(".") if flag == "--inductor_configs" else [name]
+        if not sep or not all(part.isidentifier() for part in parts):
+            fail(f"{flag}: {item!r} is not NAME=VALUE")
         try:
             kwargs[name] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -146,8 +151,20 @@ def main():
     parser.add_argument("--hooks", default="")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--static", action="store_true")
+    parser.add_argument("--inductor_configs", default="")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    # A teacher's weights never change: freezing folds them (and batch norms) into the compiled
+    # program, with oneDNN's prepacked convolutions on the CPU; max_autotune picks the faster of
+    # Inductor's own GEMM kernels and ATen's for each linear layer. Measured on the box
+    # benchmark's teacher: docs/benchmarks.md.
+    configs = {"freezing": True, "max_autotune": True}
+    configs.update(parse_kwargs(args.inductor_configs, "--inductor_configs"))
+    for name in configs:
+        try:
+            torch._inductor.config.__getattr__(name)
+        except AttributeError:
+            fail(f"--inductor_configs: torch._inductor.config has no {name!r}")
 
     model = build_model(args.model, args.state, parse_kwargs(args.kwargs))
     module_paths = [p for p, _ in model.named_modules()]
@@ -181,9 +198,9 @@ def main():
     manifest = manifest_text(num_outputs, entries, values[num_outputs:],
                              list(model.named_modules()), dynamic)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    torch._inductor.aoti_compile_and_package(
-        program, package_path=args.out,
-        inductor_configs={"aot_inductor.metadata": {MANIFEST_KEY: manifest}})
+    configs["aot_inductor.metadata"] = {MANIFEST_KEY: manifest}
+    torch._inductor.aoti_compile_and_package(program, package_path=args.out,
+                                             inductor_configs=configs)
     print(f"export_teacher: wrote {args.out}: {num_outputs} output(s) and {len(entries)} "
           f"hooked value(s)")
 

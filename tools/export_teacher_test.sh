@@ -19,4 +19,9 @@ expect_error "bad shape" "--input_shape=2,x: give integers" \
 expect_error "unknown module" "--model=nosuch:Thing: cannot import nosuch" \
   --model=nosuch:Thing --input_shape=2,1,28,28 --out="$TEST_TMPDIR/t.pt2"
 expect_error "bad kwargs" "--kwargs: '16' is not NAME=VALUE" $small --kwargs=16
+expect_error "unknown inductor config" \
+  "export_teacher: --inductor_configs: torch._inductor.config has no 'freezin'" \
+  $small --inductor_configs=freezin=True
+expect_error "bad inductor config" "--inductor_configs: 'cpp..threads=1' is not NAME=VALUE" \
+  $small --inductor_configs=cpp..threads=1
 finish export_teacher_test

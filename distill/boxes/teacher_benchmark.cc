@@ -1,12 +1,14 @@
 // Teacher forward time: the box benchmark's teacher (fashion_cnn width 16, 1x28x28 -> 10) with
 // one set of weights as TorchScript as exported (libtorch's graph executor), as the native
 // libtorch model (eager), as TorchScript optimized for inference
-// (ModelConfig.optimize_for_inference) and as an AOTInductor package (tools/export_teacher.py,
-// one hooked feature exported too), under no-grad, one intra-op thread, batch 4, 16 and 128. Rounds
-// alternate the three; each round times --steps forwards of each; the figures are medians over
-// --rounds, with each time's ratio to the TorchScript teacher's in the same round. Then a whole KD
-// step of the box benchmark's pair (teacher forward, the fashion_cnn width-4 student's forward,
-// KD's loss, backward, SGD step) with each teacher, timed the same way.
+// (ModelConfig.optimize_for_inference) and as an AOTInductor package (tools/export_teacher.py
+// with its defaults: frozen weights, max-autotune), logits only as the others, and the package
+// with one hooked feature (layer1's output) returned too, under no-grad, one intra-op thread,
+// batch 4, 16 and 128. Rounds alternate the teachers; each round times --steps forwards of each;
+// the figures are medians over --rounds, with each time's ratio to the TorchScript teacher's in
+// the same round. Then a whole KD step of the box benchmark's pair (teacher forward, the
+// fashion_cnn width-4 student's forward, KD's loss, backward, SGD step) with each teacher, timed
+// the same way.
 //
 //   bazel run -c opt //distill/boxes:teacher_benchmark -- --rounds=9
 #include <algorithm>
@@ -32,6 +34,10 @@
 ABSL_FLAG(int, rounds, 9, "rounds, each timing every teacher once");
 ABSL_FLAG(int, steps, 40, "forwards (or KD steps) per timing");
 ABSL_FLAG(int64_t, step_batch, 128, "the KD step's batch");
+ABSL_FLAG(std::vector<std::string>, packages, {},
+          "More packages of the same weights to time beside the others, as NAME=FILE.pt2 (made "
+          "by tools/export_teacher.py from tests/testdata's fashion_cnn16.state.pt, e.g. with "
+          "other --inductor_configs)");
 
 namespace kd {
 namespace {
@@ -48,11 +54,14 @@ int Main() {
   // tests/testdata/make_aoti_fixtures.py from its Python twin).
   auto native = MakeRegisteredModel("fashion_cnn", {{"width", int64_t{16}}});
   auto script = LoadTorchScriptModel("tests/testdata/fashion_cnn16.pt");
-  auto package = LoadAotiModel("tests/testdata/fashion_cnn16_aoti.pt2", {.single_threaded = true});
-  absl::Status loaded = !native.ok()   ? native.status()
-                        : !script.ok() ? script.status()
-                        : !package.ok()
-                            ? package.status()
+  auto package =
+      LoadAotiModel("tests/testdata/fashion_cnn16_plain_aoti.pt2", {.single_threaded = true});
+  auto hooked = LoadAotiModel("tests/testdata/fashion_cnn16_aoti.pt2", {.single_threaded = true});
+  absl::Status loaded = !native.ok()    ? native.status()
+                        : !script.ok()  ? script.status()
+                        : !package.ok() ? package.status()
+                        : !hooked.ok()
+                            ? hooked.status()
                             : (*native)->LoadState("tests/testdata/fashion_cnn16.state.pt");
   if (!loaded.ok()) {
     std::fprintf(stderr, "teacher_benchmark: %s\n", std::string(loaded.message()).c_str());
@@ -70,10 +79,24 @@ int Main() {
     const char* name;
     Model* model;
   };
-  const std::vector<Teacher> teachers = {{"TorchScript as exported", script->get()},
-                                         {"native libtorch (eager)", native->get()},
-                                         {"TorchScript optimized for inference", optimized->get()},
-                                         {"AOTInductor package", package->get()}};
+  std::vector<Teacher> teachers = {{"TorchScript as exported", script->get()},
+                                   {"native libtorch (eager)", native->get()},
+                                   {"TorchScript optimized for inference", optimized->get()},
+                                   {"AOTInductor package", package->get()},
+                                   {"package, layer1 hooked too", hooked->get()}};
+  std::vector<std::pair<std::string, std::unique_ptr<Model>>> more;
+  for (const std::string& spec : absl::GetFlag(FLAGS_packages)) {
+    const size_t eq = spec.find('=');
+    auto loaded = LoadAotiModel(eq == std::string::npos ? spec : spec.substr(eq + 1),
+                                {.single_threaded = true});
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "teacher_benchmark: --packages: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    more.emplace_back("package " + spec.substr(0, eq), *std::move(loaded));
+  }
+  for (const auto& [name, model] : more) teachers.push_back({name.c_str(), model.get()});
   // The same weights: the same logits, to rounding.
   {
     const at::Tensor x = at::randn({2, 1, 28, 28});
