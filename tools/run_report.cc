@@ -100,6 +100,32 @@ void Reporter::Epoch(const EpochReport& r) {
   epoch->set_lr(r.lr);
   epoch->set_seconds(r.seconds);
   epoch->set_samples_per_second(r.samples_per_second);
+  std::string cache;
+  if (r.teacher_cache.has_value()) {
+    const TeacherCacheReport& c = *r.teacher_cache;
+    TeacherCacheLine* out = epoch->mutable_teacher_cache();
+    out->set_on(c.on);
+    out->set_off_reason(c.off_reason);
+    out->set_hits(c.hits);
+    out->set_misses(c.misses);
+    out->set_bytes_memory(c.bytes_memory);
+    out->set_bytes_disk(c.bytes_disk);
+    out->set_teacher_seconds(c.teacher_seconds);
+    out->set_saved_seconds(c.saved_seconds);
+    out->set_overlapped(c.overlapped);
+    out->set_overlap_off_reason(c.overlap_off_reason);
+    const int64_t rows = c.hits + c.misses;
+    if (rows > 0 && (c.on || c.hits > 0)) {
+      cache += absl::StrFormat("; teacher cache %.0f%% hits, %.1f MB, %.1f s saved",
+                               100.0 * static_cast<double>(c.hits) / static_cast<double>(rows),
+                               static_cast<double>(c.bytes_memory + c.bytes_disk) / 1e6,
+                               c.saved_seconds);
+    }
+    if (!c.on && !c.off_reason.empty() && c.off_reason != "teacher_cache mode OFF") {
+      cache += absl::StrCat("; teacher cache off: ", c.off_reason);
+    }
+    if (c.overlapped) cache += "; teacher overlapped";
+  }
   jsonl_ << Json(line) << std::endl;
   std::vector<std::string> metrics;
   for (const auto& [name, value] : r.metrics) {
@@ -108,9 +134,10 @@ void Reporter::Epoch(const EpochReport& r) {
   if (tty_) std::cerr << "\r\033[K";
   std::cerr << absl::StrFormat(
       "%s %s epoch %d/%d: train loss %.4f, val %s, lr %.4g, %.1f s "
-      "(%.0f samples/s)\n",
+      "(%.0f samples/s)%s\n",
       job_, r.stage, r.epoch, r.num_epochs, r.train_loss,
-      metrics.empty() ? "-" : absl::StrJoin(metrics, ", "), r.lr, r.seconds, r.samples_per_second);
+      metrics.empty() ? "-" : absl::StrJoin(metrics, ", "), r.lr, r.seconds, r.samples_per_second,
+      cache);
 }
 
 }  // namespace kd

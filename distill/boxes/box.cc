@@ -241,6 +241,7 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
                          .seconds = Seconds(epoch_start)};
       report.samples_per_second =
           static_cast<double>(stage.train_samples_per_epoch()) / train_seconds;
+      report.teacher_cache = stage.TakeTeacherCacheReport();
       // The stage's models go to their dst_ckpt before the checkpoint that ends the stage.
       if (epoch + 1 == num_epochs) KD_RETURN_IF_ERROR(EndStage(stage));
       KD_RETURN_IF_ERROR(Checkpoint(stage, s, epoch + 1, metric, evaluation.lower_is_better()));
@@ -305,7 +306,7 @@ absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
     if (chain != nullptr) stage->KeepModel(std::move(chain));
   }
   const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
-                                          config_.evaluation(), seed_);
+                                          config_.evaluation(), seed_, run_dir_);
   if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
   return stage;
 }

@@ -14,6 +14,9 @@
 // alternate libkd / torchdistill and the median of the paired speed ratios is
 // printed.
 //
+// The box's teacher cache and overlap (StageConfig.teacher_cache, overlap_teacher) are off, as
+// the hand loop and torchdistill have neither; --teacher_extras leaves them at their defaults.
+//
 // With --teacher=FILE both sides' teacher is that TorchScript file (the same fashion_cnn,
 // scripted: peer_box_timing.py --save_teacher=FILE) instead of the native model, and with
 // --optimize_teacher it is optimized for inference: the box's config sets the teacher's
@@ -69,6 +72,9 @@ ABSL_FLAG(std::string, teacher, "",
           "(peer_box_timing.py --save_teacher=FILE writes one)");
 ABSL_FLAG(bool, optimize_teacher, false,
           "with --teacher: the teacher optimized for inference (optimize_for_inference)");
+ABSL_FLAG(bool, teacher_extras, false,
+          "leave the box's teacher cache and overlap at their defaults (AUTO): work the hand "
+          "loop and torchdistill do not do (off by default: like for like)");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -296,6 +302,10 @@ int Main() {
   }
   DistillConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch), &config)) return 1;
+  if (!absl::GetFlag(FLAGS_teacher_extras)) {  // the teacher on every row, on this thread
+    config.mutable_train()->mutable_teacher_cache()->set_mode(TeacherCacheConfig::OFF);
+    config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+  }
   if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
     config.mutable_teacher()->set_torchscript(file);
     config.mutable_teacher()->set_optimize_for_inference(absl::GetFlag(FLAGS_optimize_teacher));

@@ -27,6 +27,22 @@ struct StepReport {
 };
 
 // One finished epoch.
+// What a stage's teacher cache (StageConfig.teacher_cache) did in an epoch.
+struct TeacherCacheReport {
+  bool on = false;
+  std::string off_reason;    // why it is off (the config, or what makes it inexact)
+  int64_t hits = 0;          // training rows served from the cache
+  int64_t misses = 0;        // rows the teacher ran on (its checks of cached rows included)
+  int64_t bytes_memory = 0;  // what the cache holds (all epochs so far)
+  int64_t bytes_disk = 0;
+  double teacher_seconds = 0;  // in the teacher's forward
+  double saved_seconds = 0;    // hits times the teacher's mean time per row
+  // StageConfig.overlap_teacher: whether the teacher ran ahead on a thread of its own, and why
+  // not.
+  bool overlapped = false;
+  std::string overlap_off_reason;
+};
+
 struct EpochReport {
   std::string stage;
   int64_t epoch = 0;  // from 1
@@ -36,6 +52,7 @@ struct EpochReport {
   double lr = 0;
   double seconds = 0;
   double samples_per_second = 0;
+  std::optional<TeacherCacheReport> teacher_cache;  // with a teacher
 };
 
 struct BoxOptions {

@@ -220,6 +220,69 @@ class Validator : private internal::StageChecker {
       Missing(loc, "criterion");
     }
     CheckStageProcs(stage, loc);
+    if (stage.has_teacher_cache()) CheckTeacherCache(config, stage, loc.Nested("teacher_cache"));
+    if (stage.overlap_teacher() == TeacherCacheConfig::ON) CheckOverlap(config, stage, loc);
+  }
+
+  // overlap_teacher ON where the config shows it would not give the sequential run.
+  void CheckOverlap(const DistillConfig& config, const StageConfig& stage,
+                    const ConfigLocator& loc) {
+    std::string obstacle;
+    const std::string pre_forward = ProcKey(stage, kPreForwardProcKind);
+    if (!config.has_teacher()) {
+      obstacle = "the run has no teacher";
+    } else if (stage.teacher().has_requires_grad() && stage.teacher().requires_grad()) {
+      obstacle = "the teacher trains in this stage (teacher.requires_grad)";
+    } else if (!pre_forward.empty() && pre_forward != "default_pre_forward_process") {
+      obstacle = absl::StrCat("the stage's pre_forward_proc \"", pre_forward,
+                              "\" would run on the next batch before this one's step");
+    }
+    if (!obstacle.empty()) {
+      Add(loc.Of("overlap_teacher"),
+          absl::StrCat("overlap_teacher ON, but the overlap would not give the sequential run: ",
+                       obstacle, "; set AUTO or OFF"));
+    }
+  }
+
+  // teacher_cache: mode ON where it cannot be exact is refused (what the config shows; the
+  // training dataset's transforms are checked when the box is made).
+  void CheckTeacherCache(const DistillConfig& config, const StageConfig& stage,
+                         const ConfigLocator& loc) {
+    const TeacherCacheConfig& cache = stage.teacher_cache();
+    AtLeast(loc, "memory_mib", cache.memory_mib(), int64_t{0});
+    if (cache.mode() != TeacherCacheConfig::ON) return;
+    std::string obstacle;
+    const StageModelConfig& teacher = stage.teacher();
+    if (!config.has_teacher()) {
+      obstacle = "the run has no teacher";
+    } else if (teacher.has_requires_grad() && teacher.requires_grad()) {
+      obstacle = "the teacher trains in this stage (teacher.requires_grad)";
+    } else if (!teacher.forward_proc().key().empty() &&
+               teacher.forward_proc().key() != "forward_batch_only") {
+      obstacle = absl::StrCat("the teacher's forward_proc \"", teacher.forward_proc().key(),
+                              "\" may read more of a batch than its rows (only "
+                              "forward_batch_only is cached)");
+    } else {
+      for (const ForwardHookConfig& hook : teacher.forward_hooks()) {
+        if (hook.accumulates()) {
+          obstacle = absl::StrCat("the teacher's hook on \"", hook.module_path(),
+                                  "\" accumulates calls (their values are not rows of the batch)");
+          break;
+        }
+      }
+      for (const DatasetConfig& dataset : config.datasets()) {
+        if (obstacle.empty() && dataset.id() == stage.train_data_loader().dataset_id() &&
+            dataset.has_wrapper()) {
+          obstacle = absl::StrCat("the training dataset \"", dataset.id(), "\" is wrapped (",
+                                  dataset.wrapper().key(),
+                                  "): its samples are not known from an index and transform");
+        }
+      }
+    }
+    if (!obstacle.empty()) {
+      Add(loc.Of("mode"), absl::StrCat("teacher_cache mode ON, but the cache cannot be exact: ",
+                                       obstacle, "; set mode AUTO or OFF"));
+    }
   }
 
   void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {

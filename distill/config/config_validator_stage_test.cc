@@ -304,5 +304,43 @@ TEST(ConfigValidatorStageTest, StageCheckpointsAreFilesReadOrWritten) {
               Contains(HasSubstr("student.dst_ckpt \"" )));
 }
 
+// teacher_cache mode ON where the config shows it cannot be exact: refused at its mode, saying
+// why and the fix; AUTO (the default) is never refused; a negative memory cap is.
+TEST(ConfigValidatorTest, TeacherCacheOnWhereItCannotBeExact) {
+  const Lines fine = Insert(kBase, 29, {R"(  teacher_cache { mode: ON memory_mib: 64 })"});
+  EXPECT_THAT(Validate(fine), IsEmpty());
+  const Lines trains = Replace(
+      fine, 10,
+      {R"(  teacher { requires_grad: true forward_hooks { module_path: "layer2" requires_output: true } })"});
+  EXPECT_THAT(Validate(trains),
+              Contains(At(trains, 29, "mode") +
+                       "teacher_cache mode ON, but the cache cannot be exact: the teacher trains "
+                       "in this stage (teacher.requires_grad); set mode AUTO or OFF"));
+  const Lines accumulates = Replace(
+      fine, 10,
+      {R"(  teacher { forward_hooks { module_path: "layer2" requires_output: true accumulates: true } })"});
+  EXPECT_THAT(Validate(accumulates),
+              Contains(HasSubstr("the teacher's hook on \"layer2\" accumulates calls")));
+  const Lines wrapped = Replace(
+      fine, 2,
+      {R"(datasets { id: "train" key: "fashion_mnist" wrapper { key: "SSKDDatasetWrapper" } })"});
+  EXPECT_THAT(Validate(wrapped),
+              Contains(At(wrapped, 29, "mode") +
+                       "teacher_cache mode ON, but the cache cannot be exact: the training "
+                       "dataset \"train\" is wrapped (SSKDDatasetWrapper): its samples are not "
+                       "known from an index and transform; set mode AUTO or OFF"));
+  const Lines automatic = Replace(trains, 29, {R"(  teacher_cache { mode: AUTO })"});
+  EXPECT_THAT(Validate(automatic), IsEmpty());
+  const Lines overlap = Replace(trains, 29, {R"(  overlap_teacher: ON)"});
+  EXPECT_THAT(Validate(overlap),
+              ElementsAre(At(overlap, 29, "overlap_teacher") +
+                          "overlap_teacher ON, but the overlap would not give the sequential "
+                          "run: the teacher trains in this stage (teacher.requires_grad); set "
+                          "AUTO or OFF"));
+  const Lines negative = Replace(fine, 29, {R"(  teacher_cache { memory_mib: -1 })"});
+  EXPECT_THAT(Validate(negative), ElementsAre(At(negative, 29, "memory_mib") +
+                                              "memory_mib must be >= 0, got -1"));
+}
+
 }  // namespace
 }  // namespace kd

@@ -47,4 +47,9 @@ absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl
       "\"", key, "\" is no stage process function; use one of ", absl::StrJoin(keys, ", ")));
 }
 
+std::string ProcKey(const StageConfig& stage, absl::string_view key) {
+  absl::StatusOr<const PluginConfig*> config = GetProcConfig(stage, key);
+  return config.ok() && *config != nullptr ? (*config)->key() : std::string();
+}
+
 }  // namespace kd

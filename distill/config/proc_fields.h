@@ -5,6 +5,8 @@
 #ifndef LIBKD_DISTILL_CONFIG_PROC_FIELDS_H_
 #define LIBKD_DISTILL_CONFIG_PROC_FIELDS_H_
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "distill/config/distill_config.pb.h"
@@ -30,6 +32,10 @@ inline constexpr absl::string_view kPostEpochProcDeprecated = "post_epoch_proces
 // ...), which means the same. Returns the field set under either name, nullptr if neither is.
 // InvalidArgument if both names are set, or if `key` names no stage process function.
 absl::StatusOr<const PluginConfig*> GetProcConfig(const StageConfig& stage, absl::string_view key);
+
+// The registry key of the stage's process function `key` under either name; "" when unset (or
+// when GetProcConfig refuses the stage, which the validator reports).
+std::string ProcKey(const StageConfig& stage, absl::string_view key);
 
 }  // namespace kd
 

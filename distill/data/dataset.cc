@@ -91,6 +91,7 @@ class Subset final : public Dataset {
 
   int64_t size() const override { return stop_ - start_; }
   int64_t num_classes() const override { return dataset_->num_classes(); }
+  int64_t NumTransforms() const override { return dataset_->NumTransforms(); }
   absl::StatusOr<at::Tensor> ListTargets() const override {
     KD_ASSIGN_OR_RETURN(at::Tensor all, dataset_->ListTargets());
     return all.slice(0, start_, stop_);

@@ -54,6 +54,13 @@ class Dataset {
   // a dataset that holds its labels says so.
   virtual absl::StatusOr<at::Tensor> ListTargets() const;
 
+  // How many different ways the dataset's random transforms can turn one sample, each way
+  // reported per sample in the batch's supplementary dict as "transform" (int64 (B), in
+  // [0, NumTransforms())), so that (index, transform) names exactly the tensor a sample
+  // became: what StageConfig.teacher_cache keys on. 1 for a dataset without random
+  // transforms (no "transform" needed); 0, the default, for one that does not report them.
+  virtual int64_t NumTransforms() const { return 0; }
+
   // The samples at `indices` (1-D int64, each in [0, size()), repeats allowed) with the
   // dataset's transforms applied, their random choices drawn from `generator` (a CPU
   // generator): samples float (B, C, H, W), targets int64 (B), supp a Dict[str, Tensor]
@@ -77,6 +84,9 @@ class Dataset {
 // The seed of the transforms of batch `batch_index` in `epoch` of a run seeded with `seed`: a
 // hash (splitmix64) of the three, so neighbouring batches and epochs draw unrelated numbers.
 uint64_t TransformSeed(uint64_t seed, int64_t epoch, int64_t batch_index);
+
+// The supplementary dict's key of each sample's transform id (Dataset::NumTransforms).
+inline constexpr char kTransformKey[] = "transform";
 
 // Builds a dataset from its kwargs (checked against the registration's contract already).
 using DatasetFactory =

@@ -49,11 +49,18 @@ class FashionMnist final : public Dataset {
   absl::StatusOr<at::Tensor> ListTargets() const override { return labels_; }
 
  protected:
+  double flip_p() const { return options_.horizontal_flip ? 0.5 : 0.0; }
   Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
     at::Tensor x = images_.index_select(0, indices).unsqueeze(1);  // uint8 (B, 1, H, W)
-    x = RandomCropAndFlip(x, options_.random_crop_padding, options_.horizontal_flip ? 0.5 : 0.0,
-                          generator);
-    return {ScaleAndNormalize(x, options_.mean, options_.std), labels_.index_select(0, indices)};
+    at::Tensor transform;
+    x = RandomCropAndFlip(x, options_.random_crop_padding, flip_p(), generator, &transform);
+    Samples got{ScaleAndNormalize(x, options_.mean, options_.std),
+                labels_.index_select(0, indices)};
+    got.supp.insert(std::string(kTransformKey), transform);
+    return got;
+  }
+  int64_t NumTransforms() const override {
+    return NumCropAndFlipTransforms(options_.random_crop_padding, flip_p());
   }
 
  private:

@@ -74,18 +74,29 @@ at::Tensor CropAndFlip(const at::Tensor& images, int64_t padding, const at::Tens
 }
 
 at::Tensor RandomCropAndFlip(const at::Tensor& images, int64_t padding, double flip_p,
-                             at::Generator& generator) {
+                             at::Generator& generator, at::Tensor* transform) {
   TORCH_CHECK(images.dim() == 4, "RandomCropAndFlip: images must be (B, C, H, W); got ",
               ShapeString(images));
-  if (padding == 0 && flip_p <= 0) return images;
   const int64_t b = images.size(0);
+  if (padding == 0 && flip_p <= 0) {
+    if (transform != nullptr) *transform = at::zeros({b}, at::kLong);
+    return images;
+  }
   const at::Tensor top = padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator)
                                      : at::zeros({b}, at::kLong);
   const at::Tensor left = padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator)
                                       : at::zeros({b}, at::kLong);
   const at::Tensor flip =
       flip_p > 0 ? at::rand({b}, generator).lt(flip_p) : at::zeros({b}, at::kBool);
+  if (transform != nullptr) {
+    *transform = (top * (2 * padding + 1) + left) * 2 + flip.to(at::kLong);
+  }
   return CropAndFlip(images, padding, top, left, flip);
+}
+
+int64_t NumCropAndFlipTransforms(int64_t padding, double flip_p) {
+  (void)flip_p;  // ids keep a flip bit either way
+  return (2 * padding + 1) * (2 * padding + 1) * 2;
 }
 
 at::Tensor ScaleAndNormalize(const at::Tensor& images, double mean, double std) {

@@ -36,9 +36,15 @@ at::Tensor CropAndFlip(const at::Tensor& images, int64_t padding, const at::Tens
 
 // torchvision's RandomCrop(size=(H, W), padding=padding) then RandomHorizontalFlip(flip_p):
 // CropAndFlip with corners drawn uniformly from [0, 2 * padding] and each image flipped with
-// probability flip_p. padding 0 and flip_p 0: `images` itself, nothing drawn.
+// probability flip_p. padding 0 and flip_p 0: `images` itself, nothing drawn. With `transform`,
+// each image's choices are also returned there as one id, int64 (B):
+// (top * (2 * padding + 1) + left) * 2 + flip, in [0, NumCropAndFlipTransforms(padding, flip_p))
+// (so equal ids are equal crops and flips: what an exact cache of a model's outputs keys on).
 at::Tensor RandomCropAndFlip(const at::Tensor& images, int64_t padding, double flip_p,
-                             at::Generator& generator);
+                             at::Generator& generator, at::Tensor* transform = nullptr);
+
+// How many different ids RandomCropAndFlip's `transform` can take: (2 * padding + 1)^2 * 2.
+int64_t NumCropAndFlipTransforms(int64_t padding, double flip_p);
 
 // uint8 images as float32 in [0, 1] (ToTensor), then (x - mean) / std (Normalize).
 at::Tensor ScaleAndNormalize(const at::Tensor& images, double mean, double std);

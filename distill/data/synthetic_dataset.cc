@@ -32,6 +32,7 @@ class SyntheticDataset final : public Dataset {
   int64_t size() const override { return samples_.size(0); }
   int64_t num_classes() const override { return num_classes_; }
   absl::StatusOr<at::Tensor> ListTargets() const override { return targets_; }
+  int64_t NumTransforms() const override { return 1; }  // no random transforms
 
  protected:
   Samples GetSamples(const at::Tensor& indices, at::Generator&) const override {

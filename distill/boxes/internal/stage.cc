@@ -1,11 +1,18 @@
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -26,6 +33,7 @@
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/config/kwargs.h"
+#include "distill/config/proc_fields.h"
 #include "distill/data/data_loader.h"
 #include "distill/losses/criterion.h"
 #include "distill/procs/proc_func.h"
@@ -50,7 +58,8 @@ std::string DescribeSamples(const c10::IValue& samples) {
 
 absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous,
                           const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-                          const EvaluationConfig& evaluation, int64_t seed) {
+                          const EvaluationConfig& evaluation, int64_t seed,
+                          const std::string& run_dir) {
   config_ = config;
   name_ = config.name();
   const bool with_teacher = teacher_ != nullptr;
@@ -151,6 +160,8 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   if (with_teacher) {
     KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
   }
+  KD_RETURN_IF_ERROR(InFieldIfError("teacher_cache", SetUpTeacherCache(config, run_dir)));
+  KD_RETURN_IF_ERROR(InFieldIfError("overlap_teacher", SetUpOverlap(config)));
   // Leak detection in the validation loop (memdiag).
   leaks_ = {};
   if (evaluation.has_memory_leak_detection()) {
@@ -256,13 +267,43 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
   Clock::time_point window = Clock::now();
   int64_t window_samples = 0, window_step = 0;
   BatchStream batches(*train_loader_);  // its workers start assembling batches now
-  for (int64_t step = 0; step < steps; ++step) {
-    Batch batch;
+  auto next = [&](Batch& batch) {
     {
       RECORD_USER_SCOPE("data");
       batch = batches.Next();
     }
-    KD_RETURN_IF_ERROR(PreForward(batch));
+    return PreForward(batch);
+  };
+  // overlap_teacher: the next batch's teacher values are computed on a thread of their own while
+  // the student steps on this batch; one teacher call is in flight at a time (the cache and
+  // the teacher's hooks are used by one thread at a time). `upcoming` outlives `ahead`, whose
+  // destructor waits for the thread.
+  Batch upcoming;
+  std::future<absl::StatusOr<TeacherValues>> ahead;
+  for (int64_t step = 0; step < steps; ++step) {
+    Batch batch;
+    if (!overlap_teacher_) {
+      KD_RETURN_IF_ERROR(next(batch));
+    } else {
+      if (step == 0) {
+        KD_RETURN_IF_ERROR(next(upcoming));
+        ahead = LaunchTeacher(upcoming);
+      }
+      absl::StatusOr<TeacherValues> values = ahead.get();
+      if (!values.ok()) {
+        return absl::Status(values.status().code(),
+                            absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ",
+                                         step + 1, ", a batch of dataset \"", train_dataset_,
+                                         "\": teacher: ", values.status().message()));
+      }
+      ready_teacher_ = *std::move(values);
+      batch = std::move(upcoming);
+      if (step + 1 < steps) {
+        upcoming = Batch();
+        KD_RETURN_IF_ERROR(next(upcoming));
+        ahead = LaunchTeacher(upcoming);
+      }
+    }
     KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
     const double loss = result.total.item<double>();
     loss_sum += loss;
@@ -329,19 +370,162 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   return result;
 }
 
-absl::StatusOr<c10::IValue> Stage::RunTeacher(const Batch& batch) {
+absl::StatusOr<TeacherValues> Stage::TeacherValuesOf(const Batch& batch) {
   RECORD_USER_SCOPE("teacher_forward");
-  c10::IValue output;
-  if (teacher_trains_) {
-    KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+  auto forward = [this](const Batch& rows) -> absl::StatusOr<TeacherValues> {
+    TeacherValues values;
+    if (teacher_trains_) {
+      KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
+    } else {
+      at::NoGradGuard no_grad;
+      KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
+    }
+    KD_ASSIGN_OR_RETURN(values.io, teacher_hooks_.PopIoDict());
+    return values;
+  };
+  return teacher_cache_ != nullptr ? teacher_cache_->Run(batch, forward) : forward(batch);
+}
+
+std::future<absl::StatusOr<TeacherValues>> Stage::LaunchTeacher(const Batch& batch) {
+  at::ThreadLocalState state;  // grad mode, dispatch keys, profiler: the caller's
+  return std::async(std::launch::async, [this, &batch, state]() {
+    at::ThreadLocalStateGuard guard(state);
+    std::optional<AutocastGuard> autocast;
+    Autocast(autocast);
+    absl::StatusOr<absl::StatusOr<TeacherValues>> values =
+        CallTorch([&] { return TeacherValuesOf(batch); }, absl::StatusCode::kInternal);
+    return values.ok() ? *std::move(values) : absl::StatusOr<TeacherValues>(values.status());
+  });
+}
+
+absl::StatusOr<c10::IValue> Stage::RunTeacher(const Batch& batch) {
+  TeacherValues values;
+  if (ready_teacher_.has_value()) {  // computed ahead (overlap_teacher)
+    values = *std::move(ready_teacher_);
+    ready_teacher_.reset();
   } else {
-    at::NoGradGuard no_grad;
-    KD_ASSIGN_OR_RETURN(output, (*teacher_forward_)(*teacher_, batch));
+    KD_ASSIGN_OR_RETURN(values, TeacherValuesOf(batch));
   }
-  KD_ASSIGN_OR_RETURN(teacher_io_, teacher_hooks_.PopIoDict());
+  teacher_io_ = std::move(values.io);
+  // The teacher's auxiliary modules run on its values, from the cache or not: they may train.
   KD_RETURN_IF_ERROR(
       RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io_));
-  return output;
+  return values.output;
+}
+
+absl::Status Stage::SetUpTeacherCache(const StageConfig& config, const std::string& run_dir) {
+  teacher_cache_.reset();
+  teacher_cache_off_.clear();
+  if (teacher_ == nullptr) return absl::OkStatus();
+  const TeacherCacheConfig& cache = config.teacher_cache();
+  if (cache.mode() == TeacherCacheConfig::OFF) {
+    teacher_cache_off_ = "teacher_cache mode OFF";
+    return absl::OkStatus();
+  }
+  const int64_t transforms = train_loader_->dataset().NumTransforms();
+  std::string obstacle;
+  if (teacher_trains_) {
+    obstacle = "the teacher trains in this stage (teacher.requires_grad)";
+  } else if (cache.mode() == TeacherCacheConfig::AUTO && !device_.is_cpu()) {
+    obstacle = "AUTO keeps it to CPU teachers (give mode ON to cache on " + device_.str() + ")";
+  } else if (const std::string& proc = config.teacher().forward_proc().key();
+             !proc.empty() && proc != "forward_batch_only") {
+    obstacle = absl::StrCat("the teacher's forward_proc \"", proc,
+                            "\" may read more of a batch than its rows (only "
+                            "forward_batch_only is cached)");
+  } else if (transforms <= 0) {
+    obstacle = absl::StrCat("the training dataset \"", train_dataset_,
+                            "\" does not report its random transforms (Dataset::NumTransforms), "
+                            "so a sample's input is not known from its index");
+  } else {
+    for (const ForwardHookConfig& hook : config.teacher().forward_hooks()) {
+      if (hook.accumulates()) {
+        obstacle = absl::StrCat("the teacher's hook on \"", hook.module_path(),
+                                "\" accumulates calls (their values are not rows of the batch)");
+        break;
+      }
+    }
+  }
+  if (!obstacle.empty()) {
+    if (cache.mode() == TeacherCacheConfig::ON) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mode ON, but the cache cannot be exact: ", obstacle, "; set mode AUTO or OFF"));
+    }
+    teacher_cache_off_ = obstacle;
+    return absl::OkStatus();
+  }
+  int64_t memory = cache.memory_mib() * (int64_t{1} << 20);
+  if (memory == 0) {
+    memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE) / 4;
+  }
+  const std::string dir =
+      run_dir.empty() ? std::filesystem::temp_directory_path().string() : run_dir;
+  teacher_cache_ = std::make_unique<TeacherCache>(TeacherCache::Options{
+      .num_transforms = transforms,
+      .memory_bytes = memory,
+      .spill_path = (std::filesystem::path(dir) /
+                     absl::StrCat("teacher_cache.", name_.empty() ? "stage" : name_, ".bin"))
+                        .string(),
+      .required = cache.mode() == TeacherCacheConfig::ON});
+  return absl::OkStatus();
+}
+
+absl::Status Stage::SetUpOverlap(const StageConfig& config) {
+  overlap_teacher_ = false;
+  overlap_off_.clear();
+  if (teacher_ == nullptr) return absl::OkStatus();
+  const TeacherCacheConfig::Mode mode = config.overlap_teacher();
+  if (mode == TeacherCacheConfig::OFF) {
+    overlap_off_ = "overlap_teacher OFF";
+    return absl::OkStatus();
+  }
+  const std::string pre_forward = ProcKey(config, kPreForwardProcKind);
+  const int threads = at::get_num_threads();
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::string obstacle;
+  if (teacher_trains_) {
+    obstacle = "the teacher trains in this stage (teacher.requires_grad)";
+  } else if (!device_.is_cpu()) {
+    obstacle = absl::StrCat("the teacher runs on ", device_.str(),
+                            " (a CUDA stream of its own is not built yet)");
+  } else if (!pre_forward.empty() && pre_forward != "default_pre_forward_process") {
+    obstacle = absl::StrCat("the stage's pre_forward_proc \"", pre_forward,
+                            "\" would run on the next batch before this one's step");
+  }
+  if (!obstacle.empty() && mode == TeacherCacheConfig::ON) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mode ON, but the overlap would not give the sequential run: ", obstacle,
+                     "; set mode AUTO or OFF"));
+  }
+  if (obstacle.empty() && mode == TeacherCacheConfig::AUTO && 2 * threads > cores) {
+    obstacle = absl::StrCat("no idle core: ", threads, " intra-op thread(s) on ", cores,
+                            " core(s), and the teacher's thread would take as many (give "
+                            "fewer threads, or mode ON)");
+  }
+  overlap_teacher_ = obstacle.empty();
+  overlap_off_ = obstacle;
+  return absl::OkStatus();
+}
+
+std::optional<TeacherCacheReport> Stage::TakeTeacherCacheReport() {
+  if (teacher_ == nullptr) return std::nullopt;
+  TeacherCacheReport report;
+  report.overlapped = overlap_teacher_;
+  report.overlap_off_reason = overlap_off_;
+  if (teacher_cache_ == nullptr) {
+    report.off_reason = teacher_cache_off_;
+    return report;
+  }
+  const TeacherCacheStats stats = teacher_cache_->TakeStats();
+  report.on = stats.disabled_reason.empty();
+  report.off_reason = stats.disabled_reason;
+  report.hits = stats.hits;
+  report.misses = stats.misses;
+  report.bytes_memory = stats.bytes_memory;
+  report.bytes_disk = stats.bytes_disk;
+  report.teacher_seconds = stats.forward_seconds;
+  report.saved_seconds = stats.saved_seconds;
+  return report;
 }
 
 absl::StatusOr<c10::IValue> Stage::TeacherOutput(Batch& batch) {

@@ -62,9 +62,11 @@ class StageRun {
 
   // Builds everything of `config`; `previous` (or null) supplies the loaders, optimizer and
   // scheduler a later stage leaves unset. Errors name the field.
+  // `run_dir` (may be empty: the system's temporary folder) takes the teacher cache's spill file.
   virtual absl::Status Build(const StageConfig& config, const StageConfig* previous,
                              const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-                             const EvaluationConfig& evaluation, int64_t seed) = 0;
+                             const EvaluationConfig& evaluation, int64_t seed,
+                             const std::string& run_dir) = 0;
   // torchdistill's step API for this stage; Box checks the order of the calls.
   // The pre-epoch process function; the training loader's epoch (its order).
   virtual absl::Status PreEpoch(int64_t epoch) = 0;
@@ -119,6 +121,9 @@ class StageRun {
   // The student Evaluate and Test run: the stage's own by default; the whole student where the
   // stage trains a chain of it (torchdistill's scripts evaluate the model they built).
   virtual void SetEvaluatedStudent(Model* student) = 0;
+  // The teacher cache's counts since the last call (what TeacherCacheReport reports); nullopt
+  // without a teacher.
+  virtual std::optional<TeacherCacheReport> TakeTeacherCacheReport() = 0;
   // The first parameter group's learning rate.
   virtual double lr() const = 0;
   virtual int64_t train_samples_per_epoch() const = 0;

@@ -6,6 +6,7 @@
 #define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/internal/stage_setup.h"
+#include "distill/boxes/internal/teacher_cache.h"
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/data/data_loader.h"
@@ -58,7 +60,8 @@ class Stage final : public StageRun, public TrainingContext {
   // unset).
   absl::Status Build(const StageConfig& config, const StageConfig* previous,
                      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
-                     const EvaluationConfig& evaluation, int64_t seed) override;
+                     const EvaluationConfig& evaluation, int64_t seed,
+                     const std::string& run_dir) override;
 
   // DISTRIBUTED_DATA_PARALLEL in a multi-process run, as torchdistill's wrap_model: each
   // wrapped model that trains (the teacher only with requires_grad), with what trains beside
@@ -156,6 +159,7 @@ class Stage final : public StageRun, public TrainingContext {
   const std::string& name() const override { return name_; }
   const StageConfig& config() const override { return config_; }
   double lr() const override { return LearningRates(*optimizer_).at(0); }
+  std::optional<TeacherCacheReport> TakeTeacherCacheReport() override;
   int64_t train_samples_per_epoch() const override {
     // The loader's batch size: a later stage may inherit the loader from an
     // earlier one.
@@ -180,6 +184,17 @@ class Stage final : public StageRun, public TrainingContext {
   // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
+  // The teacher cache of `config` (StageConfig.teacher_cache): made, left off with the reason
+  // (AUTO), or refused (ON).
+  absl::Status SetUpTeacherCache(const StageConfig& config, const std::string& run_dir);
+  // overlap_teacher: on, off with the reason (AUTO), or refused (ON).
+  absl::Status SetUpOverlap(const StageConfig& config);
+  // The teacher's output and I/O dict for `batch` (through the cache, if on), before its
+  // auxiliary modules.
+  absl::StatusOr<TeacherValues> TeacherValuesOf(const Batch& batch);
+  // TeacherValuesOf(batch) on a thread of its own, with this thread's grad mode, autocast and
+  // profiler state; `batch` must outlive the result.
+  std::future<absl::StatusOr<TeacherValues>> LaunchTeacher(const Batch& batch);
 
   double lr_factor_;
   // Chains of `sequential` sections (KeepModel): declared before the hook managers, which
@@ -217,7 +232,13 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
   IoDict teacher_io_, student_io_;                // the last Forward's
-  int64_t epoch_ = 0, step_ = 0;                  // of the step API: for messages
+  std::unique_ptr<TeacherCache> teacher_cache_;   // null: off, for teacher_cache_off_
+  std::string teacher_cache_off_;
+  bool overlap_teacher_ = false;
+  std::string overlap_off_;
+  // overlap_teacher: the values a thread computed for the batch Forward runs next.
+  std::optional<TeacherValues> ready_teacher_;
+  int64_t epoch_ = 0, step_ = 0;  // of the step API: for messages
 };
 
 }  // namespace box_internal

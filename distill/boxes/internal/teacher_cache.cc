@@ -1,0 +1,337 @@
+#include "distill/boxes/internal/teacher_cache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "distill/data/dataset.h"
+
+namespace kd {
+namespace box_internal {
+namespace {
+
+constexpr int kCheckRows = 2;  // hits recomputed beside a batch's misses
+
+// `batch` restricted to `rows`: samples, targets and every supp tensor with the batch's rows in
+// dimension 0 selected; anything else as it is.
+Batch SelectRows(const Batch& batch, const at::Tensor& rows, int64_t batch_rows) {
+  auto select = [&](const at::Tensor& t) {
+    return t.dim() > 0 && t.size(0) == batch_rows ? t.index_select(0, rows.to(t.device())) : t;
+  };
+  Batch out;
+  out.samples = select(batch.samples.toTensor());
+  out.targets =
+      batch.targets.isTensor() ? c10::IValue(select(batch.targets.toTensor())) : batch.targets;
+  if (batch.supp.isGenericDict()) {
+    c10::impl::GenericDict supp(c10::StringType::get(), c10::AnyType::get());
+    for (const auto& entry : batch.supp.toGenericDict()) {
+      supp.insert(entry.key(), entry.value().isTensor()
+                                   ? c10::IValue(select(entry.value().toTensor()))
+                                   : entry.value());
+    }
+    out.supp = supp;
+  } else {
+    out.supp = batch.supp;
+  }
+  return out;
+}
+
+// The batch's supp tensor `key` as int64 values, or NotFound.
+absl::StatusOr<std::vector<int64_t>> SuppValues(const Batch& batch, const char* key, int64_t rows) {
+  if (batch.supp.isGenericDict()) {
+    const auto dict = batch.supp.toGenericDict();
+    const auto it = dict.find(key);
+    if (it != dict.end() && it->value().isTensor()) {
+      const at::Tensor t = it->value().toTensor().to(at::kCPU, at::kLong).contiguous();
+      if (t.dim() == 1 && t.size(0) == rows) {
+        return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + rows);
+      }
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("teacher_cache: the batch has no supplementary \"", key, "\" of its ", rows,
+                   " rows: the cache keys on each sample's dataset index and transform (Dataset::"
+                   "NumTransforms); set the stage's teacher_cache { mode: OFF }"));
+}
+
+}  // namespace
+
+TeacherCache::TeacherCache(Options options) : options_(std::move(options)) {}
+
+TeacherCache::~TeacherCache() {
+  if (spill_fd_ >= 0) {
+    close(spill_fd_);
+    unlink(options_.spill_path.c_str());
+  }
+}
+
+absl::Status TeacherCache::Layout(const TeacherValues& values, int64_t rows) {
+  std::vector<Field> fields;
+  auto add = [&](std::string path, std::string io, const c10::IValue& value) -> absl::Status {
+    const std::string name =
+        path.empty() && io.empty() ? "output" : absl::StrCat("io[\"", path, "\"][\"", io, "\"]");
+    if (!value.isTensor() || value.toTensor().dim() == 0 || value.toTensor().size(0) != rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "teacher_cache: the teacher's ", name, " is ",
+          value.isTensor() ? absl::StrCat("a tensor of shape [",
+                                          absl::StrJoin(value.toTensor().sizes(), ", "), "]")
+                           : absl::StrCat("a ", value.tagKind()),
+          ", not a tensor of the batch's ", rows,
+          " rows: the cache keeps each sample's rows; set the stage's teacher_cache { mode: OFF "
+          "}"));
+    }
+    const at::Tensor& t = value.toTensor();
+    Field field{.path = std::move(path), .io = std::move(io), .dtype = t.scalar_type()};
+    field.row_shape.assign(t.sizes().begin() + 1, t.sizes().end());
+    field.row_bytes = static_cast<int64_t>(t.numel() / rows * t.element_size());
+    fields.push_back(std::move(field));
+    return absl::OkStatus();
+  };
+  KD_RETURN_IF_ERROR(add("", "", values.output));
+  for (const auto& [path, entry] : values.io) {
+    for (const auto& [io, value] : entry) {
+      KD_RETURN_IF_ERROR(add(path, std::string(io), value));
+    }
+  }
+  int64_t offset = 0;
+  for (Field& field : fields) {
+    field.offset = offset;
+    offset += field.row_bytes;
+  }
+  fields_ = std::move(fields);
+  row_bytes_ = std::max<int64_t>(offset, 1);
+  memory_rows_ = options_.memory_bytes / row_bytes_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<at::Tensor>> TeacherCache::Flatten(const TeacherValues& values,
+                                                              int64_t rows) const {
+  std::vector<at::Tensor> out;
+  out.reserve(fields_.size());
+  for (const Field& field : fields_) {
+    c10::IValue value;
+    if (field.path.empty() && field.io.empty()) {
+      value = values.output;
+    } else if (const auto it = values.io.find(field.path);
+               it != values.io.end() && it->second.count(field.io) > 0) {
+      value = it->second.at(field.io);
+    }
+    std::vector<int64_t> shape = {rows};
+    shape.insert(shape.end(), field.row_shape.begin(), field.row_shape.end());
+    if (!value.isTensor() || value.toTensor().sizes() != at::IntArrayRef(shape) ||
+        value.toTensor().scalar_type() != field.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "teacher_cache: the teacher's ",
+          field.path.empty() && field.io.empty()
+              ? std::string("output")
+              : absl::StrCat("io[\"", field.path, "\"][\"", field.io, "\"]"),
+          " changed its shape or dtype from one batch to the next; the cache keeps rows of one "
+          "shape; set the stage's teacher_cache { mode: OFF }"));
+    }
+    out.push_back(value.toTensor().to(at::kCPU).contiguous());
+  }
+  return out;
+}
+
+TeacherValues TeacherCache::Unflatten(std::vector<at::Tensor> fields) const {
+  TeacherValues values;
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    const Field& field = fields_[i];
+    if (field.path.empty() && field.io.empty()) {
+      values.output = std::move(fields[i]);
+    } else {
+      values.io[field.path][field.io] = std::move(fields[i]);
+    }
+  }
+  return values;
+}
+
+void TeacherCache::Store(int64_t key, const std::vector<at::Tensor>& fields, int64_t row) {
+  if (slots_.count(key) > 0 || !enabled()) return;
+  const int64_t slot = static_cast<int64_t>(slots_.size());
+  std::vector<char> spill;
+  char* dst = nullptr;
+  if (slot < memory_rows_) {
+    const size_t need = static_cast<size_t>((slot + 1) * row_bytes_);
+    if (memory_.size() < need) {
+      memory_.resize(std::min<size_t>(std::max(need, 2 * memory_.size()),
+                                      static_cast<size_t>(memory_rows_ * row_bytes_)));
+    }
+    dst = memory_.data() + slot * row_bytes_;
+  } else {
+    spill.resize(static_cast<size_t>(row_bytes_));
+    dst = spill.data();
+  }
+  for (size_t i = 0; i < fields_.size(); ++i) {
+    const char* src = static_cast<const char*>(fields[i].data_ptr()) + row * fields_[i].row_bytes;
+    std::memcpy(dst + fields_[i].offset, src, static_cast<size_t>(fields_[i].row_bytes));
+  }
+  if (slot >= memory_rows_) {
+    if (spill_fd_ < 0) {
+      spill_fd_ = open(options_.spill_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    }
+    const off_t at = static_cast<off_t>(slot - memory_rows_) * row_bytes_;
+    if (spill_fd_ < 0 ||
+        pwrite(spill_fd_, spill.data(), spill.size(), at) != static_cast<ssize_t>(spill.size())) {
+      disabled_reason_ = absl::StrCat("cannot write the spill file ", options_.spill_path, ": ",
+                                      std::strerror(errno));
+      return;
+    }
+    stats_.bytes_disk += row_bytes_;
+  } else {
+    stats_.bytes_memory += row_bytes_;
+  }
+  slots_.emplace(key, slot);
+}
+
+void TeacherCache::Load(int64_t slot, char* out) const {
+  if (slot < memory_rows_) {
+    std::memcpy(out, memory_.data() + slot * row_bytes_, static_cast<size_t>(row_bytes_));
+    return;
+  }
+  const off_t at = static_cast<off_t>(slot - memory_rows_) * row_bytes_;
+  TORCH_CHECK(pread(spill_fd_, out, static_cast<size_t>(row_bytes_), at) == row_bytes_,
+              "teacher_cache: cannot read back the spill file ", options_.spill_path, ": ",
+              std::strerror(errno));
+}
+
+absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forward& forward) {
+  using Clock = std::chrono::steady_clock;
+  auto timed = [&](const Batch& b, int64_t rows) -> absl::StatusOr<TeacherValues> {
+    const auto start = Clock::now();
+    absl::StatusOr<TeacherValues> values = forward(b);
+    stats_.forward_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    stats_.misses += rows;
+    total_rows_ += rows;
+    total_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    return values;
+  };
+  const int64_t rows = batch.samples.isTensor() ? batch.samples.toTensor().size(0) : 0;
+  if (!enabled() || rows < 2) return timed(batch, rows);  // a batch of one runs as it is
+
+  // A batch without the keys (one a caller of the step API built) runs as it is, unless the
+  // cache is required.
+  absl::StatusOr<std::vector<int64_t>> indices = SuppValues(batch, "indices", rows);
+  absl::StatusOr<std::vector<int64_t>> transforms =
+      options_.num_transforms > 1 ? SuppValues(batch, kTransformKey, rows)
+                                  : std::vector<int64_t>(rows, 0);
+  if (!indices.ok() || !transforms.ok()) {
+    if (options_.required) return !indices.ok() ? indices.status() : transforms.status();
+    return timed(batch, rows);
+  }
+  std::vector<int64_t> keys = *std::move(indices);
+  for (int64_t r = 0; r < rows; ++r) {
+    keys[r] = keys[r] * options_.num_transforms + (*transforms)[r];
+  }
+  std::vector<int64_t> hit_slots(rows, -1), misses, hits;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto it = slots_.find(keys[r]);
+    if (it == slots_.end()) {
+      misses.push_back(r);
+    } else {
+      hit_slots[r] = it->second;
+      hits.push_back(r);
+    }
+  }
+
+  if (hits.empty()) {  // the whole batch, as without the cache; its rows stored
+    KD_ASSIGN_OR_RETURN(TeacherValues values, timed(batch, rows));
+    if (fields_.empty()) {
+      if (absl::Status laid = Layout(values, rows); !laid.ok()) {
+        if (options_.required) return laid;
+        disabled_reason_ = std::string(laid.message());
+        return values;
+      }
+    }
+    KD_ASSIGN_OR_RETURN(std::vector<at::Tensor> fields, Flatten(values, rows));
+    for (int64_t r = 0; r < rows; ++r) Store(keys[r], fields, r);
+    return values;
+  }
+
+  // The misses, with up to kCheckRows hits recomputed beside them (and at least two rows).
+  std::vector<int64_t> run_rows = misses;
+  const size_t checks = std::min<size_t>(hits.size(), misses.empty() ? 0 : kCheckRows);
+  for (size_t i = 0; i < checks; ++i) run_rows.push_back(hits[i * hits.size() / checks]);
+  std::vector<at::Tensor> fresh;
+  if (!run_rows.empty()) {
+    const auto n = static_cast<int64_t>(run_rows.size());
+    const at::Tensor index = at::tensor(run_rows, at::kLong);
+    KD_ASSIGN_OR_RETURN(TeacherValues values, timed(SelectRows(batch, index, rows), n));
+    KD_ASSIGN_OR_RETURN(fresh, Flatten(values, n));
+    std::vector<char> cached(static_cast<size_t>(row_bytes_));
+    for (int64_t j = static_cast<int64_t>(misses.size()); j < n; ++j) {
+      Load(hit_slots[run_rows[j]], cached.data());
+      for (size_t i = 0; i < fields_.size(); ++i) {
+        const char* now = static_cast<const char*>(fresh[i].data_ptr()) + j * fields_[i].row_bytes;
+        if (std::memcmp(now, cached.data() + fields_[i].offset,
+                        static_cast<size_t>(fields_[i].row_bytes)) != 0) {
+          disabled_reason_ = absl::StrFormat(
+              "the teacher computed a sample differently in a batch of %d rows than when it "
+              "was cached (%s): its kernels depend on the batch, so the cache cannot be exact",
+              n, fields_[i].path.empty() ? "its output" : fields_[i].path);
+          if (options_.required) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("teacher_cache: ", disabled_reason_,
+                             "; set the stage's teacher_cache { mode: OFF }"));
+          }
+          return timed(batch, rows);
+        }
+      }
+    }
+    for (size_t j = 0; j < misses.size(); ++j) Store(keys[misses[j]], fresh, j);
+  }
+
+  // The batch's values: hits from the cache, misses from the fresh rows.
+  std::vector<at::Tensor> out;
+  for (const Field& field : fields_) {
+    std::vector<int64_t> shape = {rows};
+    shape.insert(shape.end(), field.row_shape.begin(), field.row_shape.end());
+    out.push_back(at::empty(shape, at::TensorOptions().dtype(field.dtype)));
+  }
+  std::vector<char> cached(static_cast<size_t>(row_bytes_));
+  for (int64_t r : hits) {
+    Load(hit_slots[r], cached.data());
+    for (size_t i = 0; i < fields_.size(); ++i) {
+      std::memcpy(static_cast<char*>(out[i].data_ptr()) + r * fields_[i].row_bytes,
+                  cached.data() + fields_[i].offset, static_cast<size_t>(fields_[i].row_bytes));
+    }
+  }
+  for (size_t j = 0; j < misses.size(); ++j) {
+    for (size_t i = 0; i < fields_.size(); ++i) {
+      std::memcpy(static_cast<char*>(out[i].data_ptr()) + misses[j] * fields_[i].row_bytes,
+                  static_cast<const char*>(fresh[i].data_ptr()) + j * fields_[i].row_bytes,
+                  static_cast<size_t>(fields_[i].row_bytes));
+    }
+  }
+  stats_.hits += static_cast<int64_t>(hits.size()) - static_cast<int64_t>(checks);
+  const c10::Device device = batch.samples.toTensor().device();
+  if (!device.is_cpu()) {
+    for (at::Tensor& t : out) t = t.to(device);
+  }
+  return Unflatten(std::move(out));
+}
+
+TeacherCacheStats TeacherCache::TakeStats() {
+  TeacherCacheStats out = stats_;
+  out.saved_seconds =
+      total_rows_ > 0 ? static_cast<double>(out.hits) * total_seconds_ / total_rows_ : 0.0;
+  out.disabled_reason = disabled_reason_;
+  stats_.hits = stats_.misses = 0;
+  stats_.forward_seconds = 0;
+  return out;
+}
+
+}  // namespace box_internal
+}  // namespace kd

@@ -1,0 +1,121 @@
+// The exact teacher-output cache of a distillation stage (StageConfig.teacher_cache).
+//
+// A teacher that does not train maps one input tensor to the same output and hooked values
+// every time. The cache keeps, per training sample, the bytes of every value the teacher
+// returned for it (its output and each hooked tensor's row), keyed by the sample's dataset
+// index and its transform id (Dataset::NumTransforms: which crop, which flip), and runs the
+// teacher only on a batch's rows it has not seen so transformed:
+//
+//   TeacherCache cache({.num_transforms = 162, .memory_bytes = 1 << 30,
+//                       .spill_path = "runs/x/teacher_cache.train.bin"});
+//   KD_ASSIGN_OR_RETURN(TeacherValues values, cache.Run(batch, forward));
+//
+// Exactness. A hit returns the bytes computed when the sample was first seen, in a batch of
+// another size and composition; that equals recomputing as long as the teacher's kernels
+// compute each row the same whatever the batch's size (measured here: libtorch's CPU kernels do
+// for batches of 2 and more, not for 1 against more). So a batch of one row is never cached or
+// served (it runs as it would without the cache), the teacher never runs on fewer than two
+// rows, and every batch with misses recomputes up to two of its hits beside them and compares
+// the bytes: on a difference the cache turns itself off for the rest of the stage and says so
+// (`disabled_reason`).
+//
+// Memory: rows are kept in memory up to `memory_bytes`, then appended to `spill_path` and read
+// back with pread. Values are stored on the CPU and returned on the device they came from.
+#ifndef LIBKD_DISTILL_BOXES_INTERNAL_TEACHER_CACHE_H_
+#define LIBKD_DISTILL_BOXES_INTERNAL_TEACHER_CACHE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "absl/status/statusor.h"
+#include "distill/data/batch.h"
+#include "hooks/io_dict.h"
+
+namespace kd {
+namespace box_internal {
+
+// What the teacher returned for a batch: its output and its hooks' I/O dict.
+struct TeacherValues {
+  c10::IValue output;
+  IoDict io;
+};
+
+// Counts since the last TakeStats.
+struct TeacherCacheStats {
+  int64_t hits = 0;          // rows served from the cache
+  int64_t misses = 0;        // rows the teacher ran on (checks included)
+  int64_t bytes_memory = 0;  // rows held, in memory and on disk (totals, not since)
+  int64_t bytes_disk = 0;
+  double forward_seconds = 0;  // in the teacher's forward
+  // The hits times the teacher's mean time per row: the forward time the hits saved.
+  double saved_seconds = 0;
+  std::string disabled_reason;  // why the cache turned itself off, if it did
+};
+
+class TeacherCache {
+ public:
+  struct Options {
+    // The dataset's NumTransforms() (>= 1): a row's key is index * num_transforms + transform.
+    int64_t num_transforms = 1;
+    // Rows beyond this many bytes go to `spill_path`.
+    int64_t memory_bytes = 0;
+    std::string spill_path;
+    // teacher_cache ON: values the cache cannot hold, or a failed check, are errors. Else
+    // (AUTO) the cache turns itself off and says why.
+    bool required = false;
+  };
+  explicit TeacherCache(Options options);
+  ~TeacherCache();  // removes the spill file
+  TeacherCache(const TeacherCache&) = delete;
+  TeacherCache& operator=(const TeacherCache&) = delete;
+
+  // The teacher's values for `batch` (its supp "indices", and "transform" unless
+  // num_transforms is 1): rows in the cache read from it, the others computed by `forward` on
+  // a batch of those rows (samples, targets and supp tensors selected by row) and stored.
+  // Errors: what `forward` returns; InvalidArgument for values the cache cannot hold (a
+  // hooked value that is not a tensor with the batch's rows in dimension 0), naming it.
+  using Forward = std::function<absl::StatusOr<TeacherValues>(const Batch& batch)>;
+  absl::StatusOr<TeacherValues> Run(const Batch& batch, const Forward& forward);
+
+  TeacherCacheStats TakeStats();
+  bool enabled() const { return disabled_reason_.empty(); }
+
+ private:
+  // A cached value: its place in TeacherValues and its row's shape and dtype.
+  struct Field {
+    std::string path;  // "" for the output
+    std::string io;    // "input" / "output" for hooked values
+    std::vector<int64_t> row_shape;
+    c10::ScalarType dtype;
+    int64_t row_bytes = 0;
+    int64_t offset = 0;  // within a stored row
+  };
+
+  absl::Status Layout(const TeacherValues& values, int64_t rows);
+  absl::StatusOr<std::vector<at::Tensor>> Flatten(const TeacherValues& values, int64_t rows) const;
+  TeacherValues Unflatten(std::vector<at::Tensor> fields) const;
+  void Store(int64_t key, const std::vector<at::Tensor>& fields, int64_t row);
+  void Load(int64_t slot, char* out) const;
+
+  Options options_;
+  std::vector<Field> fields_;
+  int64_t row_bytes_ = 0;
+  int64_t memory_rows_ = 0;   // the most rows memory holds
+  std::vector<char> memory_;  // rows in memory, slot-major
+  int spill_fd_ = -1;
+  std::unordered_map<int64_t, int64_t> slots_;  // key -> slot (>= memory_rows_: on disk)
+  TeacherCacheStats stats_;
+  int64_t total_rows_ = 0;  // rows the teacher ran on, and its time, over the stage
+  double total_seconds_ = 0;
+  std::string disabled_reason_;
+};
+
+}  // namespace box_internal
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_BOXES_INTERNAL_TEACHER_CACHE_H_
