@@ -28,6 +28,8 @@
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --batch=32
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --teacher=/tmp/t.pt
 //       --optimize_teacher    (one line)
+//   bazel run -c opt //distill/boxes:box_benchmark -- --peers --peer_tcmalloc
+//       --fashion_mnist_epochs=3 --batch=16 --threads=1 [--teacher_extras]
 //   (--peers needs tools/install_deps.sh --peers)
 #include <dlfcn.h>
 
@@ -72,6 +74,11 @@ ABSL_FLAG(std::string, teacher, "",
           "(peer_box_timing.py --save_teacher=FILE writes one)");
 ABSL_FLAG(bool, optimize_teacher, false,
           "with --teacher: the teacher optimized for inference (optimize_for_inference)");
+ABSL_FLAG(int, fashion_mnist_epochs, 0,
+          "with --peers: both sides train this many epochs on Fashion-MNIST's first --samples "
+          "training images (Debian's files; normalised, flipped at random as the main job's), "
+          "timed over the whole run, instead of one epoch of synthetic images");
+ABSL_FLAG(int, threads, 1, "intra-op threads, both sides");
 ABSL_FLAG(bool, teacher_extras, false,
           "leave the box's teacher cache and overlap at their defaults (AUTO): work the hand "
           "loop and torchdistill do not do (off by default: like for like)");
@@ -84,16 +91,33 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Config(int samples, int batch) {
+// The run: one epoch of `samples` synthetic images, or with `epochs` > 0 that many epochs of
+// Fashion-MNIST's first `samples` training images, flipped at random.
+std::string Config(int samples, int batch, int epochs) {
+  const std::string data =
+      epochs > 0 ? absl::StrFormat(R"pb(
+                     datasets {
+                       id: "train"
+                       key: "fashion_mnist"
+                       kwargs { name: "split" str: "train" }
+                       kwargs { name: "mean" number: 0.2860 }
+                       kwargs { name: "std" number: 0.3530 }
+                       kwargs { name: "horizontal_flip" boolean: true }
+                       subset { stop: %d }
+                     })pb",
+                                   samples)
+                 : absl::StrFormat(R"pb(
+                     datasets {
+                       id: "train"
+                       key: "synthetic"
+                       kwargs { name: "num_samples" integer: %d }
+                       kwargs { name: "num_classes" integer: 10 }
+                     })pb",
+                                   samples);
   return absl::StrFormat(
       R"pb(
         run { seed: 1 log_every_n_steps: 1000000 }
-        datasets {
-          id: "train"
-          key: "synthetic"
-          kwargs { name: "num_samples" integer: %d }
-          kwargs { name: "num_classes" integer: 10 }
-        }
+        %s
         teacher {
           native {
             key: "fashion_cnn"
@@ -107,7 +131,7 @@ std::string Config(int samples, int batch) {
           }
         }
         train {
-          num_epochs: 1
+          num_epochs: %d
           train_data_loader { dataset_id: "train" batch_size: %d shuffle: true drop_last: true }
           optimizer {
             key: "SGD"
@@ -127,16 +151,16 @@ std::string Config(int samples, int batch) {
         }
         checkpoint { save_last: false save_best: false }
       )pb",
-      samples, batch);
+      data, std::max(epochs, 1), batch);
 }
 
-// The box's training seconds for one epoch.
+// The box's training seconds, over its epochs.
 double BoxEpoch(const DistillConfig& config) {
   double seconds = 0;
   // Each epoch is a run of its own in one folder: the last one's is replaced.
   auto box = MakeBox(config, {.run_dir = "/tmp/libkd_box_benchmark",
                               .overwrite = true,
-                              .on_epoch = [&](const EpochReport& r) { seconds = r.seconds; }});
+                              .on_epoch = [&](const EpochReport& r) { seconds += r.seconds; }});
   const absl::Status ran = box.ok() ? (*box)->Run().status() : box.status();
   if (!ran.ok()) {
     std::fprintf(stderr, "box_benchmark: %s\n", std::string(ran.message()).c_str());
@@ -245,7 +269,11 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
     std::cerr << "the models differ: not a fair comparison\n";
     return 1;
   }
-  const std::string request = absl::StrCat("epoch ", samples, " ", batch);
+  const int epochs = absl::GetFlag(FLAGS_fashion_mnist_epochs);
+  const std::string request =
+      epochs > 0 ? absl::StrCat("fmnist ", samples, " ", batch, " ", epochs, " ",
+                                absl::GetFlag(FLAGS_threads))
+                 : absl::StrCat("epoch ", samples, " ", batch);
   auto peer_epoch = [&](double& loader) {
     const std::optional<std::vector<double>> answer = peer.Ask(request);
     if (!answer.has_value() || answer->size() != 2) {
@@ -277,23 +305,26 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
     ratios.push_back(torchdistill / libkd);
   }
   std::sort(ratios.begin(), ratios.end());
-  const int steps = samples / batch;
+  const int steps = std::max(epochs, 1) * (samples / batch);
   const double n = static_cast<double>(ratios.size());
   std::cout << absl::StrFormat(
       "libkd DistillationBox %.1f steps/s (malloc: %s), torchdistill DistillationBox "
-      "%.1f steps/s (malloc: %s; %.0f%% of its time in its data loader); %d steps of %d, "
-      "one thread\n"
+      "%.1f steps/s (malloc: %s; %.0f%% of its time in its data loader); %d steps of %d "
+      "(%s), %d thread(s); libkd's teacher cache and overlap %s\n"
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
       steps * n / libkd_sum, MallocName(), steps * n / peer_sum,
       absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum, steps,
-      batch, ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(),
+      batch,
+      epochs > 0 ? absl::StrCat(epochs, " epochs of Fashion-MNIST, flipped") : "synthetic",
+      absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_teacher_extras) ? "on (AUTO)" : "off",
+      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(),
       ratios.back());
   return 0;
 }
 
 int Main() {
-  at::set_num_threads(1);
+  at::set_num_threads(std::max(1, absl::GetFlag(FLAGS_threads)));
   const int samples = absl::GetFlag(FLAGS_samples);
   const int batch = absl::GetFlag(FLAGS_batch);
   if (batch < 1 || samples < batch || absl::GetFlag(FLAGS_pairs) < 1) {
@@ -301,7 +332,14 @@ int Main() {
     return 2;
   }
   DistillConfig config;
-  if (!google::protobuf::TextFormat::ParseFromString(Config(samples, batch), &config)) return 1;
+  if (absl::GetFlag(FLAGS_fashion_mnist_epochs) > 0 && !absl::GetFlag(FLAGS_peers)) {
+    std::cerr << "--fashion_mnist_epochs is for --peers\n";
+    return 2;
+  }
+  if (!google::protobuf::TextFormat::ParseFromString(
+          Config(samples, batch, absl::GetFlag(FLAGS_fashion_mnist_epochs)), &config)) {
+    return 1;
+  }
   if (!absl::GetFlag(FLAGS_teacher_extras)) {  // the teacher on every row, on this thread
     config.mutable_train()->mutable_teacher_cache()->set_mode(TeacherCacheConfig::OFF);
     config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);

@@ -9,18 +9,25 @@ momentum 0.9), one thread. Serves requests, one a line on stdin:
                             torchdistill's example script does (pre_epoch_process, then per
                             batch forward_process and post_forward_process, post_epoch_process);
                             LOADER_SECONDS is the part spent fetching batches from its loader.
+  fmnist SAMPLES BATCH EPOCHS THREADS
+                         -> "fmnist SECONDS LOADER_SECONDS": the same on Fashion-MNIST's first
+                            SAMPLES training images (Debian's files), normalised and flipped at
+                            random as the main job's (torchvision's RandomHorizontalFlip and
+                            Normalize), EPOCHS epochs, THREADS intra-op threads.
 
   python peer_box_timing.py      (run by //distill/boxes:box_benchmark --peers)
   python peer_box_timing.py --save_teacher=FILE
                                  (writes the teacher, scripted, for box_benchmark --teacher=FILE)
 """
+import gzip
 import logging
 import os
 import sys
 import time
 
 import torch
-from torch.utils.data import RandomSampler, TensorDataset
+from torch.utils.data import Dataset, RandomSampler, TensorDataset
+from torchvision import transforms
 from torchdistill.core.distillation import get_distillation_box
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -40,9 +47,29 @@ def synthetic(samples, seed=0, noise=0.5):
     return TensorDataset(images, targets)
 
 
-def train_config(batch_size):
+class FashionMnist(Dataset):
+    """Fashion-MNIST's first `samples` training images from Debian's dataset-fashion-mnist, as
+    the main job reads them: scaled to [0, 1], flipped at random, normalised."""
+
+    def __init__(self, samples, root='/usr/share/datasets/fashion-mnist'):
+        def idx(name, offset):
+            with gzip.open(os.path.join(root, name)) as f:
+                return torch.frombuffer(bytearray(f.read()[offset:]), dtype=torch.uint8)
+        self.images = idx('train-images-idx3-ubyte.gz', 16).view(-1, 1, 28, 28)[:samples]
+        self.targets = idx('train-labels-idx1-ubyte.gz', 8).long()[:samples]
+        self.transform = transforms.Compose([transforms.RandomHorizontalFlip(),
+                                             transforms.Normalize((0.2860,), (0.3530,))])
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, i):
+        return self.transform(self.images[i].float() / 255), self.targets[i]
+
+
+def train_config(batch_size, epochs=1):
     return {
-        'num_epochs': 1,
+        'num_epochs': epochs,
         'train_data_loader': {
             'dataset_id': 'train',
             'sampler': {'class_or_func': RandomSampler, 'kwargs': {}},
@@ -67,33 +94,35 @@ def train_config(batch_size):
     }
 
 
-def make_box(dataset, batch_size):
+def make_box(dataset, batch_size, epochs=1):
     torch.manual_seed(1)
     teacher, student = FashionCnn(16), FashionCnn(4)
     # torchdistill's default pre-epoch process sets only the student's mode; its example script
     # leaves the teacher in eval mode (it evaluates the teacher before training). libkd's sets
     # the teacher to eval mode.
     teacher.eval()
-    return get_distillation_box(teacher, student, {'train': dataset}, train_config(batch_size),
-                                torch.device('cpu'), None, False, 1)
+    return get_distillation_box(teacher, student, {'train': dataset},
+                                train_config(batch_size, epochs), torch.device('cpu'), None,
+                                False, 1)
 
 
-def epoch_seconds(samples, batch_size):
-    box = make_box(synthetic(samples), batch_size)
+def run_seconds(dataset, batch_size, epochs=1):
+    box = make_box(dataset, batch_size, epochs)
     loader_seconds = 0.0
     start = time.perf_counter()
-    box.pre_epoch_process(epoch=0)
-    batches = iter(box.train_data_loader)
-    while True:
-        fetch = time.perf_counter()
-        try:
-            sample_batch, targets, supp_dict = next(batches)
-        except StopIteration:
-            break
-        loader_seconds += time.perf_counter() - fetch
-        loss = box.forward_process(sample_batch, targets, supp_dict)
-        box.post_forward_process(loss)
-    box.post_epoch_process()
+    for epoch in range(epochs):
+        box.pre_epoch_process(epoch=epoch)
+        batches = iter(box.train_data_loader)
+        while True:
+            fetch = time.perf_counter()
+            try:
+                sample_batch, targets, supp_dict = next(batches)
+            except StopIteration:
+                break
+            loader_seconds += time.perf_counter() - fetch
+            loss = box.forward_process(sample_batch, targets, supp_dict)
+            box.post_forward_process(loss)
+        box.post_epoch_process()
     return time.perf_counter() - start, loader_seconds
 
 
@@ -113,8 +142,13 @@ def main():
             print('params', num_params(FashionCnn(16)), num_params(FashionCnn(4)), file=answers,
                   flush=True)
         elif len(words) == 3 and words[0] == 'epoch':
-            seconds, loader = epoch_seconds(int(words[1]), int(words[2]))
+            seconds, loader = run_seconds(synthetic(int(words[1])), int(words[2]))
             print('epoch', seconds, loader, file=answers, flush=True)
+        elif len(words) == 5 and words[0] == 'fmnist':
+            samples, batch, epochs, threads = (int(w) for w in words[1:])
+            torch.set_num_threads(threads)
+            seconds, loader = run_seconds(FashionMnist(samples), batch, epochs)
+            print('fmnist', seconds, loader, file=answers, flush=True)
         else:
             print('error', file=answers, flush=True)
 

@@ -18,6 +18,7 @@
 #include "distill/config/internal/stage_checks.h"
 #include "distill/config/plugin_kinds.h"
 #include "distill/config/proc_fields.h"
+#include "distill/config/teacher_extras.h"
 
 namespace kd {
 namespace {
@@ -220,68 +221,37 @@ class Validator : private internal::StageChecker {
       Missing(loc, "criterion");
     }
     CheckStageProcs(stage, loc);
-    if (stage.has_teacher_cache()) CheckTeacherCache(config, stage, loc.Nested("teacher_cache"));
-    if (stage.overlap_teacher() == TeacherCacheConfig::ON) CheckOverlap(config, stage, loc);
+    CheckTeacherExtras(config, stage, loc);
   }
 
-  // overlap_teacher ON where the config shows it would not give the sequential run.
-  void CheckOverlap(const DistillConfig& config, const StageConfig& stage,
-                    const ConfigLocator& loc) {
-    std::string obstacle;
-    const std::string pre_forward = ProcKey(stage, kPreForwardProcKind);
-    if (!config.has_teacher()) {
-      obstacle = "the run has no teacher";
-    } else if (stage.teacher().has_requires_grad() && stage.teacher().requires_grad()) {
-      obstacle = "the teacher trains in this stage (teacher.requires_grad)";
-    } else if (!pre_forward.empty() && pre_forward != "default_pre_forward_process") {
-      obstacle = absl::StrCat("the stage's pre_forward_proc \"", pre_forward,
-                              "\" would run on the next batch before this one's step");
-    }
-    if (!obstacle.empty()) {
-      Add(loc.Of("overlap_teacher"),
-          absl::StrCat("overlap_teacher ON, but the overlap would not give the sequential run: ",
-                       obstacle, "; set AUTO or OFF"));
-    }
-  }
-
-  // teacher_cache: mode ON where it cannot be exact is refused (what the config shows; the
-  // training dataset's transforms are checked when the box is made).
-  void CheckTeacherCache(const DistillConfig& config, const StageConfig& stage,
-                         const ConfigLocator& loc) {
-    const TeacherCacheConfig& cache = stage.teacher_cache();
-    AtLeast(loc, "memory_mib", cache.memory_mib(), int64_t{0});
-    if (cache.mode() != TeacherCacheConfig::ON) return;
-    std::string obstacle;
-    const StageModelConfig& teacher = stage.teacher();
-    if (!config.has_teacher()) {
-      obstacle = "the run has no teacher";
-    } else if (teacher.has_requires_grad() && teacher.requires_grad()) {
-      obstacle = "the teacher trains in this stage (teacher.requires_grad)";
-    } else if (!teacher.forward_proc().key().empty() &&
-               teacher.forward_proc().key() != "forward_batch_only") {
-      obstacle = absl::StrCat("the teacher's forward_proc \"", teacher.forward_proc().key(),
-                              "\" may read more of a batch than its rows (only "
-                              "forward_batch_only is cached)");
-    } else {
-      for (const ForwardHookConfig& hook : teacher.forward_hooks()) {
-        if (hook.accumulates()) {
-          obstacle = absl::StrCat("the teacher's hook on \"", hook.module_path(),
-                                  "\" accumulates calls (their values are not rows of the batch)");
-          break;
+  // teacher_cache and overlap_teacher: mode ON where the config shows it would not give the
+  // run without them is refused (the stage checks the rest when the box is made).
+  void CheckTeacherExtras(const DistillConfig& config, const StageConfig& stage,
+                          const ConfigLocator& loc) {
+    if (stage.has_teacher_cache()) {
+      const ConfigLocator cache = loc.Nested("teacher_cache");
+      AtLeast(cache, "memory_mib", stage.teacher_cache().memory_mib(), int64_t{0});
+      if (stage.teacher_cache().mode() == TeacherCacheConfig::ON) {
+        const DatasetConfig* train = nullptr;
+        for (const DatasetConfig& dataset : config.datasets()) {
+          if (dataset.id() == stage.train_data_loader().dataset_id()) train = &dataset;
         }
-      }
-      for (const DatasetConfig& dataset : config.datasets()) {
-        if (obstacle.empty() && dataset.id() == stage.train_data_loader().dataset_id() &&
-            dataset.has_wrapper()) {
-          obstacle = absl::StrCat("the training dataset \"", dataset.id(), "\" is wrapped (",
-                                  dataset.wrapper().key(),
-                                  "): its samples are not known from an index and transform");
+        if (const std::string why = TeacherCacheObstacle(stage, config.has_teacher(), train);
+            !why.empty()) {
+          Add(cache.Of("mode"), absl::StrCat("teacher_cache mode ON, but the cache cannot be "
+                                             "exact: ",
+                                             why, "; set mode AUTO or OFF"));
         }
       }
     }
-    if (!obstacle.empty()) {
-      Add(loc.Of("mode"), absl::StrCat("teacher_cache mode ON, but the cache cannot be exact: ",
-                                       obstacle, "; set mode AUTO or OFF"));
+    if (stage.overlap_teacher() == TeacherCacheConfig::ON) {
+      if (const std::string why = TeacherOverlapObstacle(stage, config.has_teacher());
+          !why.empty()) {
+        Add(loc.Of("overlap_teacher"),
+            absl::StrCat("overlap_teacher ON, but the overlap would not give the sequential "
+                         "run: ",
+                         why, "; set AUTO or OFF"));
+      }
     }
   }
 

@@ -33,7 +33,7 @@
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/config/kwargs.h"
-#include "distill/config/proc_fields.h"
+#include "distill/config/teacher_extras.h"
 #include "distill/data/data_loader.h"
 #include "distill/losses/criterion.h"
 #include "distill/procs/proc_func.h"
@@ -386,9 +386,43 @@ absl::StatusOr<TeacherValues> Stage::TeacherValuesOf(const Batch& batch) {
   return teacher_cache_ != nullptr ? teacher_cache_->Run(batch, forward) : forward(batch);
 }
 
+TaskThread::TaskThread() : thread_([this] { Loop(); }) {}
+
+TaskThread::~TaskThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  ready_.notify_one();
+  thread_.join();
+}
+
+void TaskThread::Push(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  ready_.notify_one();
+}
+
+void TaskThread::Loop() {
+  at::init_num_threads();  // the run's intra-op threads here too (OpenMP's default is a core each)
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [this] { return done_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
 std::future<absl::StatusOr<TeacherValues>> Stage::LaunchTeacher(const Batch& batch) {
   at::ThreadLocalState state;  // grad mode, dispatch keys, profiler: the caller's
-  return std::async(std::launch::async, [this, &batch, state]() {
+  return teacher_thread_->Submit([this, &batch, state]() {
     at::ThreadLocalStateGuard guard(state);
     std::optional<AutocastGuard> autocast;
     Autocast(autocast);
@@ -423,28 +457,15 @@ absl::Status Stage::SetUpTeacherCache(const StageConfig& config, const std::stri
     return absl::OkStatus();
   }
   const int64_t transforms = train_loader_->dataset().NumTransforms();
-  std::string obstacle;
-  if (teacher_trains_) {
-    obstacle = "the teacher trains in this stage (teacher.requires_grad)";
-  } else if (cache.mode() == TeacherCacheConfig::AUTO && !device_.is_cpu()) {
+  // What the config shows (the validator's rule), then what the built stage knows.
+  std::string obstacle = TeacherCacheObstacle(config, /*has_teacher=*/true, nullptr);
+  if (obstacle.empty() && cache.mode() == TeacherCacheConfig::AUTO && !device_.is_cpu()) {
     obstacle = "AUTO keeps it to CPU teachers (give mode ON to cache on " + device_.str() + ")";
-  } else if (const std::string& proc = config.teacher().forward_proc().key();
-             !proc.empty() && proc != "forward_batch_only") {
-    obstacle = absl::StrCat("the teacher's forward_proc \"", proc,
-                            "\" may read more of a batch than its rows (only "
-                            "forward_batch_only is cached)");
-  } else if (transforms <= 0) {
+  }
+  if (obstacle.empty() && transforms <= 0) {
     obstacle = absl::StrCat("the training dataset \"", train_dataset_,
                             "\" does not report its random transforms (Dataset::NumTransforms), "
                             "so a sample's input is not known from its index");
-  } else {
-    for (const ForwardHookConfig& hook : config.teacher().forward_hooks()) {
-      if (hook.accumulates()) {
-        obstacle = absl::StrCat("the teacher's hook on \"", hook.module_path(),
-                                "\" accumulates calls (their values are not rows of the batch)");
-        break;
-      }
-    }
   }
   if (!obstacle.empty()) {
     if (cache.mode() == TeacherCacheConfig::ON) {
@@ -479,18 +500,12 @@ absl::Status Stage::SetUpOverlap(const StageConfig& config) {
     overlap_off_ = "overlap_teacher OFF";
     return absl::OkStatus();
   }
-  const std::string pre_forward = ProcKey(config, kPreForwardProcKind);
   const int threads = at::get_num_threads();
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  std::string obstacle;
-  if (teacher_trains_) {
-    obstacle = "the teacher trains in this stage (teacher.requires_grad)";
-  } else if (!device_.is_cpu()) {
+  std::string obstacle = TeacherOverlapObstacle(config, /*has_teacher=*/true);
+  if (obstacle.empty() && !device_.is_cpu()) {
     obstacle = absl::StrCat("the teacher runs on ", device_.str(),
                             " (a CUDA stream of its own is not built yet)");
-  } else if (!pre_forward.empty() && pre_forward != "default_pre_forward_process") {
-    obstacle = absl::StrCat("the stage's pre_forward_proc \"", pre_forward,
-                            "\" would run on the next batch before this one's step");
   }
   if (!obstacle.empty() && mode == TeacherCacheConfig::ON) {
     return absl::InvalidArgumentError(
@@ -504,6 +519,8 @@ absl::Status Stage::SetUpOverlap(const StageConfig& config) {
   }
   overlap_teacher_ = obstacle.empty();
   overlap_off_ = obstacle;
+  if (overlap_teacher_ && teacher_thread_ == nullptr)
+    teacher_thread_ = std::make_unique<TaskThread>();
   return absl::OkStatus();
 }
 

@@ -5,12 +5,17 @@
 #ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 #define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -37,6 +42,34 @@
 
 namespace kd {
 namespace box_internal {
+
+// One thread running tasks in order: the teacher's thread of overlap_teacher. Its ATen and
+// OpenMP thread settings are made once, as the run's (at::init_num_threads), not per batch.
+class TaskThread {
+ public:
+  TaskThread();
+  ~TaskThread();  // runs what was submitted, then joins
+  TaskThread(const TaskThread&) = delete;
+  TaskThread& operator=(const TaskThread&) = delete;
+
+  template <typename F>
+  auto Submit(F f) -> std::future<decltype(f())> {
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto result = task->get_future();
+    Push([task] { (*task)(); });
+    return result;
+  }
+
+ private:
+  void Push(std::function<void()> task);
+  void Loop();
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> tasks_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the rest is built
+};
 
 class Stage final : public StageRun, public TrainingContext {
  public:
@@ -238,6 +271,8 @@ class Stage final : public StageRun, public TrainingContext {
   std::string overlap_off_;
   // overlap_teacher: the values a thread computed for the batch Forward runs next.
   std::optional<TeacherValues> ready_teacher_;
+  // overlap_teacher's thread; last, so that it is joined before what its tasks use goes.
+  std::unique_ptr<TaskThread> teacher_thread_;
   int64_t epoch_ = 0, step_ = 0;  // of the step API: for messages
 };
 
