@@ -79,6 +79,9 @@ ABSL_FLAG(int, fashion_mnist_epochs, 0,
           "training images (Debian's files; normalised, flipped at random as the main job's), "
           "timed over the whole run, instead of one epoch of synthetic images");
 ABSL_FLAG(int, threads, 1, "intra-op threads, both sides");
+ABSL_FLAG(int, peer_threads, 0,
+          "with --fashion_mnist_epochs: torchdistill's intra-op threads, when not --threads (to "
+          "give it the cores libkd's teacher thread uses: --threads=1 --peer_threads=2)");
 ABSL_FLAG(bool, teacher_extras, false,
           "leave the box's teacher cache and overlap at their defaults (AUTO): work the hand "
           "loop and torchdistill do not do (off by default: like for like)");
@@ -96,28 +99,27 @@ using Clock = std::chrono::steady_clock;
 std::string Config(int samples, int batch, int epochs) {
   const std::string data =
       epochs > 0 ? absl::StrFormat(R"pb(
-                     datasets {
-                       id: "train"
-                       key: "fashion_mnist"
-                       kwargs { name: "split" str: "train" }
-                       kwargs { name: "mean" number: 0.2860 }
-                       kwargs { name: "std" number: 0.3530 }
-                       kwargs { name: "horizontal_flip" boolean: true }
-                       subset { stop: %d }
-                     })pb",
+                                     datasets {
+                                       id: "train"
+                                       key: "fashion_mnist"
+                                       kwargs { name: "split" str: "train" }
+                                       kwargs { name: "mean" number: 0.2860 }
+                                       kwargs { name: "std" number: 0.3530 }
+                                       kwargs { name: "horizontal_flip" boolean: true }
+                                       subset { stop: %d }
+                                     })pb",
                                    samples)
                  : absl::StrFormat(R"pb(
-                     datasets {
-                       id: "train"
-                       key: "synthetic"
-                       kwargs { name: "num_samples" integer: %d }
-                       kwargs { name: "num_classes" integer: 10 }
-                     })pb",
+                                     datasets {
+                                       id: "train"
+                                       key: "synthetic"
+                                       kwargs { name: "num_samples" integer: %d }
+                                       kwargs { name: "num_classes" integer: 10 }
+                                     })pb",
                                    samples);
   return absl::StrFormat(
       R"pb(
-        run { seed: 1 log_every_n_steps: 1000000 }
-        %s
+        run { seed: 1 log_every_n_steps: 1000000 } %s
         teacher {
           native {
             key: "fashion_cnn"
@@ -270,9 +272,10 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
     return 1;
   }
   const int epochs = absl::GetFlag(FLAGS_fashion_mnist_epochs);
+  const int peer_threads = absl::GetFlag(FLAGS_peer_threads) > 0 ? absl::GetFlag(FLAGS_peer_threads)
+                                                                 : absl::GetFlag(FLAGS_threads);
   const std::string request =
-      epochs > 0 ? absl::StrCat("fmnist ", samples, " ", batch, " ", epochs, " ",
-                                absl::GetFlag(FLAGS_threads))
+      epochs > 0 ? absl::StrCat("fmnist ", samples, " ", batch, " ", epochs, " ", peer_threads)
                  : absl::StrCat("epoch ", samples, " ", batch);
   auto peer_epoch = [&](double& loader) {
     const std::optional<std::vector<double>> answer = peer.Ask(request);
@@ -310,16 +313,16 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
   std::cout << absl::StrFormat(
       "libkd DistillationBox %.1f steps/s (malloc: %s), torchdistill DistillationBox "
       "%.1f steps/s (malloc: %s; %.0f%% of its time in its data loader); %d steps of %d "
-      "(%s), %d thread(s); libkd's teacher cache and overlap %s\n"
+      "(%s), intra-op threads libkd %d, torchdistill %d; libkd's teacher cache and overlap "
+      "%s\n"
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
       steps * n / libkd_sum, MallocName(), steps * n / peer_sum,
       absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum, steps,
-      batch,
-      epochs > 0 ? absl::StrCat(epochs, " epochs of Fashion-MNIST, flipped") : "synthetic",
-      absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_teacher_extras) ? "on (AUTO)" : "off",
-      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(),
-      ratios.back());
+      batch, epochs > 0 ? absl::StrCat(epochs, " epochs of Fashion-MNIST, flipped") : "synthetic",
+      absl::GetFlag(FLAGS_threads), epochs > 0 ? peer_threads : 1,
+      absl::GetFlag(FLAGS_teacher_extras) ? "on (AUTO)" : "off", ratios[ratios.size() / 2],
+      static_cast<int>(ratios.size()), ratios.front(), ratios.back());
   return 0;
 }
 
@@ -332,6 +335,12 @@ int Main() {
     return 2;
   }
   DistillConfig config;
+  if (absl::GetFlag(FLAGS_peers) && absl::GetFlag(FLAGS_fashion_mnist_epochs) == 0 &&
+      (absl::GetFlag(FLAGS_threads) != 1 || absl::GetFlag(FLAGS_peer_threads) > 0)) {
+    std::cerr << "--threads and --peer_threads with --peers need --fashion_mnist_epochs (the "
+                 "synthetic epoch runs torchdistill on one thread)\n";
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_fashion_mnist_epochs) > 0 && !absl::GetFlag(FLAGS_peers)) {
     std::cerr << "--fashion_mnist_epochs is for --peers\n";
     return 2;
