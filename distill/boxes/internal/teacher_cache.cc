@@ -212,11 +212,18 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
   auto timed = [&](const Batch& b, int64_t rows) -> absl::StatusOr<TeacherValues> {
     const auto start = Clock::now();
     absl::StatusOr<TeacherValues> values = forward(b);
-    stats_.forward_seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats_.forward_seconds += seconds;
     stats_.misses += rows;
     total_rows_ += rows;
-    total_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+    total_seconds_ += seconds;
     return values;
+  };
+  // Values the cache cannot hold: an error when it is required, else it turns itself off.
+  auto refuse = [&](const absl::Status& why) {
+    if (options_.required) return why;
+    disabled_reason_ = std::string(why.message());
+    return absl::OkStatus();
   };
   const int64_t rows = batch.samples.isTensor() ? batch.samples.toTensor().size(0) : 0;
   if (!enabled() || rows < 2) return timed(batch, rows);  // a batch of one runs as it is
@@ -224,9 +231,9 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
   // A batch without the keys (one a caller of the step API built) runs as it is, unless the
   // cache is required.
   absl::StatusOr<std::vector<int64_t>> indices = SuppValues(batch, "indices", rows);
-  absl::StatusOr<std::vector<int64_t>> transforms =
-      options_.num_transforms > 1 ? SuppValues(batch, kTransformKey, rows)
-                                  : std::vector<int64_t>(rows, 0);
+  absl::StatusOr<std::vector<int64_t>> transforms = options_.num_transforms > 1
+                                                        ? SuppValues(batch, kTransformKey, rows)
+                                                        : std::vector<int64_t>(rows, 0);
   if (!indices.ok() || !transforms.ok()) {
     if (options_.required) return !indices.ok() ? indices.status() : transforms.status();
     return timed(batch, rows);
@@ -250,13 +257,16 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
     KD_ASSIGN_OR_RETURN(TeacherValues values, timed(batch, rows));
     if (fields_.empty()) {
       if (absl::Status laid = Layout(values, rows); !laid.ok()) {
-        if (options_.required) return laid;
-        disabled_reason_ = std::string(laid.message());
+        KD_RETURN_IF_ERROR(refuse(laid));
         return values;
       }
     }
-    KD_ASSIGN_OR_RETURN(std::vector<at::Tensor> fields, Flatten(values, rows));
-    for (int64_t r = 0; r < rows; ++r) Store(keys[r], fields, r);
+    absl::StatusOr<std::vector<at::Tensor>> fields = Flatten(values, rows);
+    if (!fields.ok()) {
+      KD_RETURN_IF_ERROR(refuse(fields.status()));
+      return values;
+    }
+    for (int64_t r = 0; r < rows; ++r) Store(keys[r], *fields, r);
     return values;
   }
 
@@ -269,7 +279,12 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
     const auto n = static_cast<int64_t>(run_rows.size());
     const at::Tensor index = at::tensor(run_rows, at::kLong);
     KD_ASSIGN_OR_RETURN(TeacherValues values, timed(SelectRows(batch, index, rows), n));
-    KD_ASSIGN_OR_RETURN(fresh, Flatten(values, n));
+    absl::StatusOr<std::vector<at::Tensor>> flat = Flatten(values, n);
+    if (!flat.ok()) {
+      KD_RETURN_IF_ERROR(refuse(flat.status()));
+      return timed(batch, rows);  // this batch whole, as without the cache
+    }
+    fresh = *std::move(flat);
     std::vector<char> cached(static_cast<size_t>(row_bytes_));
     for (int64_t j = static_cast<int64_t>(misses.size()); j < n; ++j) {
       Load(hit_slots[run_rows[j]], cached.data());

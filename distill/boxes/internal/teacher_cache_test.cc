@@ -43,6 +43,7 @@ struct FakeTeacher {
   int64_t rows_run = 0;
   double batch_bias = 0;  // > 0: each row's output depends on the batch's size (inexact)
   bool tuple_io = false;
+  bool wide = false;  // io["feat"]["output"] twice as wide: another row shape
 
   absl::StatusOr<TeacherValues> operator()(const Batch& batch) {
     const at::Tensor x = batch.samples.toTensor();
@@ -52,7 +53,7 @@ struct FakeTeacher {
     if (tuple_io) {
       values.io["feat"]["input"] = c10::ivalue::Tuple::create({x, x});
     } else {
-      values.io["feat"]["output"] = x * 2 + 1;
+      values.io["feat"]["output"] = wide ? at::cat({x, x}, 1) * 2 + 1 : x * 2 + 1;
     }
     return values;
   }
@@ -160,6 +161,27 @@ TEST(TeacherCacheTest, ValuesThatAreNotRowsAreNamed) {
   EXPECT_FALSE(automatic.enabled());
   ASSERT_OK(automatic.Run(MakeBatch({0, 1}, {0, 0}), Calls(teacher)).status());
   EXPECT_EQ(teacher.rows_run, 2 + 2 + 2);  // off: every batch runs
+}
+
+TEST(TeacherCacheTest, ValuesThatChangeShapeTurnItOff) {
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 1, .memory_bytes = 1 << 20, .spill_path = "unused"});
+  ASSERT_OK(cache.Run(MakeBatch({0, 1}, {0, 0}), Calls(teacher)).status());
+  teacher.wide = true;
+  const Batch next = MakeBatch({2, 3}, {0, 0});
+  ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(next, Calls(teacher)));
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_TRUE(at::equal(got.io.at("feat").at("output").toTensor(),
+                        teacher(next)->io.at("feat").at("output").toTensor()));
+  EXPECT_THAT(cache.TakeStats().disabled_reason, HasSubstr("changed its shape or dtype"));
+
+  FakeTeacher strict_teacher;
+  TeacherCache strict({.num_transforms = 1, .memory_bytes = 1 << 20, .spill_path = "unused",
+                       .required = true});
+  ASSERT_OK(strict.Run(MakeBatch({0, 1}, {0, 0}), Calls(strict_teacher)).status());
+  strict_teacher.wide = true;
+  EXPECT_THAT(strict.Run(MakeBatch({0, 5}, {0, 0}), Calls(strict_teacher)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("changed its shape")));
 }
 
 TEST(TeacherCacheTest, OneRowBatchesAndUnkeyedBatchesRunAsTheyAre) {
