@@ -134,6 +134,38 @@ TEST(RandomCropAndFlipTest, DrawsEveryCropAndBothFlipsAsSeeded) {
   EXPECT_FALSE(RandomCropAndFlip(images, 1, 0.5, other).equal(out));
 }
 
+// The reported transform id names the crop and flip each image got: decoding it and cropping
+// by hand gives the image; equal ids are equal images; ids cover the 18 ways for padding 1.
+TEST(RandomCropAndFlipTest, ReportsEachImagesCropAndFlip) {
+  EXPECT_EQ(NumCropAndFlipTransforms(1, 0.5), 18);
+  EXPECT_EQ(NumCropAndFlipTransforms(4, 0.5), 162);
+  EXPECT_EQ(NumCropAndFlipTransforms(0, 0.5), 2);
+  const at::Tensor images = Image123().repeat({500, 1, 1, 1});
+  at::Generator gen = at::detail::createCPUGenerator(7);
+  at::Tensor transform;
+  const at::Tensor out = RandomCropAndFlip(images, 1, 0.5, gen, &transform);
+  ASSERT_EQ(transform.sizes(), at::IntArrayRef({500}));
+  ASSERT_EQ(transform.scalar_type(), at::kLong);
+  std::set<int64_t> ids;
+  for (int64_t b = 0; b < 500; ++b) {
+    const int64_t id = transform[b].item<int64_t>();
+    ASSERT_GE(id, 0);
+    ASSERT_LT(id, 18);
+    ids.insert(id);
+    const int64_t flip = id % 2, left = (id / 2) % 3, top = id / 6;
+    EXPECT_TRUE(out.slice(0, b, b + 1).equal(Reference(Image123(), 1, top, left, flip == 1)))
+        << "image " << b << " (id " << id << ")";
+  }
+  EXPECT_EQ(ids.size(), 18u);
+  // The same draws with and without the report.
+  at::Generator again = at::detail::createCPUGenerator(7);
+  EXPECT_TRUE(RandomCropAndFlip(images, 1, 0.5, again).equal(out));
+  // Nothing random: every id 0.
+  at::Tensor none;
+  RandomCropAndFlip(images, 0, 0.0, gen, &none);
+  EXPECT_TRUE(none.eq(0).all().item<bool>());
+}
+
 TEST(RandomCropAndFlipTest, FlipProbabilityAndNoOp) {
   const at::Tensor images = Image123().repeat({100, 1, 1, 1});
   at::Generator gen = at::detail::createCPUGenerator(0);
