@@ -485,7 +485,9 @@ absl::Status Stage::SetUpTeacherCache(const StageConfig& config, const std::stri
       .num_transforms = transforms,
       .memory_bytes = memory,
       .spill_path = (std::filesystem::path(dir) /
-                     absl::StrCat("teacher_cache.", name_.empty() ? "stage" : name_, ".bin"))
+                     absl::StrCat("teacher_cache.", name_.empty() ? "stage" : name_,
+                                  // each rank of a multi-process run spills to a file of its own
+                                  distributed() ? absl::StrCat(".rank", rank()) : "", ".bin"))
                         .string(),
       .required = cache.mode() == TeacherCacheConfig::ON});
   return absl::OkStatus();
