@@ -3,7 +3,6 @@
 // feature; over its memory cap it spills and stays exact; a resumed run equals an
 // uninterrupted one; what cannot be exact is refused (mode ON) or left off (AUTO), saying why.
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -118,13 +117,14 @@ TEST_F(BoxTest, TeacherCacheGivesTheWeightsOfTheRunWithout) {
   EXPECT_TRUE(ahead[0].overlapped);
   ExpectSameStudent(off, overlap);
 
-  // AUTO (the default) for both: on, as everything here is exact (one intra-op thread here).
+  // AUTO (the default): the cache on, as everything here is exact; the overlap off for now.
   const std::vector<TeacherCacheReport> with = RunIn(Parse(Config(8, "")), on);
   ASSERT_EQ(with.size(), 8u);
   int64_t hits = 0, misses = 0;
   for (const TeacherCacheReport& r : with) {
     EXPECT_TRUE(r.on) << r.off_reason;
-    EXPECT_EQ(r.overlapped, std::thread::hardware_concurrency() >= 2) << r.overlap_off_reason;
+    EXPECT_FALSE(r.overlapped);  // AUTO leaves the overlap off for now
+    EXPECT_THAT(r.overlap_off_reason, HasSubstr("give mode ON to overlap"));
     hits += r.hits;
     misses += r.misses;
   }

@@ -47,6 +47,34 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Times `run(i)` for each of `names` (one warm-up call each), `rounds` rounds alternating them,
+// `steps` calls each, and prints per name its median ms per call and the median of its
+// per-round ratio to the first's, on a row labelled with `batch`.
+void TimeAndPrint(const std::vector<const char*>& names, int64_t batch, int rounds, int steps,
+                  const std::function<void(size_t)>& run) {
+  std::vector<std::vector<double>> ms(names.size()), ratio(names.size());
+  for (size_t i = 0; i < names.size(); ++i) run(i);  // warm-up
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> round;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int s = 0; s < steps; ++s) run(i);
+      round.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count() /
+          steps);
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      ms[i].push_back(round[i]);
+      ratio[i].push_back(round[i] / round[0]);
+    }
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::printf("%-36s %6lld %14.4f %16.3f\n", names[i], static_cast<long long>(batch),
+                Median(ms[i]), Median(ratio[i]));
+  }
+}
+
 int Main() {
   at::set_num_threads(1);
   at::NoGradGuard no_grad;
@@ -111,30 +139,12 @@ int Main() {
     }
   }
   const int rounds = absl::GetFlag(FLAGS_rounds), steps = absl::GetFlag(FLAGS_steps);
+  std::vector<const char*> names;
+  for (const Teacher& t : teachers) names.push_back(t.name);
   std::printf("%-36s %6s %14s %16s\n", "teacher", "batch", "ms / forward", "/ TorchScript");
   for (int64_t batch : {4, 16, 128}) {
     const at::Tensor x = at::randn({batch, 1, 28, 28});
-    std::vector<std::vector<double>> ms(teachers.size()), ratio(teachers.size());
-    for (const Teacher& t : teachers) t.model->Forward({x});  // warm-up
-    for (int r = 0; r < rounds; ++r) {
-      std::vector<double> round;
-      for (const Teacher& t : teachers) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int s = 0; s < steps; ++s) t.model->Forward({x});
-        round.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                .count() /
-            steps);
-      }
-      for (size_t i = 0; i < teachers.size(); ++i) {
-        ms[i].push_back(round[i]);
-        ratio[i].push_back(round[i] / round[0]);
-      }
-    }
-    for (size_t i = 0; i < teachers.size(); ++i) {
-      std::printf("%-36s %6lld %14.4f %16.3f\n", teachers[i].name, static_cast<long long>(batch),
-                  Median(ms[i]), Median(ratio[i]));
-    }
+    TimeAndPrint(names, batch, rounds, steps, [&](size_t i) { teachers[i].model->Forward({x}); });
   }
 
   // A whole KD step with each teacher: the teacher's logits (no grad), a fashion_cnn student
@@ -174,29 +184,9 @@ int Main() {
     loss.backward();
     optimizers[i]->step();
   };
-  std::vector<std::vector<double>> ms(teachers.size()), ratio(teachers.size());
-  for (size_t i = 0; i < teachers.size(); ++i) step(i);  // warm-up
-  for (int r = 0; r < rounds; ++r) {
-    std::vector<double> round;
-    for (size_t i = 0; i < teachers.size(); ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      for (int s = 0; s < steps; ++s) step(i);
-      round.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count() /
-          steps);
-    }
-    for (size_t i = 0; i < teachers.size(); ++i) {
-      ms[i].push_back(round[i]);
-      ratio[i].push_back(round[i] / round[0]);
-    }
-  }
   std::printf("\n%-36s %6s %14s %16s\n", "KD step (fashion_cnn student) with", "batch", "ms / step",
               "/ TorchScript");
-  for (size_t i = 0; i < teachers.size(); ++i) {
-    std::printf("%-36s %6lld %14.4f %16.3f\n", teachers[i].name, static_cast<long long>(batch),
-                Median(ms[i]), Median(ratio[i]));
-  }
+  TimeAndPrint(names, batch, rounds, steps, step);
   return 0;
 }
 

@@ -213,7 +213,7 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
     const auto start = Clock::now();
     absl::StatusOr<TeacherValues> values = forward(b);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    stats_.forward_seconds += seconds;
+    stats_.teacher_seconds += seconds;
     stats_.misses += rows;
     total_rows_ += rows;
     total_seconds_ += seconds;
@@ -338,13 +338,14 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
   return Unflatten(std::move(out));
 }
 
-TeacherCacheStats TeacherCache::TakeStats() {
-  TeacherCacheStats out = stats_;
+TeacherCacheReport TeacherCache::TakeStats() {
+  TeacherCacheReport out = stats_;
+  out.on = enabled();
+  out.off_reason = disabled_reason_;
   out.saved_seconds =
       total_rows_ > 0 ? static_cast<double>(out.hits) * total_seconds_ / total_rows_ : 0.0;
-  out.disabled_reason = disabled_reason_;
   stats_.hits = stats_.misses = 0;
-  stats_.forward_seconds = 0;
+  stats_.teacher_seconds = 0;
   return out;
 }
 

@@ -17,7 +17,7 @@
 // served (it runs as it would without the cache), the teacher never runs on fewer than two
 // rows, and every batch with misses recomputes up to two of its hits beside them and compares
 // the bytes: on a difference the cache turns itself off for the rest of the stage and says so
-// (`disabled_reason`).
+// (`TakeStats().off_reason`).
 //
 // Memory: rows are kept in memory up to `memory_bytes`, then appended to `spill_path` and read
 // back with pread. Values are stored on the CPU and returned on the device they came from.
@@ -33,6 +33,7 @@
 #include <ATen/core/ivalue.h>
 
 #include "absl/status/statusor.h"
+#include "distill/boxes/box_options.h"
 #include "distill/data/batch.h"
 #include "hooks/io_dict.h"
 
@@ -43,18 +44,6 @@ namespace box_internal {
 struct TeacherValues {
   c10::IValue output;
   IoDict io;
-};
-
-// Counts since the last TakeStats.
-struct TeacherCacheStats {
-  int64_t hits = 0;          // rows served from the cache
-  int64_t misses = 0;        // rows the teacher ran on (checks included)
-  int64_t bytes_memory = 0;  // rows held, in memory and on disk (totals, not since)
-  int64_t bytes_disk = 0;
-  double forward_seconds = 0;  // in the teacher's forward
-  // The hits times the teacher's mean time per row: the forward time the hits saved.
-  double saved_seconds = 0;
-  std::string disabled_reason;  // why the cache turned itself off, if it did
 };
 
 class TeacherCache {
@@ -82,7 +71,10 @@ class TeacherCache {
   using Forward = std::function<absl::StatusOr<TeacherValues>(const Batch& batch)>;
   absl::StatusOr<TeacherValues> Run(const Batch& batch, const Forward& forward);
 
-  TeacherCacheStats TakeStats();
+  // What the cache did since the last call (`on`, `off_reason`, `hits`, `misses`, the bytes it
+  // holds, `teacher_seconds`, `saved_seconds`: the hits times the teacher's mean time per row);
+  // the overlap's fields are the stage's.
+  TeacherCacheReport TakeStats();
   bool enabled() const { return disabled_reason_.empty(); }
 
  private:
@@ -109,7 +101,7 @@ class TeacherCache {
   std::vector<char> memory_;  // rows in memory, slot-major
   int spill_fd_ = -1;
   std::unordered_map<int64_t, int64_t> slots_;  // key -> slot (>= memory_rows_: on disk)
-  TeacherCacheStats stats_;
+  TeacherCacheReport stats_;                    // counts since TakeStats; bytes since the start
   int64_t total_rows_ = 0;  // rows the teacher ran on, and its time, over the stage
   double total_seconds_ = 0;
   std::string disabled_reason_;

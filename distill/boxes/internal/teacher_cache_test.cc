@@ -83,7 +83,7 @@ TEST(TeacherCacheTest, HitsAreTheBytesOfRecomputing) {
   ASSERT_OK_AND_ASSIGN(TeacherValues b, cache.Run(again, Calls(teacher)));
   EXPECT_EQ(teacher.rows_run, 4);
   ExpectSameAsDirect(b, again, teacher);
-  const TeacherCacheStats stats = cache.TakeStats();
+  const TeacherCacheReport stats = cache.TakeStats();
   EXPECT_EQ(stats.hits, 4);
   EXPECT_EQ(stats.misses, 4);
   EXPECT_EQ(stats.bytes_memory, 4 * (4 + 6) * 4);  // 4 rows of 4 + 6 floats
@@ -102,7 +102,7 @@ TEST(TeacherCacheTest, MixedBatchRunsTheMissesAndTwoChecks) {
   EXPECT_EQ(teacher.rows_run, 4 + 2 + 2);  // two misses, two hits recomputed as checks
   ExpectSameAsDirect(got, mixed, teacher);
   EXPECT_TRUE(cache.enabled());
-  const TeacherCacheStats stats = cache.TakeStats();
+  const TeacherCacheReport stats = cache.TakeStats();
   EXPECT_EQ(stats.hits, 1);  // three found, two of them recomputed
   EXPECT_EQ(stats.misses, 4 + 4);
 }
@@ -120,7 +120,7 @@ TEST(TeacherCacheTest, SpillsBeyondItsMemoryAndStaysExact) {
     ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(again, Calls(teacher)));
     EXPECT_EQ(teacher.rows_run, 8);
     ExpectSameAsDirect(got, again, teacher);
-    const TeacherCacheStats stats = cache.TakeStats();
+    const TeacherCacheReport stats = cache.TakeStats();
     EXPECT_EQ(stats.bytes_memory, 3 * 40);
     EXPECT_EQ(stats.bytes_disk, 5 * 40);
   }
@@ -137,7 +137,7 @@ TEST(TeacherCacheTest, BatchDependentTeacherTurnsItOff) {
   EXPECT_FALSE(cache.enabled());
   // The batch the check failed on is computed whole, as without the cache.
   ExpectSameAsDirect(got, mixed, teacher);
-  EXPECT_THAT(cache.TakeStats().disabled_reason, HasSubstr("depend on the batch"));
+  EXPECT_THAT(cache.TakeStats().off_reason, HasSubstr("depend on the batch"));
 
   FakeTeacher strict_teacher;
   strict_teacher.batch_bias = 1e-3;
@@ -173,7 +173,7 @@ TEST(TeacherCacheTest, ValuesThatChangeShapeTurnItOff) {
   EXPECT_FALSE(cache.enabled());
   EXPECT_TRUE(at::equal(got.io.at("feat").at("output").toTensor(),
                         teacher(next)->io.at("feat").at("output").toTensor()));
-  EXPECT_THAT(cache.TakeStats().disabled_reason, HasSubstr("changed its shape or dtype"));
+  EXPECT_THAT(cache.TakeStats().off_reason, HasSubstr("changed its shape or dtype"));
 
   FakeTeacher strict_teacher;
   TeacherCache strict({.num_transforms = 1, .memory_bytes = 1 << 20, .spill_path = "unused",
