@@ -15,8 +15,8 @@
 // printed.
 //
 // The box's teacher cache and overlap (StageConfig.teacher_cache, overlap_teacher) are off, as
-// the hand loop and torchdistill have neither; --teacher_extras turns them on (the overlap where a
-// core is idle).
+// the hand loop and torchdistill have neither; --teacher_extras leaves them at their defaults
+// (AUTO: the overlap where a core is idle).
 //
 // With --teacher=FILE both sides' teacher is that TorchScript file (the same fashion_cnn,
 // scripted: peer_box_timing.py --save_teacher=FILE) instead of the native model, and with
@@ -42,7 +42,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -85,8 +84,8 @@ ABSL_FLAG(int, peer_threads, 0,
           "with --fashion_mnist_epochs: torchdistill's intra-op threads, when not --threads (to "
           "give it the cores libkd's teacher thread uses: --threads=1 --peer_threads=2)");
 ABSL_FLAG(bool, teacher_extras, false,
-          "the box's teacher cache at its default (AUTO) and its overlap ON where a core is "
-          "idle: work the hand loop and torchdistill do not do (off by default: like for like)");
+          "leave the box's teacher cache and overlap at their defaults (AUTO): work the hand "
+          "loop and torchdistill do not do (off by default: like for like)");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -354,10 +353,6 @@ int Main() {
   if (!absl::GetFlag(FLAGS_teacher_extras)) {  // the teacher on every row, on this thread
     config.mutable_train()->mutable_teacher_cache()->set_mode(TeacherCacheConfig::OFF);
     config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
-  } else if (2 * std::max(1, absl::GetFlag(FLAGS_threads)) <=
-             static_cast<int>(std::thread::hardware_concurrency())) {
-    // The overlap where a core is idle, as it ran when it was on by default (now opt-in).
-    config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::ON);
   }
   if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
     config.mutable_teacher()->set_torchscript(file);

@@ -269,10 +269,17 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
   };
   // overlap_teacher: the next batch's teacher values are computed on a thread of their own while
   // the student steps on this batch; one teacher call is in flight at a time (the cache and
-  // the teacher's hooks are used by one thread at a time). `upcoming` outlives `ahead`, whose
-  // destructor waits for the thread.
+  // the teacher's hooks are used by one thread at a time). The call in flight reads `upcoming`
+  // and the stage's teacher state, so every way out of the loop, an error included, waits for
+  // it first: a std::future of a packaged_task does not wait when destroyed.
   Batch upcoming;
   std::future<absl::StatusOr<TeacherValues>> ahead;
+  struct AwaitOnExit {
+    std::future<absl::StatusOr<TeacherValues>>& call;
+    ~AwaitOnExit() {
+      if (call.valid()) call.wait();
+    }
+  } await_ahead{ahead};
   for (int64_t step = 0; step < steps; ++step) {
     Batch batch;
     if (!overlap_teacher_) {

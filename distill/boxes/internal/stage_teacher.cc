@@ -171,12 +171,12 @@ absl::Status Stage::SetUpOverlap(const StageConfig& config) {
         absl::StrCat("mode ON, but the overlap would not give the sequential run: ", obstacle,
                      "; set mode AUTO or OFF"));
   }
-  if (obstacle.empty() && mode == TeacherCacheConfig::AUTO) {
-    // Opt-in until a crash is found: box_steps_test's VID run, overlapped, aborted on an
-    // intrusive_ptr refcount assert in about 3 runs of 10 (issue 36's note).
-    obstacle =
-        "AUTO leaves it off for now: an overlapped run crashed in tests and the cause "
-        "is not found yet; give mode ON to overlap";
+  const int threads = at::get_num_threads();
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (obstacle.empty() && mode == TeacherCacheConfig::AUTO && 2 * threads > cores) {
+    obstacle = absl::StrCat("no idle core: ", threads, " intra-op thread(s) on ", cores,
+                            " core(s), and the teacher's thread would take as many (give "
+                            "fewer threads, or mode ON)");
   }
   overlap_teacher_ = obstacle.empty();
   overlap_off_ = obstacle;
