@@ -42,6 +42,10 @@ SYSTEM_LIBRARIES = {
     "zlib": {
         "build_file": Label("//third_party/zlib:system.BUILD.bazel"),
     },
+    # libyaml-cpp-dev 0.7: torchdistill's YAML configs (distill/config/torchdistill).
+    "com_github_jbeder_yaml_cpp": {
+        "build_file": Label("//third_party/com_github_jbeder_yaml_cpp:system.BUILD.bazel"),
+    },
     # libgoogle-perftools-dev: tcmalloc for the training binaries (//tools:distill).
     "com_github_gperftools_gperftools": {
         "build_file": Label("//third_party/com_github_gperftools_gperftools:system.BUILD.bazel"),

@@ -32,6 +32,8 @@ PACKAGES=(
   # tcmalloc, the training binaries' malloc (a CPU training step spends ~20% of its time in
   # glibc's malloc and free at small batches).
   libgoogle-perftools-dev
+  # YAML (torchdistill's configs: //tools:import_torchdistill).
+  libyaml-cpp-dev
   # The main job's data set: Fashion-MNIST under /usr/share/datasets/fashion-mnist.
   dataset-fashion-mnist
   # The virtual environment (python3 -m venv).

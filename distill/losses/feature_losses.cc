@@ -20,6 +20,7 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
 
 namespace kd {
 namespace {
@@ -347,6 +348,31 @@ KD_REGISTER(LossRegistry(), "DISTLoss", MakeDist,
              NonNegativeNumberSpec("gamma", "intra-class weight", 1.0),
              PositiveNumberSpec("tau", "temperature", 1.0),
              NonNegativeNumberSpec("eps", "cosine's guard", 1e-8)});
+
+// torchdistill's import rules (//tools:import_torchdistill).
+KD_REGISTER(TorchdistillLossRules(), "PKTLoss", TorchdistillLossRule::ModuleIoPair(), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "DISTLoss", TorchdistillLossRule::ModuleIoPair(), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "RKDLoss",
+            TorchdistillLossRule::PathPair("student_output_path", "teacher_output_path"),
+            kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "SPKDLoss",
+            TorchdistillLossRule::PathPair("student_output_path", "teacher_output_path"),
+            kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "CCKDLoss",
+    [] {
+      TorchdistillLossRule rule =
+          TorchdistillLossRule::PathPair("student_linear_path", "teacher_linear_path");
+      rule.flattened = {{"kernel_config", "kernel"}};
+      return rule;
+    }(),
+    kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "ATLoss",
+            TorchdistillLossRule::Pairs("at_pairs", {"student", "teacher"}), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "FSPLoss",
+            TorchdistillLossRule::Pairs("fsp_pairs", {"student_first", "student_second",
+                                                      "teacher_first", "teacher_second"}),
+            kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

@@ -14,6 +14,7 @@ def kd_loss_library(name, srcs, deps = [], **kwargs):
         srcs = srcs,
         deps = [
             "//distill/losses:loss",
+            "//distill/losses:torchdistill_rule",
             "//base:ivalue_util",
             "//base:kwargs",
             "//base:status_macros",

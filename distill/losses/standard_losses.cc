@@ -17,6 +17,7 @@
 #include "base/torch_status.h"
 #include "distill/losses/internal/torch_losses.h"
 #include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
 
 namespace kd {
 namespace {
@@ -256,6 +257,25 @@ KD_REGISTER(LossRegistry(), "DKDLoss", MakeDkd,
              NonNegativeNumberSpec("beta", "NCKD weight", 8.0),
              PositiveNumberSpec("temperature", "softening T", 4.0)});
 KD_REGISTER(LossRegistry(), "LogitStdKDLoss", MakeLogitStdKd, LogitStdKdSpecs());
+
+// torchdistill's KDLoss and LogitStdKDLoss name the two logits by module path and io; their
+// cross-entropy **kwargs are libkd's KDLoss's kwargs already.
+KD_REGISTER(
+    TorchdistillLossRules(), "KDLoss",
+    [] {
+      TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
+      rule.reads_targets = true;
+      return rule;
+    }(),
+    kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "LogitStdKDLoss",
+    [] {
+      TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
+      rule.reads_targets = true;
+      return rule;
+    }(),
+    kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

@@ -19,6 +19,7 @@
 #include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
 
 namespace kd {
 namespace {
@@ -365,6 +366,31 @@ KD_REGISTER(LossRegistry(), "SKDDirectionLoss", MakeSkdDirection,
             {NonNegativeNumberSpec("tikhonov", "the covariance's ridge", 0.1), ModeSpec()});
 KD_REGISTER(LossRegistry(), "SKDInstanceLoss", MakeSkdInstance,
             {PositiveNumberSpec("temperature", "softening T", 4.0), ModeSpec()});
+
+// torchdistill's import rules (//tools:import_torchdistill).
+KD_REGISTER(TorchdistillLossRules(), "ChSimLoss",
+            TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "AltActTransferLoss",
+            TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "AffinityLoss", TorchdistillLossRule::ModuleIoPair(),
+            kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "HierarchicalContextLoss",
+            TorchdistillLossRule::ModuleIoPair(), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "SKDDirectionLoss", TorchdistillLossRule::ModuleIoPair(),
+            kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "SKDInstanceLoss", TorchdistillLossRule::ModuleIoPair(),
+            kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "DISTPlusLoss",
+    [] {
+      TorchdistillLossRule rule =
+          TorchdistillLossRule::ModuleIoPair("student_logit", "teacher_logit");
+      const TorchdistillLossRule features = TorchdistillLossRule::ModuleIoPair(
+          "student_feature", "teacher_feature", "student_features", "teacher_features");
+      rule.values.insert(rule.values.end(), features.values.begin(), features.values.end());
+      return rule;
+    }(),
+    kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

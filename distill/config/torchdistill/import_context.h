@@ -1,0 +1,87 @@
+// What the parts of the torchdistill importer share: the report, typed reads of YAML values
+// with their positions, kwargs from YAML mappings (checked against the libkd plugin's kwargs
+// contract), and mappings whose every key must be taken or reported.
+#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
+#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "distill/config/distill_config.pb.h"
+#include "distill/config/torchdistill/importer.h"
+#include "distill/config/torchdistill/yaml_value.h"
+#include "google/protobuf/repeated_field.h"
+
+namespace kd {
+namespace torchdistill {
+
+class Context {
+ public:
+  explicit Context(Import& out) : out_(out) {}
+
+  void Unsupported(const YamlValue& at, const std::string& what, const std::string& why) {
+    out_.unsupported.push_back(absl::StrCat(at.Where(), ": ", what, " is not supported: ", why));
+  }
+  void Note(const YamlValue& at, const std::string& what, const std::string& text) {
+    out_.notes.push_back(absl::StrCat(at.Where(), ": ", what, ": ", text));
+  }
+  DistillConfig& config() { return out_.config; }
+
+  // InvalidArgument "file:line:col: <what> must be <expected>, not <what it is>".
+  static absl::Status WrongType(const YamlValue& v, const std::string& what,
+                                const std::string& expected);
+  static absl::StatusOr<int64_t> Int(const YamlValue& v, const std::string& what);
+  static absl::StatusOr<double> Number(const YamlValue& v, const std::string& what);
+  static absl::StatusOr<bool> Bool(const YamlValue& v, const std::string& what);
+  static absl::StatusOr<std::string> String(const YamlValue& v, const std::string& what);
+  // A list of strings (null: empty).
+  static absl::StatusOr<std::vector<std::string>> Strings(const YamlValue& v,
+                                                          const std::string& what);
+
+  // `map`'s entries as kwargs of the `kind` plugin `key` (kinds of plugin_kinds.h): scalars,
+  // lists and nested mappings; None (null) left out, as it means the default; a Python value
+  // (!import_call...) reported. Names the plugin's contract does not have are reported; an
+  // integer where the contract wants a number becomes one.
+  absl::Status Kwargs(const YamlValue* map, const std::string& kind, const std::string& key,
+                      const std::string& what, google::protobuf::RepeatedPtrField<Kwarg>* out);
+  // One value as a kwarg; false (reported) where it has no kwarg form.
+  absl::StatusOr<bool> ToKwarg(const YamlValue& v, const std::string& name, const std::string& what,
+                               Kwarg* out);
+
+ private:
+  Import& out_;
+};
+
+// A mapping whose keys are each taken by the translation; Finish reports the others as
+// unsupported (keys from "_": anchors' holders, skipped as torchdistill skips them).
+class Keys {
+ public:
+  // InvalidArgument if `map` is neither a mapping nor null.
+  static absl::StatusOr<Keys> Of(const YamlValue* map, const std::string& what);
+
+  const YamlValue* Take(const std::string& key);
+  // Reports each key not taken: "<what>.<key> is not supported: <why>".
+  void Finish(Context& context, const std::string& why);
+
+ private:
+  const YamlValue* map_ = nullptr;
+  std::string what_;
+  std::set<std::string> taken_;
+};
+
+// Parts of the translation (criterion_import.cc, stage_import.cc).
+absl::Status ImportStage(Context& context, const YamlValue& stage, const std::string& name,
+                         const std::string& what, StageConfig* out);
+absl::Status ImportCriterion(Context& context, const YamlValue& criterion, const std::string& what,
+                             CriterionConfig* out);
+absl::Status ImportLoader(Context& context, const YamlValue& loader, const std::string& what,
+                          LoaderConfig* out);
+
+}  // namespace torchdistill
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_

@@ -1,0 +1,307 @@
+// torchdistill YAML imported: the main job's three configs, written in torchdistill's YAML, give
+// the libkd configs they were written from (and train to the same weights); a method config
+// (attention transfer, its pairs one term each) trains as the hand-written libkd config does;
+// what has no translation is reported at its line and column; bad YAML is one error with
+// line:column.
+#include "distill/config/torchdistill/importer.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "distill/boxes/box.h"
+#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/config/config_loader.h"
+#include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "testing/fixtures.h"
+#include "testing/status_matchers.h"
+
+namespace kd {
+namespace torchdistill {
+namespace {
+
+using test::BoxTest;
+using test::ExpectSameStudent;
+using test::RunDir;
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+std::string TestData(const std::string& name) {
+  return test::RunfilePath("distill/config/torchdistill/testdata/" + name);
+}
+
+DistillConfig Original(const std::string& name) {
+  absl::StatusOr<LoadedConfig> loaded = LoadConfig(test::RunfilePath("tools/configs/" + name));
+  EXPECT_THAT(loaded, IsOk());
+  return loaded.ok() ? loaded->config : DistillConfig();
+}
+
+// The dataset kwarg "root" removed: torchvision's root (its files under <root>/FashionMNIST/raw)
+// has no counterpart in configs that read Debian's files. And a subset to the end: Python's
+// range has a stop, libkd's subset to the last of Fashion-MNIST's 60000 training images not.
+DistillConfig WithoutRoots(DistillConfig config) {
+  for (DatasetConfig& dataset : *config.mutable_datasets()) {
+    if (dataset.subset().stop() == 60000) dataset.mutable_subset()->clear_stop();
+    auto* kwargs = dataset.mutable_kwargs();
+    for (int i = kwargs->size() - 1; i >= 0; --i) {
+      if (kwargs->Get(i).name() == "root") kwargs->DeleteSubrange(i, 1);
+    }
+  }
+  return config;
+}
+
+void ExpectSameConfig(const DistillConfig& imported, const DistillConfig& original) {
+  google::protobuf::util::MessageDifferencer differ;
+  std::string report;
+  differ.ReportDifferencesToString(&report);
+  differ.TreatAsSet(DatasetConfig::descriptor()->FindFieldByName("kwargs"));
+  EXPECT_TRUE(differ.Compare(imported, original)) << report;
+}
+
+TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
+  setenv("HOME", "/home/user", 1);  // torchvision expands ~ in root
+  for (const std::string name : {"teacher", "student", "student_kd"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Import> imported = ImportFile(TestData(name + ".yaml"), {.seed = 1});
+    ASSERT_THAT(imported, IsOk());
+    EXPECT_THAT(imported->unsupported, IsEmpty());
+    // download, pin_memory, DataParallel: left out with a note each, at their positions
+    EXPECT_THAT(imported->notes, Contains(StartsWith(TestData(name + ".yaml") + ":14:")));
+    ExpectSameConfig(WithoutRoots(imported->config), Original("fashion_mnist_" + name + ".pbtxt"));
+    // torchvision's root, as libkd's fashion_mnist root
+    EXPECT_EQ(imported->config.datasets(0).kwargs(1).str(),
+              "/home/user/datasets/fashion_mnist/FashionMNIST/raw");
+  }
+}
+
+// The 64 fixture images (48 to train, 16 to validate) for configs written for Fashion-MNIST.
+DistillConfig OnFixtureImages(DistillConfig config) {
+  config = WithoutRoots(config);
+  config.clear_test_data_loader();
+  config.mutable_datasets()->RemoveLast();  // the test split: not in the fixture
+  for (DatasetConfig& dataset : *config.mutable_datasets()) {
+    Kwarg* root = dataset.add_kwargs();
+    root->set_name("root");
+    root->set_str(test::FixturePath("amp_data"));
+    const bool train = dataset.id() == "train";
+    dataset.mutable_subset()->set_start(train ? 0 : 48);
+    dataset.mutable_subset()->set_stop(train ? 48 : 64);
+  }
+  config.mutable_train()->set_num_epochs(1);
+  config.mutable_train()->mutable_train_data_loader()->set_batch_size(8);
+  return config;
+}
+
+void RunIn(const DistillConfig& config, const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<Box>> box = MakeBox(config, {.run_dir = dir});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->Run(), IsOk());
+}
+
+TEST_F(BoxTest, TheImportedConfigsTrainToTheOriginalsWeights) {
+  for (const std::string name : {"teacher", "student", "student_kd"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<Import> imported = ImportFile(TestData(name + ".yaml"), {.seed = 1});
+    ASSERT_THAT(imported, IsOk());
+    const std::string from_yaml = RunDir(name + "_yaml"), original = RunDir(name + "_original");
+    RunIn(OnFixtureImages(imported->config), from_yaml);
+    RunIn(OnFixtureImages(Original("fashion_mnist_" + name + ".pbtxt")), original);
+    ExpectSameStudent(from_yaml, original);
+  }
+}
+
+TEST_F(BoxTest, AttentionTransferPairsTrainAsTheHandWrittenConfig) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("at.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const CriterionConfig& criterion = imported->config.train().criterion();
+  ASSERT_EQ(criterion.terms_size(), 3);
+  EXPECT_EQ(criterion.terms(1).name(), "at_loss_pair1");
+  EXPECT_EQ(criterion.terms(1).weight(), 1000);  // the sub-term's weight times the pair's
+  EXPECT_EQ(criterion.terms(2).weight(), 500);
+  absl::StatusOr<LoadedConfig> by_hand = LoadConfig(TestData("at.pbtxt"));
+  ASSERT_THAT(by_hand, IsOk());
+  ExpectSameConfig(imported->config, by_hand->config);
+  const std::string from_yaml = RunDir("at_yaml"), hand = RunDir("at_hand");
+  RunIn(imported->config, from_yaml);
+  RunIn(by_hand->config, hand);
+  ExpectSameStudent(from_yaml, hand);
+}
+
+// What has no translation: each reported at its position, the rest translated.
+TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {
+  constexpr char kYaml[] = R"(datasets:
+  imagenet/train: !import_call
+    key: 'torchvision.datasets.ImageFolder'
+    init:
+      kwargs:
+        root: '/data/train'
+models:
+  teacher_model:
+    key: 'resnet34'
+    kwargs:
+      num_classes: 1000
+  student_model:
+    key: 'fashion_cnn'
+    kwargs:
+      width: 4
+      depth: 3
+train:
+  num_epochs: 2
+  clip_grad: 5
+  criterion:
+    key: 'WeightedSumLoss'
+    kwargs:
+      sub_terms:
+        crd:
+          criterion:
+            key: 'NoSuchLoss'
+            kwargs:
+          weight: 1.0
+        kd:
+          criterion:
+            key: 'KDLoss'
+            kwargs:
+              student_module_path: '.'
+              student_module_io: 'output'
+              teacher_module_path: '.'
+              teacher_module_io: 'output'
+              temperature: 4.0
+              alpha: 0.5
+              tau: 2.0
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "c.yaml");
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(
+      imported->unsupported,
+      ElementsAre(
+          AllOf(StartsWith("c.yaml:3:10: datasets.imagenet/train torchvision.datasets.ImageFolder "
+                           "is not supported: register a libkd dataset"),
+                HasSubstr("DatasetRegistry")),
+          AllOf(StartsWith("c.yaml:9:10: models.teacher_model resnet34 is not supported: not a "
+                           "libkd model: export the Python teacher"),
+                HasSubstr("tools/export_teacher.py --model=torchvision:resnet34")),
+          StartsWith("c.yaml:16:14: models.student_model.kwargs.depth is not supported: libkd's "
+                     "model \"fashion_cnn\" takes "),
+          AllOf(StartsWith("c.yaml:26:18: train.criterion.kwargs.sub_terms.crd.criterion "
+                           "NoSuchLoss is not supported: libkd has no such loss"),
+                HasSubstr("registered")),
+          StartsWith("c.yaml:39:20: train.criterion.kwargs.sub_terms.kd.criterion.kwargs.tau is "
+                     "not supported: libkd's loss \"KDLoss\" takes "),
+          "c.yaml:19:14: train.clip_grad is not supported: torchdistill does not read it there "
+          "either, or libkd has no such setting (docs/torchdistill_import.md lists what maps)"));
+  // The translated rest: the KD term and its wiring.
+  ASSERT_EQ(imported->config.train().criterion().terms_size(), 1);
+  EXPECT_EQ(imported->config.train().criterion().terms(0).key(), "KDLoss");
+  EXPECT_EQ(imported->config.train().criterion().terms(0).inputs_size(), 3);
+  EXPECT_EQ(imported->config.teacher().native().key(), "resnet34");
+}
+
+// Each loss's import rule against the peer's own code: the kwargs it wires are parameters of
+// torchdistill's class (testdata/torchdistill_loss_signatures.txt, read from the installed
+// torchdistill by make_loss_signatures.py), and the libkd loss it makes exists.
+TEST(ImporterTest, EveryLossRuleMatchesTorchdistillsSignature) {
+  std::ifstream in(TestData("torchdistill_loss_signatures.txt"));
+  ASSERT_TRUE(in.good());
+  std::map<std::string, std::set<std::string>> signatures;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string name, param;
+    words >> name;
+    while (words >> param) signatures[name].insert(param);
+  }
+  ASSERT_GT(signatures.size(), 20u);
+  const std::vector<std::string> keys = TorchdistillLossRules().Keys();
+  EXPECT_GE(keys.size(), 16u);
+  for (const std::string& key : keys) {
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(signatures.contains(key)) << "no torchdistill loss of that name";
+    const std::set<std::string>& params = signatures[key];
+    const TorchdistillLossRule& rule = **TorchdistillLossRules().Get(key);
+    EXPECT_TRUE(LossRegistry().Contains(rule.libkd_key.empty() ? key : rule.libkd_key));
+    for (const auto& value : rule.values) {
+      EXPECT_TRUE(params.contains(value.path_kwarg)) << value.path_kwarg;
+      if (!value.io_kwarg.empty()) {
+        EXPECT_TRUE(params.contains(value.io_kwarg)) << value.io_kwarg;
+      }
+    }
+    if (!rule.pairs_kwarg.empty()) {
+      EXPECT_TRUE(params.contains(rule.pairs_kwarg));
+    }
+    for (const auto& [dict, _] : rule.flattened) EXPECT_TRUE(params.contains(dict)) << dict;
+  }
+}
+
+TEST(ImporterTest, BadYamlIsOneErrorWithLineAndColumn) {
+  struct Case {
+    const char* yaml;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"train:\n  num_epochs: [1, 2\n", "bad.yaml:3:1: "},
+      {"train:\n  num_epochs: !repeat 3\n",
+       "bad.yaml:2:15: unknown tag !repeat; torchdistill's tags are !join"},
+      {"a: &x\n  b: *x\n", "bad.yaml:1:4: cyclic alias: the value anchored here contains an alias"},
+      {"train:\n  num_epochs: 'ten'\n",
+       "bad.yaml:2:15: train.num_epochs must be an integer, not a string 'ten'"},
+      {"train:\n  optimizer:\n    key: SGD\n    max_grad_norm: 1e-5\n",
+       "bad.yaml:4:20: train.optimizer.max_grad_norm must be a number (YAML 1.1, as PyYAML reads "
+       "it, takes 1e-5 for a string: write 1.0e-5)"},
+      {"datasets:\n  d: !join {a: 1}\n", "bad.yaml:2:6: !join takes a sequence, not a mapping"},
+      {"- 1\n- 2\n", "bad.yaml:1:1: a torchdistill config is a mapping"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(ImportText(c.yaml, "bad.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument, StartsWith(c.error)))
+        << c.yaml;
+  }
+}
+
+// Tags, anchors, merge keys and PyYAML's scalar types, as torchdistill reads them.
+TEST(ImporterTest, TagsAnchorsAndScalarsResolveAsTorchdistillResolvesThem) {
+  constexpr char kYaml[] = R"(models:
+  student_model: &student
+    key: !join ['fashion', '_', 'cnn']
+    kwargs: &kwargs
+      width: 0x4
+train:
+  log_freq: 1_000
+  num_epochs: 3
+  optimizer:
+    <<: {key: 'SGD'}
+    kwargs:
+      lr: .5
+      nesterov: yes
+      momentum: 9.0e-1
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "t.yaml");
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const DistillConfig& config = imported->config;
+  EXPECT_EQ(config.student().native().key(), "fashion_cnn");
+  EXPECT_EQ(config.student().native().kwargs(0).integer(), 4);
+  EXPECT_EQ(config.run().log_every_n_steps(), 1000);
+  EXPECT_EQ(config.run().name(), "t");
+  const OptimizerConfig& optimizer = config.train().optimizer();
+  EXPECT_EQ(optimizer.key(), "SGD");
+  EXPECT_EQ(optimizer.kwargs(0).number(), 0.5);
+  EXPECT_TRUE(optimizer.kwargs(1).boolean());
+  EXPECT_EQ(optimizer.kwargs(2).number(), 0.9);
+}
+
+}  // namespace
+}  // namespace torchdistill
+}  // namespace kd

@@ -1,0 +1,66 @@
+// torchdistill's YAML, read as torchdistill reads it (PyYAML's FullLoader with torchdistill's
+// constructors, torchdistill/common/yaml_util.py), into a tree that keeps each value's
+// file:line:column: anchors and aliases resolved, merge keys (<<) merged, scalars typed by
+// YAML 1.1's rules as PyYAML types them (`1e-5` is a string there, `1.0e-5` a float, `yes` a
+// bool), !join / !pathjoin / !expanduser / !abspath evaluated, and the tags that import or call
+// Python (!import_call, !import_get, !getattr, ...) kept as nodes naming what they would import,
+// for the importer to map onto libkd or report.
+#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_
+#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kd {
+namespace torchdistill {
+
+struct YamlValue {
+  enum class Kind {
+    kNull,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kMap,
+    kCall,  // a Python tag: `tag` (!import_call, !import_get, !getattr, ...) with its map or list
+  };
+  Kind kind = Kind::kNull;
+  std::string text;  // a scalar's text as written (for kString: the string)
+  bool boolean = false;
+  int64_t integer = 0;
+  double number = 0;
+  std::string tag;                                      // kCall: "!import_call", ...
+  std::vector<std::shared_ptr<const YamlValue>> items;  // kList; kCall of a sequence tag
+  std::vector<std::pair<std::string, std::shared_ptr<const YamlValue>>> entries;  // kMap, kCall
+  std::string file;
+  int line = 0;    // from 1
+  int column = 0;  // from 1
+
+  bool is_scalar() const {
+    return kind != Kind::kList && kind != Kind::kMap && kind != Kind::kCall;
+  }
+  // The entry `key` of a map (or a call's map); null if absent.
+  const YamlValue* Find(const std::string& key) const;
+  // "file:line:col"
+  std::string Where() const;
+  // "a string", "a list", "!import_call", ...: what it is, for messages.
+  std::string Describe() const;
+};
+
+// Reads torchdistill YAML. InvalidArgument "file:line:col: ..." for a syntax error, an unknown
+// tag, a cyclic alias or a tag given the wrong node (a !join of a mapping). `file` names the
+// text in messages.
+absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std::string& text,
+                                                                       const std::string& file);
+absl::StatusOr<std::shared_ptr<const YamlValue>> ReadTorchdistillYaml(const std::string& path);
+
+}  // namespace torchdistill
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_

@@ -1,0 +1,79 @@
+// How a torchdistill loss's config becomes libkd loss terms: each loss that torchdistill also
+// has declares its rule where it registers (KD_REGISTER(TorchdistillLossRules(), "ATLoss",
+// TorchdistillLossRule{...}, kAnyKwargs)), and //tools:import_torchdistill applies it
+// (distill/config/torchdistill/importer.h), so a new loss brings its import rule with it.
+//
+// torchdistill's losses name the recorded values they read in their kwargs; libkd's read them
+// as term inputs (LossTermConfig.inputs):
+//   KDLoss(student_module_path: '.', student_module_io: 'output', teacher_module_path: '.', ...)
+//     -> terms { key: "KDLoss" inputs { arg: "student" source: STUDENT } ... }
+//   ATLoss(at_pairs: {pair1: {student: {path: 'layer3', io: 'output'}, teacher: {...},
+//                             weight: 1}, ...})
+//     -> one ATLoss term per pair, weighted by the sub-term's weight times the pair's
+// Kwargs a rule does not name pass through under their own names (renamed ones under libkd's),
+// and the importer checks them against the libkd loss's kwargs contract.
+#ifndef LIBKD_DISTILL_LOSSES_TORCHDISTILL_RULE_H_
+#define LIBKD_DISTILL_LOSSES_TORCHDISTILL_RULE_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/registry.h"
+
+namespace kd {
+
+struct TorchdistillLossRule {
+  // A recorded value named by a pair of kwargs: the module path ('.' or '': the model's
+  // output) and, optionally, its io ('output' or 'input'; `default_io` when not given).
+  struct Value {
+    std::string arg;            // the libkd term input it fills
+    bool from_teacher = false;  // else the student's
+    std::string path_kwarg;     // "student_module_path"
+    std::string io_kwarg;       // "student_module_io"; "" : the io is `default_io`
+    std::string default_io = "output";
+  };
+  // A member of each pair of `pairs_kwarg`: the pair's entry `key` is a dict {path, io}.
+  struct PairMember {
+    std::string key;  // "student"
+    std::string arg;  // the libkd term input it fills
+    bool from_teacher = false;
+  };
+
+  // libkd's loss key (empty: the same as torchdistill's).
+  std::string libkd_key;
+  std::vector<Value> values;
+  // Whether the loss reads the labels (torchdistill's `targets` argument), as input "targets".
+  bool reads_targets = false;
+  // A dict of pairs (torchdistill's at_pairs, fsp_pairs, feature_pairs): one term per pair;
+  // a pair's "weight" (default 1) multiplies the term's.
+  std::string pairs_kwarg;
+  std::vector<PairMember> pair_members;
+  // torchdistill's kwarg name -> libkd's.
+  std::vector<std::pair<std::string, std::string>> renamed;
+  // Dict kwargs whose entries become kwargs of their own (CCKD's kernel_config: {key, ...}),
+  // the dict's "key" under the name given here.
+  std::vector<std::pair<std::string, std::string>> flattened;
+  // Kwargs torchdistill reads that libkd's loss does not need, with why (dropped, and reported
+  // as a note).
+  std::vector<std::pair<std::string, std::string>> dropped;
+
+  // The common forms: "student" and "teacher" from {student,teacher}_module_{path,io}
+  // (`prefix` "student_logit" reads student_logit_module_path, ...); from two path kwargs
+  // (outputs); one term per pair of `kwarg`, members named as the inputs they fill (those from
+  // "teacher" come from the teacher).
+  static TorchdistillLossRule ModuleIoPair(const std::string& student_prefix = "student",
+                                           const std::string& teacher_prefix = "teacher",
+                                           const std::string& student_arg = "student",
+                                           const std::string& teacher_arg = "teacher");
+  static TorchdistillLossRule PathPair(const std::string& student_kwarg,
+                                       const std::string& teacher_kwarg);
+  static TorchdistillLossRule Pairs(std::string kwarg, std::vector<std::string> members);
+};
+
+// torchdistill's loss key -> its rule ("torchdistill_loss_rule" registry kind).
+Registry<TorchdistillLossRule>& TorchdistillLossRules();
+
+}  // namespace kd
+
+#endif  // LIBKD_DISTILL_LOSSES_TORCHDISTILL_RULE_H_
