@@ -363,6 +363,9 @@ KD_REGISTER(
     [] {
       TorchdistillLossRule rule =
           TorchdistillLossRule::PathPair("student_linear_path", "teacher_linear_path");
+      // torchdistill's sample configs and docstring write kernel_params {key, ...}; its code reads
+      // kernel_config {type, ...}
+      rule.renamed = {{"kernel_params", "kernel_config"}};
       rule.flattened = {{"kernel_config", "kernel"}};
       return rule;
     }(),

@@ -265,6 +265,7 @@ KD_REGISTER(
     [] {
       TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
       rule.reads_targets = true;
+  rule.outputs_by_default = true;  // 0.x: (student_output, teacher_output, targets)
       return rule;
     }(),
     kAnyKwargs);
@@ -273,6 +274,7 @@ KD_REGISTER(
     [] {
       TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
       rule.reads_targets = true;
+  rule.outputs_by_default = true;  // 0.x: (student_output, teacher_output, targets)
       return rule;
     }(),
     kAnyKwargs);

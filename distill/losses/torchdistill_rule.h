@@ -45,14 +45,17 @@ struct TorchdistillLossRule {
   std::vector<Value> values;
   // Whether the loss reads the labels (torchdistill's `targets` argument), as input "targets".
   bool reads_targets = false;
+  // Whether a value whose path kwarg is not given is the model's output (with a note), as
+  // torchdistill 0.x's form of the loss read the two models' outputs; else it is an error.
+  bool outputs_by_default = false;
   // A dict of pairs (torchdistill's at_pairs, fsp_pairs, feature_pairs): one term per pair;
   // a pair's "weight" (default 1) multiplies the term's.
   std::string pairs_kwarg;
   std::vector<PairMember> pair_members;
   // torchdistill's kwarg name -> libkd's.
   std::vector<std::pair<std::string, std::string>> renamed;
-  // Dict kwargs whose entries become kwargs of their own (CCKD's kernel_config: {key, ...}),
-  // the dict's "key" under the name given here.
+  // Dict kwargs (after renaming) whose entries become kwargs of their own (CCKD's kernel_config:
+  // {type, gamma, max_p}), the dict's "type" or "key" under the name given here.
   std::vector<std::pair<std::string, std::string>> flattened;
   // Kwargs torchdistill reads that libkd's loss does not need, with why (dropped, and reported
   // as a note).

@@ -105,10 +105,11 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
     }
     bool flattened = false;
     for (const auto& [dict, key_name] : rule.flattened) {
-      if (dict != name || value->kind != Kind::kMap) continue;
+      if (dict != libkd_name || value->kind != Kind::kMap) continue;
       flattened = true;
       for (const auto& [inner, inner_value] : value->entries) {
-        passed.entries.emplace_back(inner == "key" ? key_name : inner, inner_value);
+        passed.entries.emplace_back(inner == "key" || inner == "type" ? key_name : inner,
+                                    inner_value);
       }
     }
     if (!flattened) passed.entries.emplace_back(libkd_name, value);
@@ -117,6 +118,15 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       context.Kwargs(&passed, "loss", term.key(), what + ".kwargs", term.mutable_kwargs()));
   for (const auto& v : rule.values) {
     const YamlValue* path = given.Find(v.path_kwarg);
+    if (path == nullptr && rule.outputs_by_default) {
+      context.Note(given, absl::StrCat(what, ".kwargs.", v.path_kwarg),
+                   "not given (torchdistill 1.x requires it): the model's output, as torchdistill "
+                   "0.x's form of the loss read it");
+      IoRef* ref = term.add_inputs();
+      ref->set_arg(v.arg);
+      ref->set_source(v.from_teacher ? IoRef::TEACHER : IoRef::STUDENT);
+      continue;
+    }
     if (path == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(given.Where(), ": ", what, ".kwargs needs ",
                                                      v.path_kwarg, " (torchdistill's too)"));

@@ -260,6 +260,17 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
                          bool teacher, ModelConfig* out) {
   KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&model, what));
   const YamlValue* key = keys.Take("key");
+  if (key == nullptr && (key = keys.Take("name")) != nullptr) {  // torchdistill 0.x
+    context.Note(*key, what + ".name", "torchdistill 0.x's model key, taken as 1.x's key");
+  }
+  if (const YamlValue* ckpt = keys.Take("ckpt"); ckpt != nullptr && ckpt->kind != Kind::kNull) {
+    // torchdistill 0.x: the teacher's checkpoint to load, the student's to write
+    KD_ASSIGN_OR_RETURN(std::string path, Context::String(*ckpt, what + ".ckpt"));
+    context.Note(*ckpt, what + ".ckpt",
+                 absl::StrCat("torchdistill 0.x's checkpoint, taken as 1.x's ",
+                              teacher ? "src_ckpt" : "dst_ckpt"));
+    (teacher ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
+  }
   if (key == nullptr) return Context::WrongType(model, what + ".key", "given");
   KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
   PluginConfig* native = out->mutable_native();

@@ -245,6 +245,54 @@ TEST(ImporterTest, EveryLossRuleMatchesTorchdistillsSignature) {
   }
 }
 
+// CCKD's kernel as torchdistill's sample writes it (kernel_params {key}) becomes flat kwargs; a
+// loader's dataset_wrapper wraps its dataset; a TrainingBox's `model` section is the student's.
+TEST(ImporterTest, NestedKwargsFlattenAndLoaderWrappersMoveToTheDataset) {
+  constexpr char kYaml[] = R"(datasets:
+  train: !import_call
+    key: 'torchvision.datasets.FakeData'
+    init:
+      kwargs: {size: 8, image_size: [1, 28, 28], num_classes: 4}
+train:
+  num_epochs: 1
+  train_data_loader:
+    dataset_id: 'train'
+    kwargs: {batch_size: 4}
+    dataset_wrapper:
+      key: 'CRDDatasetWrapper'
+      kwargs: {num_negative_samples: 16}
+  model:
+    frozen_modules: ['stem']
+  criterion:
+    key: 'WeightedSumLoss'
+    kwargs:
+      sub_terms:
+        cckd:
+          criterion:
+            key: 'CCKDLoss'
+            kwargs:
+              student_linear_path: 'fc'
+              teacher_linear_path: 'fc'
+              kernel_params: {key: 'gaussian', gamma: 0.4, max_p: 2}
+              reduction: 'batchmean'
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "w.yaml");
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const LossTermConfig& term = imported->config.train().criterion().terms(0);
+  std::vector<std::string> kwargs;
+  for (const Kwarg& k : term.kwargs()) kwargs.push_back(k.name());
+  EXPECT_THAT(kwargs, ElementsAre("kernel", "gamma", "max_p", "reduction"));
+  EXPECT_EQ(term.kwargs(0).str(), "gaussian");
+  EXPECT_EQ(term.inputs(0).path(), "fc");
+  EXPECT_EQ(term.inputs(1).source(), IoRef::TEACHER);
+  const DatasetConfig& dataset = imported->config.datasets(0);
+  EXPECT_EQ(dataset.wrapper().key(), "CRDDatasetWrapper");
+  EXPECT_EQ(dataset.wrapper().kwargs(0).integer(), 16);
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("every loader of \"train\" sees it wrapped")));
+  EXPECT_THAT(imported->config.train().student().frozen_modules(), ElementsAre("stem"));
+}
+
 TEST(ImporterTest, BadYamlIsOneErrorWithLineAndColumn) {
   struct Case {
     const char* yaml;

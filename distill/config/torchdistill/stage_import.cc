@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/config/torchdistill/import_context.h"
 
@@ -40,6 +41,39 @@ absl::Status ImportSampler(Context& context, const YamlValue& sampler, const std
   if (kwargs != nullptr && kwargs->kind == Kind::kMap && !kwargs->entries.empty()) {
     context.Unsupported(*kwargs, what + ".kwargs", "libkd's shuffling takes no sampler kwargs");
   }
+  return absl::OkStatus();
+}
+
+// torchdistill wraps a loader's dataset; libkd wraps the dataset (DatasetConfig.wrapper), so
+// every loader of it sees the wrapped one.
+absl::Status ImportDatasetWrapper(Context& context, const YamlValue& wrapper,
+                                  const std::string& what, const std::string& dataset_id) {
+  KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&wrapper, what));
+  const YamlValue* key = keys.Take("key");
+  const YamlValue* kwargs = keys.Take("kwargs");
+  keys.Finish(context, "a dataset wrapper has key and kwargs");
+  if (key == nullptr) return Context::WrongType(wrapper, what + ".key", "given");
+  KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
+  DatasetConfig* dataset = nullptr;
+  for (DatasetConfig& d : *context.config().mutable_datasets()) {
+    if (d.id() == dataset_id) dataset = &d;
+  }
+  if (dataset == nullptr || (dataset->has_wrapper() && dataset->wrapper().key() != name)) {
+    context.Unsupported(wrapper, absl::StrCat(what, " ", name),
+                        dataset == nullptr
+                            ? "the loader names no dataset of the config"
+                            : "libkd wraps a dataset once, for all its loaders, and dataset \"" +
+                                  dataset_id + "\" is wrapped by " + dataset->wrapper().key());
+    return absl::OkStatus();
+  }
+  PluginConfig* out = dataset->mutable_wrapper();
+  out->set_key(name);
+  out->clear_kwargs();
+  KD_RETURN_IF_ERROR(
+      context.Kwargs(kwargs, "dataset_wrapper", name, what + ".kwargs", out->mutable_kwargs()));
+  context.Note(
+      wrapper, what,
+      "libkd wraps the dataset itself: every loader of \"" + dataset_id + "\" sees it wrapped");
   return absl::OkStatus();
 }
 
@@ -107,6 +141,23 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
     KD_ASSIGN_OR_RETURN(std::string path, Context::String(*v, absl::StrCat(what, ".", ckpt)));
     (std::string(ckpt) == "src_ckpt" ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
   }
+  if (const YamlValue* v = keys.Take("auxiliary_model_wrapper");
+      v != nullptr && v->kind != Kind::kNull) {
+    const YamlValue* key = v->Find("key");
+    const std::string name = key != nullptr ? key->text : "";
+    const RegistryBase* modules = FindRegistry("auxiliary_module");
+    context.Unsupported(
+        *v, absl::StrCat(what, ".auxiliary_model_wrapper ", name),
+        modules != nullptr && modules->Contains(name)
+            ? absl::StrCat("libkd has the auxiliary module \"", name,
+                           "\" (StageModelConfig.auxiliary_modules) but wires its input by "
+                           "module path, which the wrapper's code decides: add it by hand "
+                           "(distill/boxes/README.md)")
+            : absl::StrCat("libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the "
+                           "modules such wrappers add, wired by hand: ",
+                           modules != nullptr ? modules->CheckKey(name).message()
+                                              : "no auxiliary-module registry linked"));
+  }
   if (const YamlValue* v = keys.Take("forward_proc"); v != nullptr && v->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(std::string key, Context::String(*v, what + ".forward_proc"));
     out->mutable_forward_proc()->set_key(key);
@@ -121,6 +172,13 @@ absl::StatusOr<std::string> KeyAndKwargs(Context& context, Keys& keys, const Yam
                                          const std::string& kind, const std::string& what,
                                          Config* out) {
   const YamlValue* key = keys.Take("key");
+  if (key == nullptr && at.Find("type") != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at.Where(), ": ", what,
+                     " is in torchdistill 0.x's form (type, params): libkd imports "
+                     "torchdistill 1.x's configs (key, kwargs), the form of torchdistill's "
+                     "configs/sample today"));
+  }
   if (key == nullptr) return Context::WrongType(at, what + ".key", "given");
   KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
   out->set_key(name);
@@ -243,6 +301,10 @@ absl::Status ImportLoader(Context& context, const YamlValue& loader, const std::
                  "left out: libkd's exact teacher cache (StageConfig.teacher_cache, AUTO) "
                  "caches the teacher's outputs where that is exact");
   }
+  if (const YamlValue* v = keys.Take("dataset_wrapper"); v != nullptr && v->kind != Kind::kNull) {
+    KD_RETURN_IF_ERROR(
+        ImportDatasetWrapper(context, *v, what + ".dataset_wrapper", out->dataset_id()));
+  }
   if (const YamlValue* v = keys.Take("requires_supp"); v != nullptr && v->boolean) {
     context.Note(*v, what + ".requires_supp", "left out: libkd's batches always carry supp");
   }
@@ -266,8 +328,8 @@ absl::Status ImportStage(Context& context, const YamlValue& stage, const std::st
     KD_RETURN_IF_ERROR(
         ImportLoader(context, *v, what + ".val_data_loader", out->mutable_val_data_loader()));
   }
-  for (const bool teacher : {true, false}) {
-    const std::string role = teacher ? "teacher" : "student";
+  for (const std::string role : {"teacher", "student", "model"}) {  // model: a TrainingBox's
+    const bool teacher = role == "teacher";
     const YamlValue* v = keys.Take(role);
     if (v == nullptr) continue;
     StageModelConfig model;
