@@ -22,6 +22,7 @@
 #include "base/kwargs.h"
 #include "distill/models/internal/kwargs_util.h"
 #include "distill/models/model_registry.h"
+#include "distill/models/torchdistill_model_rule.h"
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
 
@@ -297,6 +298,17 @@ KD_REGISTER(ModelRegistry(), "wrn", MakeWideResNet,
              models_internal::NumClassesSpec(),
              models_internal::InChannelsSpec(3)},
             CheckWrnDepth);
+
+// torchdistill's Wide ResNets (torchdistill/models/classification/wide_resnet.py) are "wrn";
+// its CIFAR ResNets have libkd's names already.
+TorchdistillModelRule Wrn(int64_t depth, int64_t widen_factor) {
+  return {.libkd_key = "wrn",
+          .fixed = {{"depth", depth}, {"widen_factor", widen_factor}},
+          .renamed = {{"dropout_p", "dropout"}}};
+}
+KD_REGISTER(TorchdistillModelRules(), "wide_resnet40_4", Wrn(40, 4), kAnyKwargs);
+KD_REGISTER(TorchdistillModelRules(), "wide_resnet28_10", Wrn(28, 10), kAnyKwargs);
+KD_REGISTER(TorchdistillModelRules(), "wide_resnet16_8", Wrn(16, 8), kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

@@ -16,6 +16,7 @@
 #include "base/status_macros.h"
 #include "distill/config/torchdistill/import_context.h"
 #include "distill/config/torchdistill/yaml_value.h"
+#include "distill/models/torchdistill_model_rule.h"
 
 namespace kd {
 namespace torchdistill {
@@ -275,8 +276,25 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
   KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
   PluginConfig* native = out->mutable_native();
   native->set_key(name);
+  // torchdistill's name of a libkd model (wide_resnet40_4: wrn of depth 40, widen factor 4)
+  const TorchdistillModelRule* rule = nullptr;
+  if (absl::StatusOr<const TorchdistillModelRule*> found = TorchdistillModelRules().Get(name);
+      found.ok()) {
+    rule = *found;
+    native->set_key(rule->libkd_key);
+    std::vector<std::string> fixed;
+    for (const auto& [kwarg, value] : rule->fixed) {
+      Kwarg* k = native->add_kwargs();
+      k->set_name(kwarg);
+      k->set_integer(value);
+      fixed.push_back(absl::StrCat(kwarg, " ", value));
+    }
+    context.Note(
+        *key, absl::StrCat(what, " ", name),
+        absl::StrCat("libkd's \"", rule->libkd_key, "\" with ", absl::StrJoin(fixed, ", ")));
+  }
   const RegistryBase* models = FindRegistry("model");
-  if (models != nullptr && !models->Contains(name)) {
+  if (models != nullptr && !models->Contains(native->key())) {
     context.Unsupported(
         *key, absl::StrCat(what, " ", name),
         teacher ? absl::StrCat("not a libkd model: export the Python teacher as an AOTInductor "
@@ -290,8 +308,35 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
                   "(distill/models/model_registry.h); a student trains, so it cannot be an "
                   "exported package");
   }
-  KD_RETURN_IF_ERROR(context.Kwargs(keys.Take("kwargs"), "model", name, what + ".kwargs",
-                                    native->mutable_kwargs()));
+  const YamlValue* kwargs = keys.Take("kwargs");
+  if (kwargs != nullptr && kwargs->kind == Kind::kMap) {
+    // torchvision's and torchdistill's download switches: libkd builds models without weights
+    YamlValue rest = *kwargs;
+    rest.entries.clear();
+    for (const auto& [kwarg, value] : kwargs->entries) {
+      if (kwarg == "progress") continue;  // a download's progress bar
+      if (kwarg == "pretrained" || kwarg == "weights") {
+        if (value->kind == Kind::kNull || (value->kind == Kind::kBool && !value->boolean)) continue;
+        context.Unsupported(*value, absl::StrCat(what, ".kwargs.", kwarg),
+                            "libkd builds models without downloaded weights: give the "
+                            "checkpoint as src_ckpt (a teacher exported from Python carries "
+                            "its weights)");
+        continue;
+      }
+      std::string libkd_name = kwarg;
+      if (rule != nullptr) {
+        for (const auto& [from, to] : rule->renamed) {
+          if (from == kwarg) libkd_name = to;
+        }
+      }
+      rest.entries.emplace_back(libkd_name, value);
+    }
+    KD_RETURN_IF_ERROR(
+        context.Kwargs(&rest, "model", native->key(), what + ".kwargs", native->mutable_kwargs()));
+  } else {
+    KD_RETURN_IF_ERROR(
+        context.Kwargs(kwargs, "model", native->key(), what + ".kwargs", native->mutable_kwargs()));
+  }
   for (const char* ckpt : {"src_ckpt", "dst_ckpt"}) {
     const YamlValue* v = keys.Take(ckpt);
     if (v == nullptr || v->kind == Kind::kNull) continue;

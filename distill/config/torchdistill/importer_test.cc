@@ -293,6 +293,31 @@ train:
   EXPECT_THAT(imported->config.train().student().frozen_modules(), ElementsAre("stem"));
 }
 
+// torchdistill's model names through the rules their libkd models declare; download switches.
+TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {
+  constexpr char kYaml[] = R"(models:
+  teacher_model:
+    key: 'wide_resnet40_4'
+    kwargs: {dropout_p: 0.0, num_classes: 100, pretrained: False, progress: True}
+  student_model:
+    key: 'resnet20'
+    kwargs: {num_classes: 100, pretrained: True}
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "m.yaml");
+  ASSERT_THAT(imported, IsOk());
+  const PluginConfig& teacher = imported->config.teacher().native();
+  EXPECT_EQ(teacher.key(), "wrn");
+  std::vector<std::string> kwargs;
+  for (const Kwarg& k : teacher.kwargs()) kwargs.push_back(k.name());
+  EXPECT_THAT(kwargs, ElementsAre("depth", "widen_factor", "dropout", "num_classes"));
+  EXPECT_EQ(teacher.kwargs(0).integer(), 40);
+  EXPECT_EQ(teacher.kwargs(1).integer(), 4);
+  EXPECT_EQ(imported->config.student().native().key(), "resnet20");
+  EXPECT_THAT(imported->unsupported,
+              ElementsAre(StartsWith("m.yaml:7:44: models.student_model.kwargs.pretrained is not "
+                                     "supported: libkd builds models without downloaded weights")));
+}
+
 TEST(ImporterTest, BadYamlIsOneErrorWithLineAndColumn) {
   struct Case {
     const char* yaml;
