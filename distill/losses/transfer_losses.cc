@@ -374,8 +374,18 @@ KD_REGISTER(TorchdistillLossRules(), "AltActTransferLoss",
             TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AffinityLoss", TorchdistillLossRule::ModuleIoPair(),
             kAnyKwargs);
-KD_REGISTER(TorchdistillLossRules(), "HierarchicalContextLoss",
-            TorchdistillLossRule::ModuleIoPair(), kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "HierarchicalContextLoss",
+    [] {
+      TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
+      // torchdistill's knowledge-review sample passes kernel_sizes, which its class takes into
+      // **kwargs and ignores
+      rule.dropped = {{"kernel_sizes",
+                       "ignored, as torchdistill's HierarchicalContextLoss ignores it "
+                       "(its **kwargs); the pooling sizes are output_sizes"}};
+      return rule;
+    }(),
+    kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "SKDDirectionLoss", TorchdistillLossRule::ModuleIoPair(),
             kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "SKDInstanceLoss", TorchdistillLossRule::ModuleIoPair(),

@@ -205,7 +205,6 @@ absl::Status ImportTerm(Context& context, const std::string& name, const YamlVal
     KD_ASSIGN_OR_RETURN(double w, Context::Number(*weight, what + ".weight"));
     if (w != 1.0) term.set_weight(w);
   }
-  const RegistryBase* losses = FindRegistry("loss");
   if (wrapper != nullptr && wrapper->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(Keys wrapper_keys, Keys::Of(wrapper, what + ".criterion_wrapper"));
     const YamlValue* wrapper_key = wrapper_keys.Take("key");
@@ -231,17 +230,13 @@ absl::Status ImportTerm(Context& context, const std::string& name, const YamlVal
   }
   absl::StatusOr<const TorchdistillLossRule*> rule = TorchdistillLossRules().Get(loss);
   if (!rule.ok()) {
-    context.Unsupported(
-        *key, absl::StrCat(what, ".criterion ", loss),
-        losses != nullptr && losses->Contains(loss)
-            ? absl::StrCat("libkd has \"", loss,
-                           "\" but no torchdistill import rule for it "
-                           "(TorchdistillLossRule, distill/losses/torchdistill_rule.h): write its "
-                           "term's inputs by hand")
-            : absl::StrCat(
-                  "libkd has no such loss (",
-                  losses != nullptr ? losses->CheckKey(loss).message() : "no loss registry linked",
-                  ")"));
+    context.UnsupportedPlugin(
+        *key, absl::StrCat(what, ".criterion ", loss), "loss", loss,
+        absl::StrCat("libkd has \"", loss,
+                     "\" but no torchdistill import rule for it "
+                     "(TorchdistillLossRule, distill/losses/torchdistill_rule.h): write its "
+                     "term's inputs by hand"),
+        "libkd has no such loss: ");
     return absl::OkStatus();
   }
   return ApplyRule(context, **rule, kwargs, what + ".criterion", std::move(term), out);

@@ -21,6 +21,19 @@ absl::Status Context::WrongType(const YamlValue& v, const std::string& what,
                    v.is_scalar() && v.kind != Kind::kNull ? absl::StrCat(" '", v.text, "'") : ""));
 }
 
+void Context::UnsupportedPlugin(const YamlValue& at, const std::string& what,
+                                const std::string& kind, const std::string& key,
+                                const std::string& present, const std::string& absent) {
+  const RegistryBase* registry = FindRegistry(kind);
+  if (registry != nullptr && registry->Contains(key)) {
+    Unsupported(at, what, present);
+  } else {
+    Unsupported(at, what,
+                absl::StrCat(absent, registry != nullptr ? registry->CheckKey(key).message()
+                                                         : "no " + kind + " registry linked"));
+  }
+}
+
 absl::StatusOr<int64_t> Context::Int(const YamlValue& v, const std::string& what) {
   if (v.kind != Kind::kInt) return WrongType(v, what, "an integer");
   return v.integer;

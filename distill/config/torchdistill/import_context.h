@@ -29,6 +29,11 @@ class Context {
   void Note(const YamlValue& at, const std::string& what, const std::string& text) {
     out_.notes.push_back(absl::StrCat(at.Where(), ": ", what, ": ", text));
   }
+  // Reports `what` as unsupported: why `present` where libkd's `kind` registry has `key`, else
+  // `absent` followed by the registry's nearest and registered keys.
+  void UnsupportedPlugin(const YamlValue& at, const std::string& what, const std::string& kind,
+                         const std::string& key, const std::string& present,
+                         const std::string& absent);
   DistillConfig& config() { return out_.config; }
 
   // InvalidArgument "file:line:col: <what> must be <expected>, not <what it is>".

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "distill/config/config_loader.h"
@@ -138,6 +139,81 @@ TEST_F(BoxTest, AttentionTransferPairsTrainAsTheHandWrittenConfig) {
   RunIn(imported->config, from_yaml);
   RunIn(by_hand->config, hand);
   ExpectSameStudent(from_yaml, hand);
+}
+
+// Every loss with an import rule, as torchdistill's configs write it (module paths in its
+// kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
+// an epoch on synthetic images.
+TEST_F(BoxTest, EachMethodWithARuleImportsAndTrainsAStandInPair) {
+  const std::string io = R"(
+              student_module_path: '.'
+              student_module_io: 'output'
+              teacher_module_path: '.'
+              teacher_module_io: 'output')";
+  const std::vector<std::pair<std::string, std::string>> methods = {
+      {"KDLoss", io + "\n              temperature: 4.0\n              alpha: 0.5"},
+      {"LogitStdKDLoss", io + "\n              temperature: 2.0\n              alpha: 0.5"},
+      {"PKTLoss", io},
+      {"DISTLoss", io},
+      {"SKDInstanceLoss", io},
+      {"SKDDirectionLoss", io},
+      {"AffinityLoss", R"(
+              student_module_path: 'layer1'
+              student_module_io: 'output'
+              teacher_module_path: 'layer1'
+              teacher_module_io: 'output')"},
+      {"RKDLoss", R"(
+              student_output_path: 'layer2'
+              teacher_output_path: 'layer2'
+              dist_factor: 1.0
+              angle_factor: 2.0
+              reduction: 'mean')"},
+      {"SPKDLoss", R"(
+              student_output_path: 'layer2'
+              teacher_output_path: 'layer2'
+              reduction: 'batchmean')"},
+      {"CCKDLoss", R"(
+              student_linear_path: 'head'
+              teacher_linear_path: 'head'
+              kernel_config: {type: 'gaussian', gamma: 0.4, max_p: 2}
+              reduction: 'batchmean')"},
+      {"ATLoss", R"(
+              at_pairs:
+                pair1: {student: {path: 'layer1', io: 'output'}, teacher: {path: 'layer1', io: 'output'}, weight: 1}
+              mode: 'code')"},
+      {"FSPLoss", R"(
+              fsp_pairs:
+                pair1:
+                  student_first: {path: 'stem', io: 'output'}
+                  student_second: {path: 'layer1', io: 'output'}
+                  teacher_first: {path: 'stem', io: 'output'}
+                  teacher_second: {path: 'layer1', io: 'output'}
+                  weight: 1)"},
+      {"ChSimLoss", R"(
+              feature_pairs:
+                pair1: {student: {path: 'layer2', io: 'output'}, teacher: {path: 'layer2', io: 'output'}, weight: 1})"},
+  };
+  std::string base = *ReadFile(TestData("at.yaml"));
+  base.replace(base.find("width: 8"), 8, "width: 4");
+  for (const char* hooks : {"      output: ['layer1', 'layer2']\n"}) {
+    for (size_t at = base.find(hooks); at != std::string::npos; at = base.find(hooks, at + 1)) {
+      base.replace(at, std::string(hooks).size(),
+                   "      output: ['stem', 'layer1', 'layer2', 'head']\n");
+    }
+  }
+  base = base.substr(0, base.find("        at_loss:"));  // the CE sub-term stays
+  for (const auto& [loss, kwargs] : methods) {
+    SCOPED_TRACE(loss);
+    const std::string yaml =
+        absl::StrCat(base, "        method:\n          criterion:\n", "            key: '", loss,
+                     "'\n            kwargs:", kwargs, "\n          weight: 0.5\n");
+    absl::StatusOr<Import> imported = ImportText(yaml, loss + ".yaml", {.seed = 1});
+    ASSERT_THAT(imported, IsOk());
+    EXPECT_THAT(imported->unsupported, IsEmpty());
+    ASSERT_GE(imported->config.train().criterion().terms_size(), 2);
+    EXPECT_EQ(imported->config.train().criterion().terms(1).key(), loss);
+    RunIn(imported->config, RunDir(loss));
+  }
 }
 
 // What has no translation: each reported at its position, the rest translated.

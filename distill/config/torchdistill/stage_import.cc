@@ -33,10 +33,20 @@ absl::Status ImportSampler(Context& context, const YamlValue& sampler, const std
   } else if (name == "torch.utils.data.SequentialSampler" || name == "SequentialSampler") {
     out->set_shuffle(false);
   } else {
-    context.Unsupported(*cls, absl::StrCat(what, ".class_or_func ", name),
-                        "libkd's loaders shuffle or not (RandomSampler, SequentialSampler); "
-                        "register a sampler (LoaderConfig.sampler) and name it by hand");
-    return absl::OkStatus();
+    // Another sampler by its class name, if libkd has it (LoaderConfig.sampler)
+    const std::string short_name = name.substr(name.rfind('.') + 1);
+    const RegistryBase* samplers = FindRegistry("sampler");
+    if (samplers == nullptr || !samplers->Contains(short_name)) {
+      context.Unsupported(
+          *cls, absl::StrCat(what, ".class_or_func ", name),
+          absl::StrCat("libkd's samplers: ", samplers != nullptr
+                                                 ? samplers->CheckKey(short_name).message()
+                                                 : "no sampler registry linked"));
+      return absl::OkStatus();
+    }
+    out->mutable_sampler()->set_key(short_name);
+    return context.Kwargs(kwargs, "sampler", short_name, what + ".kwargs",
+                          out->mutable_sampler()->mutable_kwargs());
   }
   if (kwargs != nullptr && kwargs->kind == Kind::kMap && !kwargs->entries.empty()) {
     context.Unsupported(*kwargs, what + ".kwargs", "libkd's shuffling takes no sampler kwargs");
@@ -145,18 +155,19 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
       v != nullptr && v->kind != Kind::kNull) {
     const YamlValue* key = v->Find("key");
     const std::string name = key != nullptr ? key->text : "";
-    const RegistryBase* modules = FindRegistry("auxiliary_module");
-    context.Unsupported(
-        *v, absl::StrCat(what, ".auxiliary_model_wrapper ", name),
-        modules != nullptr && modules->Contains(name)
-            ? absl::StrCat("libkd has the auxiliary module \"", name,
-                           "\" (StageModelConfig.auxiliary_modules) but wires its input by "
-                           "module path, which the wrapper's code decides: add it by hand "
-                           "(distill/boxes/README.md)")
-            : absl::StrCat("libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the "
-                           "modules such wrappers add, wired by hand: ",
-                           modules != nullptr ? modules->CheckKey(name).message()
-                                              : "no auxiliary-module registry linked"));
+    if (name == "EmptyModule") {  // torchdistill's identity wrapper: nothing added
+      context.Note(*v, what + ".auxiliary_model_wrapper EmptyModule",
+                   "left out: it adds nothing (the model as it is)");
+    } else {
+      context.UnsupportedPlugin(
+          *v, absl::StrCat(what, ".auxiliary_model_wrapper ", name), "auxiliary_module", name,
+          absl::StrCat("libkd has the auxiliary module \"", name,
+                       "\" (StageModelConfig.auxiliary_modules) but wires its input by module "
+                       "path, which the wrapper's code decides: add it by hand "
+                       "(distill/boxes/README.md)"),
+          "libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the modules such "
+          "wrappers add, wired by hand: ");
+    }
   }
   if (const YamlValue* v = keys.Take("forward_proc"); v != nullptr && v->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(std::string key, Context::String(*v, what + ".forward_proc"));
