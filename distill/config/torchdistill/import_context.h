@@ -78,7 +78,9 @@ class Keys {
   std::set<std::string> taken_;
 };
 
-// Parts of the translation (criterion_import.cc, stage_import.cc).
+// Parts of the translation (dataset_import.cc, criterion_import.cc, stage_import.cc).
+absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
+                           DatasetConfig* out);
 absl::Status ImportStage(Context& context, const YamlValue& stage, const std::string& name,
                          const std::string& what, StageConfig* out);
 absl::Status ImportCriterion(Context& context, const YamlValue& criterion, const std::string& what,

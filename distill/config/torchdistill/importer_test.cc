@@ -1,9 +1,9 @@
 // torchdistill YAML imported: the main job's three configs, written in torchdistill's YAML, give
-// the libkd configs they were written from (and train to the same weights); a method config
-// (attention transfer, its pairs one term each) trains as the hand-written libkd config does;
-// what has no translation is reported at its line and column; bad YAML is one error with
-// line:column.
+// the libkd configs they were written from; what has no translation is reported at its line and
+// column; rules match torchdistill's signatures; bad YAML is one error with line:column.
+// Training the imported configs: importer_training_test.
 #include "distill/config/torchdistill/importer.h"
+#include "distill/config/torchdistill/import_test_util.h"
 
 #include <fstream>
 #include <map>
@@ -13,63 +13,26 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/file_util.h"
-#include "distill/boxes/box.h"
-#include "distill/boxes/internal/box_test_fixture.h"
-#include "distill/config/config_loader.h"
 #include "distill/losses/loss.h"
 #include "distill/losses/torchdistill_rule.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
 namespace kd {
 namespace torchdistill {
 namespace {
 
-using test::BoxTest;
-using test::ExpectSameStudent;
-using test::RunDir;
+using test::ExpectSameConfig;
+using test::Original;
+using test::TestData;
+using test::WithoutRoots;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-
-std::string TestData(const std::string& name) {
-  return test::RunfilePath("distill/config/torchdistill/testdata/" + name);
-}
-
-DistillConfig Original(const std::string& name) {
-  absl::StatusOr<LoadedConfig> loaded = LoadConfig(test::RunfilePath("tools/configs/" + name));
-  EXPECT_THAT(loaded, IsOk());
-  return loaded.ok() ? loaded->config : DistillConfig();
-}
-
-// The dataset kwarg "root" removed: torchvision's root (its files under <root>/FashionMNIST/raw)
-// has no counterpart in configs that read Debian's files. And a subset to the end: Python's
-// range has a stop, libkd's subset to the last of Fashion-MNIST's 60000 training images not.
-DistillConfig WithoutRoots(DistillConfig config) {
-  for (DatasetConfig& dataset : *config.mutable_datasets()) {
-    if (dataset.subset().stop() == 60000) dataset.mutable_subset()->clear_stop();
-    auto* kwargs = dataset.mutable_kwargs();
-    for (int i = kwargs->size() - 1; i >= 0; --i) {
-      if (kwargs->Get(i).name() == "root") kwargs->DeleteSubrange(i, 1);
-    }
-  }
-  return config;
-}
-
-void ExpectSameConfig(const DistillConfig& imported, const DistillConfig& original) {
-  google::protobuf::util::MessageDifferencer differ;
-  std::string report;
-  differ.ReportDifferencesToString(&report);
-  differ.TreatAsSet(DatasetConfig::descriptor()->FindFieldByName("kwargs"));
-  EXPECT_TRUE(differ.Compare(imported, original)) << report;
-}
 
 TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
   setenv("HOME", "/home/user", 1);  // torchvision expands ~ in root
@@ -87,134 +50,6 @@ TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
   }
 }
 
-// The 64 fixture images (48 to train, 16 to validate) for configs written for Fashion-MNIST.
-DistillConfig OnFixtureImages(DistillConfig config) {
-  config = WithoutRoots(config);
-  config.clear_test_data_loader();
-  config.mutable_datasets()->RemoveLast();  // the test split: not in the fixture
-  for (DatasetConfig& dataset : *config.mutable_datasets()) {
-    Kwarg* root = dataset.add_kwargs();
-    root->set_name("root");
-    root->set_str(test::FixturePath("amp_data"));
-    const bool train = dataset.id() == "train";
-    dataset.mutable_subset()->set_start(train ? 0 : 48);
-    dataset.mutable_subset()->set_stop(train ? 48 : 64);
-  }
-  config.mutable_train()->set_num_epochs(1);
-  config.mutable_train()->mutable_train_data_loader()->set_batch_size(8);
-  return config;
-}
-
-void RunIn(const DistillConfig& config, const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<Box>> box = MakeBox(config, {.run_dir = dir});
-  ASSERT_THAT(box, IsOk());
-  ASSERT_THAT((*box)->Run(), IsOk());
-}
-
-TEST_F(BoxTest, TheImportedConfigsTrainToTheOriginalsWeights) {
-  for (const std::string name : {"teacher", "student", "student_kd"}) {
-    SCOPED_TRACE(name);
-    absl::StatusOr<Import> imported = ImportFile(TestData(name + ".yaml"), {.seed = 1});
-    ASSERT_THAT(imported, IsOk());
-    const std::string from_yaml = RunDir(name + "_yaml"), original = RunDir(name + "_original");
-    RunIn(OnFixtureImages(imported->config), from_yaml);
-    RunIn(OnFixtureImages(Original("fashion_mnist_" + name + ".pbtxt")), original);
-    ExpectSameStudent(from_yaml, original);
-  }
-}
-
-TEST_F(BoxTest, AttentionTransferPairsTrainAsTheHandWrittenConfig) {
-  absl::StatusOr<Import> imported = ImportFile(TestData("at.yaml"), {.seed = 1});
-  ASSERT_THAT(imported, IsOk());
-  EXPECT_THAT(imported->unsupported, IsEmpty());
-  const CriterionConfig& criterion = imported->config.train().criterion();
-  ASSERT_EQ(criterion.terms_size(), 3);
-  EXPECT_EQ(criterion.terms(1).name(), "at_loss_pair1");
-  EXPECT_EQ(criterion.terms(1).weight(), 1000);  // the sub-term's weight times the pair's
-  EXPECT_EQ(criterion.terms(2).weight(), 500);
-  absl::StatusOr<LoadedConfig> by_hand = LoadConfig(TestData("at.pbtxt"));
-  ASSERT_THAT(by_hand, IsOk());
-  ExpectSameConfig(imported->config, by_hand->config);
-  const std::string from_yaml = RunDir("at_yaml"), hand = RunDir("at_hand");
-  RunIn(imported->config, from_yaml);
-  RunIn(by_hand->config, hand);
-  ExpectSameStudent(from_yaml, hand);
-}
-
-// Every loss with an import rule, as torchdistill's configs write it (module paths in its
-// kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
-// an epoch on synthetic images.
-TEST_F(BoxTest, EachMethodWithARuleImportsAndTrainsAStandInPair) {
-  const std::string io = R"(
-              student_module_path: '.'
-              student_module_io: 'output'
-              teacher_module_path: '.'
-              teacher_module_io: 'output')";
-  const std::vector<std::pair<std::string, std::string>> methods = {
-      {"KDLoss", io + "\n              temperature: 4.0\n              alpha: 0.5"},
-      {"LogitStdKDLoss", io + "\n              temperature: 2.0\n              alpha: 0.5"},
-      {"PKTLoss", io},
-      {"DISTLoss", io},
-      {"SKDInstanceLoss", io},
-      {"SKDDirectionLoss", io},
-      {"AffinityLoss", R"(
-              student_module_path: 'layer1'
-              student_module_io: 'output'
-              teacher_module_path: 'layer1'
-              teacher_module_io: 'output')"},
-      {"RKDLoss", R"(
-              student_output_path: 'layer2'
-              teacher_output_path: 'layer2'
-              dist_factor: 1.0
-              angle_factor: 2.0
-              reduction: 'mean')"},
-      {"SPKDLoss", R"(
-              student_output_path: 'layer2'
-              teacher_output_path: 'layer2'
-              reduction: 'batchmean')"},
-      {"CCKDLoss", R"(
-              student_linear_path: 'head'
-              teacher_linear_path: 'head'
-              kernel_config: {type: 'gaussian', gamma: 0.4, max_p: 2}
-              reduction: 'batchmean')"},
-      {"ATLoss", R"(
-              at_pairs:
-                pair1: {student: {path: 'layer1', io: 'output'}, teacher: {path: 'layer1', io: 'output'}, weight: 1}
-              mode: 'code')"},
-      {"FSPLoss", R"(
-              fsp_pairs:
-                pair1:
-                  student_first: {path: 'stem', io: 'output'}
-                  student_second: {path: 'layer1', io: 'output'}
-                  teacher_first: {path: 'stem', io: 'output'}
-                  teacher_second: {path: 'layer1', io: 'output'}
-                  weight: 1)"},
-      {"ChSimLoss", R"(
-              feature_pairs:
-                pair1: {student: {path: 'layer2', io: 'output'}, teacher: {path: 'layer2', io: 'output'}, weight: 1})"},
-  };
-  std::string base = *ReadFile(TestData("at.yaml"));
-  base.replace(base.find("width: 8"), 8, "width: 4");
-  for (const char* hooks : {"      output: ['layer1', 'layer2']\n"}) {
-    for (size_t at = base.find(hooks); at != std::string::npos; at = base.find(hooks, at + 1)) {
-      base.replace(at, std::string(hooks).size(),
-                   "      output: ['stem', 'layer1', 'layer2', 'head']\n");
-    }
-  }
-  base = base.substr(0, base.find("        at_loss:"));  // the CE sub-term stays
-  for (const auto& [loss, kwargs] : methods) {
-    SCOPED_TRACE(loss);
-    const std::string yaml =
-        absl::StrCat(base, "        method:\n          criterion:\n", "            key: '", loss,
-                     "'\n            kwargs:", kwargs, "\n          weight: 0.5\n");
-    absl::StatusOr<Import> imported = ImportText(yaml, loss + ".yaml", {.seed = 1});
-    ASSERT_THAT(imported, IsOk());
-    EXPECT_THAT(imported->unsupported, IsEmpty());
-    ASSERT_GE(imported->config.train().criterion().terms_size(), 2);
-    EXPECT_EQ(imported->config.train().criterion().terms(1).key(), loss);
-    RunIn(imported->config, RunDir(loss));
-  }
-}
 
 // What has no translation: each reported at its position, the rest translated.
 TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {

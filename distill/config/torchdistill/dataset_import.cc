@@ -1,0 +1,255 @@
+// torchdistill's datasets: !import_call of torchvision's FashionMNIST (with its transforms) and
+// FakeData, and torch's Subset of a range, as libkd's datasets; others reported.
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "distill/config/torchdistill/import_context.h"
+
+namespace kd {
+namespace torchdistill {
+namespace {
+
+using Kind = YamlValue::Kind;
+
+// torchvision's transforms on a FashionMNIST dataset as libkd's fashion_mnist kwargs.
+absl::Status ImportTransforms(Context& context, const YamlValue& transform, const std::string& what,
+                              DatasetConfig* out) {
+  std::vector<const YamlValue*> steps;
+  const YamlValue* key = transform.kind == Kind::kCall ? transform.Find("key") : nullptr;
+  if (key == nullptr) {
+    context.Unsupported(transform, what, "a transform is an !import_call of torchvision's");
+    return absl::OkStatus();
+  }
+  if (absl::EndsWith(key->text, ".Compose")) {
+    const YamlValue* init = transform.Find("init");
+    const YamlValue* kwargs = init != nullptr ? init->Find("kwargs") : nullptr;
+    const YamlValue* list = kwargs != nullptr ? kwargs->Find("transforms") : nullptr;
+    if (list == nullptr || list->kind != Kind::kList) {
+      return Context::WrongType(transform, what + " Compose", "given init.kwargs.transforms");
+    }
+    for (const auto& step : list->items) steps.push_back(step.get());
+  } else {
+    steps.push_back(&transform);
+  }
+  for (const YamlValue* step : steps) {
+    const YamlValue* step_key = step->kind == Kind::kCall ? step->Find("key") : nullptr;
+    const std::string name = step_key != nullptr ? step_key->text : step->Describe();
+    const std::string short_name = name.substr(name.rfind('.') + 1);
+    const YamlValue* init = step->Find("init");
+    const YamlValue* kwargs =
+        init != nullptr && init->kind == Kind::kMap ? init->Find("kwargs") : nullptr;
+    KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(kwargs, absl::StrCat(what, " ", short_name)));
+    const std::string at = absl::StrCat(what, " ", short_name);
+    if (!absl::StartsWith(name, "torchvision.transforms.")) {
+      context.Unsupported(*step, absl::StrCat(what, " ", name),
+                          "libkd's fashion_mnist takes torchvision's RandomCrop (with padding), "
+                          "RandomHorizontalFlip, ToTensor and Normalize");
+      continue;
+    }
+    if (short_name == "ToTensor") {
+      // libkd's images are floats in [0, 1], as ToTensor makes them
+    } else if (short_name == "RandomHorizontalFlip") {
+      double p = 0.5;
+      if (const YamlValue* v = keys.Take("p")) {
+        KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
+      }
+      if (p != 0.5) {
+        context.Unsupported(*step, at + " with p != 0.5", "libkd's fashion_mnist flips with p 0.5");
+      } else {
+        Kwarg* flip = out->add_kwargs();
+        flip->set_name("horizontal_flip");
+        flip->set_boolean(true);
+      }
+    } else if (short_name == "RandomCrop") {
+      const YamlValue* size = keys.Take("size");
+      const bool size_28 =
+          size != nullptr && ((size->kind == Kind::kInt && size->integer == 28) ||
+                              (size->kind == Kind::kList && size->items.size() == 2 &&
+                               size->items[0]->integer == 28 && size->items[1]->integer == 28));
+      if (!size_28) {
+        context.Unsupported(size != nullptr ? *size : *step, at + ".size",
+                            "libkd's fashion_mnist crops the 28x28 image back to 28x28");
+      }
+      if (const YamlValue* v = keys.Take("padding")) {
+        KD_ASSIGN_OR_RETURN(int64_t padding, Context::Int(*v, at + ".padding"));
+        Kwarg* crop = out->add_kwargs();
+        crop->set_name("random_crop_padding");
+        crop->set_integer(padding);
+      }
+    } else if (short_name == "Normalize") {
+      for (const char* name_of : {"mean", "std"}) {
+        const YamlValue* v = keys.Take(name_of);
+        if (v == nullptr) return Context::WrongType(*step, at + "." + name_of, "given");
+        const YamlValue* one = v;
+        if (v->kind == Kind::kList) {
+          if (v->items.size() != 1) {
+            return Context::WrongType(*v, at + "." + name_of, "one value (one channel)");
+          }
+          one = v->items[0].get();
+        }
+        KD_ASSIGN_OR_RETURN(double number, Context::Number(*one, at + "." + name_of));
+        Kwarg* kwarg = out->add_kwargs();
+        kwarg->set_name(name_of);
+        kwarg->set_number(number);
+      }
+    } else {
+      context.Unsupported(*step, at,
+                          "libkd's fashion_mnist takes torchvision's RandomCrop (with padding), "
+                          "RandomHorizontalFlip, ToTensor and Normalize");
+      continue;
+    }
+    keys.Finish(context, "libkd's fashion_mnist has no such setting");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
+                           DatasetConfig* out) {
+  if (value.kind != Kind::kCall || value.tag != "!import_call") {
+    if (value.Find("splits") != nullptr) {
+      context.Unsupported(value, what,
+                          "torchdistill 0.x's dataset format (splits, transform_configs): write "
+                          "each split as 1.x's !import_call");
+      return absl::OkStatus();
+    }
+    return Context::WrongType(value, what, "an !import_call of a dataset");
+  }
+  KD_ASSIGN_OR_RETURN(Keys call, Keys::Of(&value, what));
+  const YamlValue* key = call.Take("key");
+  const YamlValue* init = call.Take("init");
+  call.Finish(context, "an !import_call takes key and init");
+  if (key == nullptr) return Context::WrongType(value, what + ".key", "given");
+  KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
+  KD_ASSIGN_OR_RETURN(Keys init_keys, Keys::Of(init, what + ".init"));
+  const YamlValue* kwargs = init_keys.Take("kwargs");
+  if (const YamlValue* args = init_keys.Take("args");
+      args != nullptr && args->kind == Kind::kList && !args->items.empty()) {
+    context.Unsupported(*args, what + ".init.args", "give the dataset's arguments as kwargs");
+  }
+  init_keys.Finish(context, "an !import_call's init takes args and kwargs");
+  KD_ASSIGN_OR_RETURN(Keys kw, Keys::Of(kwargs, what + ".init.kwargs"));
+  const std::string at = what + ".init.kwargs";
+  if (name == "torch.utils.data.Subset") {
+    const YamlValue* dataset = kw.Take("dataset");
+    const YamlValue* indices = kw.Take("indices");
+    kw.Finish(context, "Subset takes dataset and indices");
+    if (dataset == nullptr || indices == nullptr) {
+      return Context::WrongType(value, at, "a Subset's dataset and indices");
+    }
+    KD_RETURN_IF_ERROR(ImportDataset(context, *dataset, at + ".dataset", out));
+    // indices: !import_call {key: builtins.range, init: {args: [start, stop]}}
+    const YamlValue* range_key = indices->kind == Kind::kCall ? indices->Find("key") : nullptr;
+    const YamlValue* range_init = indices->kind == Kind::kCall ? indices->Find("init") : nullptr;
+    const YamlValue* range_args = range_init != nullptr ? range_init->Find("args") : nullptr;
+    if (range_key == nullptr ||
+        (range_key->text != "builtins.range" && range_key->text != "range") ||
+        range_args == nullptr || range_args->kind != Kind::kList || range_args->items.empty() ||
+        range_args->items.size() > 2) {
+      context.Unsupported(*indices, at + ".indices",
+                          "libkd's subsets are ranges: !import_call {key: 'builtins.range', "
+                          "init: {args: [start, stop]}}");
+      return absl::OkStatus();
+    }
+    KD_ASSIGN_OR_RETURN(int64_t first, Context::Int(*range_args->items[0], at + ".indices start"));
+    if (range_args->items.size() == 1) {
+      out->mutable_subset()->set_stop(first);
+    } else {
+      KD_ASSIGN_OR_RETURN(int64_t stop, Context::Int(*range_args->items[1], at + ".indices stop"));
+      if (first != 0) out->mutable_subset()->set_start(first);
+      out->mutable_subset()->set_stop(stop);
+    }
+    return absl::OkStatus();
+  }
+  if (name == "torchvision.datasets.FakeData") {  // synthetic images: libkd's own
+    out->set_key("synthetic");
+    context.Note(*key, what + " FakeData",
+                 "libkd's synthetic images (seeded Gaussian noise and classes), not torchvision's");
+    if (const YamlValue* v = kw.Take("size")) {
+      KD_ASSIGN_OR_RETURN(int64_t size, Context::Int(*v, at + ".size"));
+      Kwarg* kwarg = out->add_kwargs();
+      kwarg->set_name("num_samples");
+      kwarg->set_integer(size);
+    }
+    if (const YamlValue* v = kw.Take("num_classes")) {
+      KD_ASSIGN_OR_RETURN(int64_t classes, Context::Int(*v, at + ".num_classes"));
+      Kwarg* kwarg = out->add_kwargs();
+      kwarg->set_name("num_classes");
+      kwarg->set_integer(classes);
+    }
+    if (const YamlValue* v = kw.Take("image_size")) {
+      if (v->kind != Kind::kList || v->items.size() != 3) {
+        return Context::WrongType(*v, at + ".image_size", "[channels, height, width]");
+      }
+      const char* names[] = {"channels", "height", "width"};
+      for (int i = 0; i < 3; ++i) {
+        KD_ASSIGN_OR_RETURN(int64_t n, Context::Int(*v->items[i], at + ".image_size"));
+        Kwarg* kwarg = out->add_kwargs();
+        kwarg->set_name(names[i]);
+        kwarg->set_integer(n);
+      }
+    }
+    if (const YamlValue* v = kw.Take("random_offset")) {
+      KD_ASSIGN_OR_RETURN(int64_t seed, Context::Int(*v, at + ".random_offset"));
+      Kwarg* kwarg = out->add_kwargs();
+      kwarg->set_name("seed");
+      kwarg->set_integer(seed);
+    }
+    if (const YamlValue* v = kw.Take("transform"); v != nullptr && v->kind != Kind::kNull) {
+      const YamlValue* transform_key = v->Find("key");
+      if (transform_key == nullptr || !absl::EndsWith(transform_key->text, ".ToTensor")) {
+        context.Unsupported(*v, at + ".transform",
+                            "libkd's synthetic images take no transform "
+                            "but ToTensor's");
+      }
+    }
+    kw.Finish(context,
+              "libkd's synthetic dataset takes size, image_size, num_classes, "
+              "random_offset and transform");
+    return absl::OkStatus();
+  }
+  if (name != "torchvision.datasets.FashionMNIST") {
+    out->set_key(name);
+    context.Unsupported(*key, absl::StrCat(what, " ", name),
+                        "register a libkd dataset under a key (distill/data/dataset.h: "
+                        "DatasetRegistry) and give that key here; the imported config keeps \"" +
+                            name + "\" as the key, which validation names");
+    return absl::OkStatus();
+  }
+  out->set_key("fashion_mnist");
+  Kwarg* split = out->add_kwargs();
+  split->set_name("split");
+  split->set_str("train");
+  if (const YamlValue* v = kw.Take("train")) {
+    KD_ASSIGN_OR_RETURN(bool train, Context::Bool(*v, at + ".train"));
+    split->set_str(train ? "train" : "test");
+  }
+  if (const YamlValue* v = kw.Take("root"); v != nullptr && v->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(std::string root, Context::String(*v, at + ".root"));
+    if (root.starts_with("~")) {  // torchvision expands it
+      const char* home = std::getenv("HOME");
+      root = (home != nullptr ? std::string(home) : std::string("~")) + root.substr(1);
+    }
+    Kwarg* kwarg = out->add_kwargs();
+    kwarg->set_name("root");  // torchvision keeps the IDX files under <root>/FashionMNIST/raw
+    kwarg->set_str((std::filesystem::path(root) / "FashionMNIST" / "raw").string());
+  }
+  if (const YamlValue* v = kw.Take("download"); v != nullptr && v->boolean) {
+    context.Note(*v, at + ".download",
+                 "left out: libkd reads local files (Debian's dataset-fashion-mnist, or root)");
+  }
+  if (const YamlValue* v = kw.Take("transform"); v != nullptr && v->kind != Kind::kNull) {
+    KD_RETURN_IF_ERROR(ImportTransforms(context, *v, at + ".transform", out));
+  }
+  kw.Finish(context, "libkd's fashion_mnist takes train, root and transform");
+  return absl::OkStatus();
+}
+
+}  // namespace torchdistill
+}  // namespace kd
