@@ -1,5 +1,8 @@
 #include "profiler/profiler.h"
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -135,6 +138,23 @@ absl::Status Profiler::Transit(ProfilerAction prev, const ProfilerAction* next) 
     std::filesystem::remove(side, error);  // when empty
     k.result.reset();
     traces_.push_back(path);
+    if (!options_.tensorboard_dir.empty()) {
+      char host[256] = "localhost";
+      gethostname(host, sizeof(host) - 1);
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+      const std::filesystem::path link =
+          std::filesystem::path(options_.tensorboard_dir) /
+          absl::StrCat(host, "_", getpid(), ".", ms, ".pt.trace.json");
+      std::filesystem::create_directories(options_.tensorboard_dir, error);
+      std::filesystem::create_hard_link(path, link, error);
+      if (error) std::filesystem::copy_file(path, link, error);
+      if (error) {
+        return absl::InternalError(absl::StrCat("profiler: cannot write ", link.string(),
+                                                " for TensorBoard: ", error.message()));
+      }
+    }
     return absl::OkStatus();
   };
   using A = ProfilerAction;

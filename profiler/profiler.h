@@ -35,6 +35,11 @@ namespace kd {
 struct ProfilerOptions {
   // Where the traces go; created if missing. Required.
   std::string output_dir;
+  // Also a hard link (a copy where linking fails) of each trace here, named as
+  // torch.profiler.tensorboard_trace_handler names them (<host>_<pid>.<milliseconds>.pt.trace.json),
+  // where TensorBoard's profiler plugin finds them: "<logdir>/plugins/profile/<run>". Empty:
+  // none.
+  std::string tensorboard_dir;
   ProfilerSchedule schedule;
   bool record_shapes = true;
   bool profile_memory = true;

@@ -84,6 +84,12 @@ ABSL_FLAG(std::string, python, "",
           "The Python (with torch) that exports the package teacher of --teacher_format=aoti. "
           "Default: $LIBKD_VENV/bin/python, else ~/.cache/libkd/venv/bin/python (the "
           "installer's).");
+ABSL_FLAG(bool, tensorboard, true,
+          "Write TensorBoard event files to <run_dir>/tb/: the config, every logged step's and "
+          "every epoch's values (those of metrics.jsonl) as scalars. --tensorboard=false: none.");
+ABSL_FLAG(int, tensorboard_histograms_every, 0,
+          "With --tensorboard: histograms of the student's parameters and gradients every N "
+          "epochs, 0-1000 (0: none).");
 ABSL_FLAG(int, threads, 0,
           "libtorch's intra-op CPU threads, at most 4 per core; 0: libtorch's default (one per "
           "core). On a busy machine 1 is often faster: OpenMP threads wait on each other.");
@@ -124,18 +130,38 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   if (!absl::GetFlag(FLAGS_profile_dir).empty()) {
     options.profile_dir = ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)) + "/" + job;
   }
+  if (absl::GetFlag(FLAGS_tensorboard)) {
+    options.profile_tensorboard_dir =
+        (std::filesystem::path(run_dir) / "tb" / "plugins" / "profile" / job).string();
+  }
   // In a multi-process run only rank 0 reports and writes metrics.jsonl and summary.json.
   options.overwrite = absl::GetFlag(FLAGS_overwrite);
   KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
   // metrics.jsonl is opened once the box holds the run folder (an earlier run's is removed by
   // --overwrite, and a folder in use is refused before anything is written to it).
   std::optional<Reporter> reporter;
+  std::unique_ptr<Box> box;
+  const int histograms = absl::GetFlag(FLAGS_tensorboard_histograms_every);
   if (env.rank == 0) {
     options.on_step = [&](const StepReport& r) { reporter->Step(r); };
-    options.on_epoch = [&](const EpochReport& r) { reporter->Epoch(r); };
+    options.on_epoch = [&](const EpochReport& r) {
+      reporter->Epoch(r);
+      if (histograms > 0 && r.epoch % histograms == 0) {
+        reporter->Histograms(box->student(), r.stage, r.epoch);
+      }
+    };
   }
-  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box, MakeBox(config, options));
-  if (env.rank == 0) reporter.emplace(run_dir, job);
+  KD_ASSIGN_OR_RETURN(box, MakeBox(config, options));
+  if (env.rank == 0) {
+    reporter.emplace(run_dir, job);
+    if (absl::GetFlag(FLAGS_tensorboard)) {
+      // The box holds the folder now; a replaced run's events go with it.
+      const std::filesystem::path tb = std::filesystem::path(run_dir) / "tb";
+      if (absl::GetFlag(FLAGS_overwrite)) std::filesystem::remove_all(tb, error);
+      KD_RETURN_IF_ERROR(reporter->EnableTensorboard(tb.string(), config_text));
+      if (histograms > 0) reporter->WatchGradients(box->student());
+    }
+  }
   KD_ASSIGN_OR_RETURN(RunResult result, box->Run());
   RunSummary summary;
   summary.set_name(job);
@@ -264,6 +290,18 @@ int DefaultJob() {
                                  100 * metric("accuracy"), 100 * metric("top5"),
                                  Clock(s.seconds()));
   }
+  if (absl::GetFlag(FLAGS_tensorboard)) {
+    // The three runs side by side: TensorBoard takes each folder with event files as a run.
+    const char* venv = std::getenv("LIBKD_VENV");
+    const char* home = std::getenv("HOME");
+    const std::string installed =
+        venv != nullptr
+            ? absl::StrCat(venv, "/bin/tensorboard")
+            : absl::StrCat(home != nullptr ? home : "", "/.cache/libkd/venv/bin/tensorboard");
+    std::cout << "\nCurves of the three runs: "
+              << (std::filesystem::exists(installed) ? installed : "tensorboard") << " --logdir "
+              << ResolveUserPath(root) << "\n";
+  }
   return 0;
 }
 
@@ -320,6 +358,9 @@ absl::Status CheckFlags() {
       bounded("threads", absl::GetFlag(FLAGS_threads), max_per_core * cores, cap.c_str()));
   KD_RETURN_IF_ERROR(
       bounded("master_port", absl::GetFlag(FLAGS_master_port), 65535, "0: a free port"));
+  KD_RETURN_IF_ERROR(bounded("tensorboard_histograms_every",
+                             absl::GetFlag(FLAGS_tensorboard_histograms_every), 1000,
+                             "epochs between histograms; 0: none"));
   if (const std::string format = absl::GetFlag(FLAGS_teacher_format);
       format != "native" && format != "aoti") {
     return absl::InvalidArgumentError(

@@ -6,23 +6,7 @@ set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 tool="$TEST_SRCDIR/$TEST_WORKSPACE/tools/distill"
 
-cat >"$TEST_TMPDIR/syn.pbtxt" <<'PBTXT'
-run { name: "syn" seed: 2 log_every_n_steps: 2 }
-datasets { id: "train" key: "synthetic" kwargs { name: "num_samples" integer: 128 }
-           kwargs { name: "num_classes" integer: 4 } kwargs { name: "height" integer: 6 }
-           kwargs { name: "width" integer: 6 } }
-student { native { key: "mlp" kwargs { name: "in_features" integer: 36 }
-                   kwargs { name: "num_classes" integer: 4 } } }
-train {
-  num_epochs: 2
-  train_data_loader { dataset_id: "train" batch_size: 32 shuffle: true }
-  val_data_loader { dataset_id: "train" batch_size: 64 }
-  optimizer { key: "SGD" kwargs { name: "lr" number: 0.1 } }
-  criterion { terms { key: "CrossEntropyLoss" inputs { arg: "input" source: STUDENT }
-                      inputs { arg: "target" source: TARGETS } } }
-}
-evaluation { metrics { key: "accuracy" } }
-PBTXT
+cp "$TEST_SRCDIR/$TEST_WORKSPACE/tools/testdata/synthetic_run.pbtxt" "$TEST_TMPDIR/syn.pbtxt"
 run="$TEST_TMPDIR/run"
 out=$("$tool" --config="$TEST_TMPDIR/syn.pbtxt" --run_dir="$run" 2>"$TEST_TMPDIR/err"); rc=$?
 check "run: exit 0" test "$rc" -eq 0

@@ -4,6 +4,7 @@
 # when it is missing or the pinned lock changed. Needs root (or sudo) for the Debian packages.
 #
 #   tools/install_deps.sh            # Debian packages + the virtual environment with libtorch
+#                                    # (and tensorboard + matplotlib, which tests read with)
 #   tools/install_deps.sh --peers    # also torchdistill and silverspoon-kd (reference values,
 #                                    # side-by-side benchmarks; tests and CI never need them)
 #   tools/install_deps.sh --fuzz     # also clang (its libFuzzer), for tools/fuzz.sh
@@ -18,6 +19,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 LOCK="$here/requirements/torch.lock"
 PEERS_LOCK="$here/requirements/peers.lock"
+TOOLS_LOCK="$here/requirements/tools.lock"
 VENV="${LIBKD_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/libkd/venv}"
 
 PACKAGES=(
@@ -84,6 +86,10 @@ venv_ok=0
 if [[ -x "$VENV/bin/python" && "$(cat "$VENV/.libkd-lock" 2>/dev/null)" == "$(stamp "$LOCK")" ]]; then
   venv_ok=1
 fi
+tools_ok=1
+if [[ "$(cat "$VENV/.libkd-tools-lock" 2>/dev/null)" != "$(stamp "$TOOLS_LOCK")" ]]; then
+  tools_ok=0
+fi
 peers_ok=1
 if ((peers)) && [[ "$(cat "$VENV/.libkd-peers-lock" 2>/dev/null)" != "$(stamp "$PEERS_LOCK")" ]]; then
   peers_ok=0
@@ -93,6 +99,7 @@ if [[ "$mode" == check ]]; then
   problems=()
   [[ ${#missing[@]} -eq 0 ]] || problems+=("Debian packages: ${missing[*]}")
   [[ $venv_ok -eq 1 ]] || problems+=("virtual environment $VENV (missing or not at the pinned lock)")
+  [[ $tools_ok -eq 1 ]] || problems+=("tensorboard and matplotlib in $VENV (missing or not at $TOOLS_LOCK)")
   [[ $peers_ok -eq 1 ]] || problems+=("the peers in $VENV (missing or not at $PEERS_LOCK)")
   if [[ ${#problems[@]} -eq 0 ]]; then echo "install_deps: everything is installed"; exit 0; fi
   echo "install_deps: missing: $(IFS=';'; echo "${problems[*]}")"
@@ -127,8 +134,19 @@ install_peers() {
   stamp "$PEERS_LOCK" > "$VENV/.libkd-peers-lock"
 }
 
+# What the tests read run output with (tensorboard's event reader, matplotlib), added the same way.
+install_tools() {
+  echo "install_deps: adding tensorboard and matplotlib to $VENV ($TOOLS_LOCK)"
+  "$VENV/bin/python" -m pip install "${pip_args[@]}" -r "$TOOLS_LOCK" ||
+    die "pip install -r $TOOLS_LOCK failed (PyPI unreachable, or a hash mismatch)"
+  "$VENV/bin/python" -c 'import tensorboard, matplotlib' ||
+    die "tensorboard or matplotlib does not import in $VENV"
+  stamp "$TOOLS_LOCK" > "$VENV/.libkd-tools-lock"
+}
+
 if [[ $venv_ok -eq 1 ]]; then
   echo "install_deps: $VENV is at the pinned lock ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))"
+  if [[ $tools_ok -eq 0 ]]; then install_tools; fi
   if [[ $peers_ok -eq 0 ]]; then install_peers; fi
   exit 0
 fi
@@ -152,6 +170,7 @@ mkdir -p "$(dirname "$VENV")"
   die "pip install -r $LOCK failed (PyPI unreachable, or a hash mismatch)"
 "$VENV/bin/python" -c 'import torch, torchvision' || die "torch does not import in $VENV"
 stamp "$LOCK" > "$VENV/.libkd-lock"
+install_tools
 if ((peers)); then install_peers; fi
 echo "install_deps: $VENV ready in $((SECONDS - start)) s ($(du -sh "$VENV" | cut -f1)); " \
      "if Bazel built against an older torch before, run: bazel sync --only=libtorch"

@@ -11,15 +11,21 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/type_resolver.h"
 #include "google/protobuf/util/type_resolver_util.h"
+#include "hooks/model.h"
 #include "tools/run_log.pb.h"
 
 namespace kd {
@@ -64,6 +70,49 @@ Reporter::Reporter(const std::string& run_dir, std::string job)
   jsonl_.open((std::filesystem::path(run_dir) / "metrics.jsonl").string(), std::ios::app);
 }
 
+absl::Status Reporter::EnableTensorboard(const std::string& dir, const std::string& config_text) {
+  KD_ASSIGN_OR_RETURN(tb_, tensorboard::EventWriter::Open(dir));
+  // Markdown: the config as a code block.
+  return tb_->Text("config", "    " + absl::StrReplaceAll(config_text, {{"\n", "\n    "}}), 0);
+}
+
+void Reporter::Written(const absl::Status& status) {
+  if (status.ok() || tb_ == nullptr) return;
+  std::cerr << "\n" << job_ << ": TensorBoard events left off: " << status.message() << std::endl;
+  tb_.reset();
+}
+
+Reporter::~Reporter() {
+  for (auto& [tensor, hook] : grad_hooks_) tensor.remove_hook(hook);
+}
+
+void Reporter::WatchGradients(Model& student) {
+  for (const auto& [name, tensor] : student.NamedParameters()) {
+    if (!tensor.requires_grad()) continue;
+    at::Tensor param = tensor;
+    const unsigned hook = param.register_hook(
+        [this, name = name](const at::Tensor& grad) { last_grads_[name] = grad; });
+    grad_hooks_.emplace_back(param, hook);
+  }
+}
+
+void Reporter::Histograms(Model& student, const std::string& stage, int64_t epoch) {
+  if (tb_ == nullptr) return;
+  for (const auto& [name, tensor] : student.NamedParameters()) {
+    for (const bool grads : {false, true}) {
+      at::Tensor values = tensor;
+      if (grads) {
+        auto it = last_grads_.find(name);
+        values = it != last_grads_.end() ? it->second : tensor.grad();
+      }
+      if (!values.defined()) continue;
+      const at::Tensor flat = values.detach().to(at::kCPU, at::kFloat).contiguous().view({-1});
+      Written(tb_->Histogram(absl::StrCat(stage, grads ? "/grads/" : "/params/", name),
+                             absl::Span<const float>(flat.data_ptr<float>(), flat.numel()), epoch));
+    }
+  }
+}
+
 void Reporter::Step(const StepReport& r) {
   MetricsLine line;
   StepLine* step = line.mutable_step();
@@ -76,6 +125,22 @@ void Reporter::Step(const StepReport& r) {
   step->set_samples_per_second(r.samples_per_second);
   step->set_steps_per_epoch(r.steps_per_epoch);
   jsonl_ << Json(line) << "\n";
+  if (tb_ != nullptr) {
+    if (r.stage != stage_) {  // a new stage: its steps count on from the last one's
+      stage_offset_ += stage_steps_;
+      stage_steps_ = 0;
+      stage_ = r.stage;
+    }
+    const int64_t global = (r.epoch - 1) * r.steps_per_epoch + r.step;
+    stage_steps_ = std::max(stage_steps_, r.epoch * r.steps_per_epoch);
+    const int64_t at = stage_offset_ + global;
+    Written(tb_->Scalar(r.stage + "/loss", r.loss, at));
+    for (const auto& [name, value] : r.terms) {
+      Written(tb_->Scalar(absl::StrCat(r.stage, "/terms/", name), value, at));
+    }
+    Written(tb_->Scalar(r.stage + "/lr", r.lr, at));
+    Written(tb_->Scalar(r.stage + "/samples_per_second", r.samples_per_second, at));
+  }
   const double eta = static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
   const int width = 24;
   const int done = static_cast<int>(width * r.step / std::max<int64_t>(1, r.steps_per_epoch));
@@ -127,6 +192,16 @@ void Reporter::Epoch(const EpochReport& r) {
     if (c.overlapped) cache += "; teacher overlapped";
   }
   jsonl_ << Json(line) << std::endl;
+  if (tb_ != nullptr) {
+    const std::string prefix = r.stage + "/epoch/";
+    Written(tb_->Scalar(prefix + "train_loss", r.train_loss, r.epoch));
+    for (const auto& [name, value] : r.metrics) {
+      Written(tb_->Scalar(prefix + "val_" + name, value, r.epoch));
+    }
+    Written(tb_->Scalar(prefix + "lr", r.lr, r.epoch));
+    Written(tb_->Scalar(prefix + "seconds", r.seconds, r.epoch));
+    Written(tb_->Scalar(prefix + "samples_per_second", r.samples_per_second, r.epoch));
+  }
   std::vector<std::string> metrics;
   for (const auto& [name, value] : r.metrics) {
     metrics.push_back(absl::StrFormat("%s %.4f", name, value));

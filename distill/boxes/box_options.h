@@ -79,6 +79,10 @@ struct BoxOptions {
   // config's `profiler` settings, or silverspoon-kd's defaults when it has none. Default: only
   // a config's `profiler` profiles, into its output_dir or "<run_dir>/profile".
   std::string profile_dir;
+  // Also place each trace where TensorBoard's profiler plugin finds it (//tools:distill:
+  // "<run_dir>/tb/plugins/profile/<job>"), as torch.profiler.tensorboard_trace_handler does.
+  // Empty: none.
+  std::string profile_tensorboard_dir;
   // Multiplies every learning rate the config gives (the optimizer's "lr" and each parameter
   // group's), as torchdistill's lr_factor does (a script scales it with the number of
   // processes). Finite and > 0.

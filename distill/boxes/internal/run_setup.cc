@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<Profiler>> MakeRunProfiler(const DistillConfig& c
   if (c.has_record_shapes()) profiler.record_shapes = c.record_shapes();
   if (c.has_profile_memory()) profiler.profile_memory = c.profile_memory();
   profiler.with_stack = c.with_stack();
+  profiler.tensorboard_dir = options.profile_tensorboard_dir;
   return CreateProfiler(profiler);  // its errors begin with "profiler: "
 }
 
