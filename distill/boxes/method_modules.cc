@@ -35,6 +35,7 @@
 #include "base/kwargs.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/method_module_specs.h"
+#include "distill/boxes/torchdistill_aux_rule.h"
 
 namespace kd {
 namespace {
@@ -260,6 +261,20 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "Linear4CCKD",
             }),
             {Channels("in_features", "the flattened value's size"),
              Channels("out_features", "the embedding's size")});
+// torchdistill's wrappers of the two (//tools:import_torchdistill): the submodule their losses
+// name, the value they run on, their linear's kwargs (whose bias libkd's always has).
+KD_REGISTER(TorchdistillAuxRules(), "Linear4CCKD",
+            TorchdistillAuxRule{.name = "linear",
+                                .input_kwarg = "input_module",
+                                .flattened = {"linear_kwargs"},
+                                .true_by_default = {"bias"}},
+            kAnyKwargs);
+KD_REGISTER(TorchdistillAuxRules(), "Linear4CRD",
+            TorchdistillAuxRule{.name = "normalizer",
+                                .input_kwarg = "input_module_path",
+                                .flattened = {"linear_kwargs"},
+                                .true_by_default = {"bias"}},
+            kAnyKwargs);
 KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(ChannelSimilarityEmbed(IntKwarg(kwargs, "in_channels"),

@@ -19,13 +19,14 @@ namespace {
 using Kind = YamlValue::Kind;
 
 // A recorded value by torchdistill's (module path, io): '.' is the model's output.
-absl::StatusOr<IoRef> ValueRef(const std::string& arg, bool from_teacher, const YamlValue& path,
-                               const YamlValue* io, const std::string& default_io,
-                               const std::string& what) {
+absl::StatusOr<IoRef> ValueRef(const Context& context, const std::string& arg, bool from_teacher,
+                               const YamlValue& path, const YamlValue* io,
+                               const std::string& default_io, const std::string& what) {
   IoRef ref;
   ref.set_arg(arg);
   ref.set_source(from_teacher ? IoRef::TEACHER : IoRef::STUDENT);
   KD_ASSIGN_OR_RETURN(std::string module, Context::String(path, what + " module path"));
+  module = context.ModelPath(from_teacher, module);
   std::string io_name = default_io;
   if (io != nullptr && io->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(io_name, Context::String(*io, what + " io"));
@@ -72,7 +73,7 @@ absl::Status WrapperInputs(Context& context, const YamlValue& kwargs, const std:
     if (teacher != nullptr && teacher->kind != Kind::kNull) {
       KD_ASSIGN_OR_RETURN(from_teacher, Context::Bool(*teacher, at + ".is_from_teacher"));
     }
-    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(arg, from_teacher, *path, io, "output", at));
+    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, arg, from_teacher, *path, io, "output", at));
     *term->add_inputs() = std::move(ref);
   }
   return absl::OkStatus();
@@ -131,7 +132,7 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       return absl::InvalidArgumentError(absl::StrCat(given.Where(), ": ", what, ".kwargs needs ",
                                                      v.path_kwarg, " (torchdistill's too)"));
     }
-    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(v.arg, v.from_teacher, *path,
+    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, v.arg, v.from_teacher, *path,
                                             v.io_kwarg.empty() ? nullptr : given.Find(v.io_kwarg),
                                             v.default_io, what + ".kwargs." + v.path_kwarg));
     *term.add_inputs() = std::move(ref);
@@ -174,8 +175,8 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       const YamlValue* io = value_keys.Take("io");
       value_keys.Finish(context, "a pair's value has path and io");
       if (path == nullptr) return Context::WrongType(*value, at + "." + member.key, "{path, io}");
-      KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(member.arg, member.from_teacher, *path, io, "output",
-                                              at + "." + member.key));
+      KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, member.arg, member.from_teacher, *path, io,
+                                              "output", at + "." + member.key));
       *pair_term.add_inputs() = std::move(ref);
     }
     keys.Finish(context, "libkd's pairs take their members and a weight");

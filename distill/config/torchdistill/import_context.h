@@ -36,6 +36,20 @@ class Context {
                          const std::string& absent);
   DistillConfig& config() { return out_.config; }
 
+  // The stage's models torchdistill wraps (auxiliary_model_wrapper): their module paths lose
+  // the wrapper's "model.", and its own submodules are libkd auxiliary modules of those names.
+  struct Wrapped {
+    bool on = false;
+    std::vector<std::string> aux_names;
+  };
+  Wrapped& wrapped(bool teacher) { return wrapped_[teacher ? 1 : 0]; }
+  void ResetWrapped() { wrapped_[0] = wrapped_[1] = Wrapped(); }
+  // `path` of the teacher's or the student's, as libkd names it.
+  std::string ModelPath(bool teacher, const std::string& path) const {
+    const Wrapped& w = wrapped_[teacher ? 1 : 0];
+    return w.on && path.starts_with("model.") ? path.substr(6) : path;
+  }
+
   // InvalidArgument "file:line:col: <what> must be <expected>, not <what it is>".
   static absl::Status WrongType(const YamlValue& v, const std::string& what,
                                 const std::string& expected);
@@ -59,6 +73,7 @@ class Context {
 
  private:
   Import& out_;
+  Wrapped wrapped_[2];
 };
 
 // A mapping whose keys are each taken by the translation; Finish reports the others as
@@ -78,7 +93,15 @@ class Keys {
   std::set<std::string> taken_;
 };
 
-// Parts of the translation (dataset_import.cc, criterion_import.cc, stage_import.cc).
+// Why a key with no translation is reported, where nothing more specific is known.
+inline constexpr char kUnknownKey[] =
+    "torchdistill does not read it there either, or libkd has no "
+    "such setting (docs/torchdistill_import.md lists what maps)";
+
+// Parts of the translation (dataset_import.cc, model_import.cc, criterion_import.cc,
+// stage_import.cc).
+absl::Status ImportStageModel(Context& context, const YamlValue& model, const std::string& what,
+                              bool teacher, StageModelConfig* out);
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out);
 absl::Status ImportStage(Context& context, const YamlValue& stage, const std::string& name,

@@ -3,7 +3,6 @@
 // column; rules match torchdistill's signatures; bad YAML is one error with line:column.
 // Training the imported configs: importer_training_test.
 #include "distill/config/torchdistill/importer.h"
-#include "distill/config/torchdistill/import_test_util.h"
 
 #include <fstream>
 #include <map>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "distill/config/torchdistill/import_test_util.h"
 #include "distill/losses/loss.h"
 #include "distill/losses/torchdistill_rule.h"
 #include "gmock/gmock.h"
@@ -49,7 +49,6 @@ TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
               "/home/user/datasets/fashion_mnist/FashionMNIST/raw");
   }
 }
-
 
 // What has no translation: each reported at its position, the rest translated.
 TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {

@@ -2,17 +2,17 @@
 // torchdistill's YAML, train to the originals' weights; attention transfer (its pairs one term
 // each) trains as the hand-written libkd config does; every method with an import rule trains
 // a stand-in pair for an epoch.
-#include "distill/config/torchdistill/importer.h"
-#include "distill/config/torchdistill/import_test_util.h"
-
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
+#include "base/torch_file.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/torchdistill/import_test_util.h"
+#include "distill/config/torchdistill/importer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"
@@ -83,6 +83,41 @@ TEST_F(BoxTest, AttentionTransferPairsTrainAsTheHandWrittenConfig) {
   RunIn(imported->config, from_yaml);
   RunIn(by_hand->config, hand);
   ExpectSameStudent(from_yaml, hand);
+}
+
+// CCKD as torchdistill's sample configures it: Linear4CCKD wrappers on both models (paths under
+// "model.", the wrapper's "linear" hooked), the teacher's model frozen while its linear trains.
+// libkd: the models as they are, each with an auxiliary module "linear" on its layer2, the
+// teacher without requires_grad; the run trains and checkpoints both linears.
+TEST_F(BoxTest, WrappedModelsBecomeAuxiliaryModules) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("cckd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageConfig& stage = imported->config.train();
+  for (const StageModelConfig* model : {&stage.teacher(), &stage.student()}) {
+    ASSERT_EQ(model->auxiliary_modules_size(), 1);
+    const AuxiliaryModuleConfig& linear = model->auxiliary_modules(0);
+    EXPECT_EQ(linear.name(), "linear");
+    EXPECT_EQ(linear.key(), "Linear4CCKD");
+    EXPECT_EQ(linear.input().path(), "layer2");
+    ASSERT_EQ(model->forward_hooks_size(), 1);  // "linear" is the module's own output
+    EXPECT_EQ(model->forward_hooks(0).module_path(), "layer2");
+    EXPECT_EQ(model->frozen_modules_size(), 0);
+  }
+  EXPECT_FALSE(stage.teacher().has_requires_grad());  // libkd's default for a teacher: false
+  EXPECT_EQ(stage.teacher().auxiliary_modules(0).kwargs(0).integer(), 784);
+  const LossTermConfig& cckd = stage.criterion().terms(1);
+  EXPECT_EQ(cckd.inputs(0).path(), "linear");
+  const std::string dir = RunDir("cckd");
+  RunIn(imported->config, dir);
+  // Both linears checkpointed with the run's auxiliary modules.
+  absl::StatusOr<c10::IValue> last = ReadTorchFile(dir + "/ckpt/last.pt");
+  ASSERT_THAT(last, IsOk());
+  int linears = 0;
+  for (const auto& entry : last->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    if (entry.key().toStringRef().find("linear") != std::string::npos) ++linears;
+  }
+  EXPECT_GE(linears, 4);  // teacher's and student's weight and bias
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -1,4 +1,5 @@
 // torchdistill's train section (one stage, or each stageN) and its data loaders.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,6 @@ namespace torchdistill {
 namespace {
 
 using Kind = YamlValue::Kind;
-
-constexpr char kUnknownKey[] =
-    "torchdistill does not read it there either, or libkd has no "
-    "such setting (docs/torchdistill_import.md lists what maps)";
 
 // A sampler's class: RandomSampler shuffles, SequentialSampler does not.
 absl::Status ImportSampler(Context& context, const YamlValue& sampler, const std::string& what,
@@ -84,96 +81,6 @@ absl::Status ImportDatasetWrapper(Context& context, const YamlValue& wrapper,
   context.Note(
       wrapper, what,
       "libkd wraps the dataset itself: every loader of \"" + dataset_id + "\" sees it wrapped");
-  return absl::OkStatus();
-}
-
-absl::Status ImportStageModel(Context& context, const YamlValue& model, const std::string& what,
-                              bool teacher, StageModelConfig* out) {
-  KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&model, what));
-  if (const YamlValue* v = keys.Take("sequential")) {
-    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths, Context::Strings(*v, what + ".sequential"));
-    for (const std::string& p : paths) out->add_sequential(p);
-  }
-  if (const YamlValue* v = keys.Take("frozen_modules")) {
-    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
-                        Context::Strings(*v, what + ".frozen_modules"));
-    for (const std::string& p : paths) out->add_frozen_modules(p);
-  }
-  if (const YamlValue* v = keys.Take("requires_grad"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(bool grad, Context::Bool(*v, what + ".requires_grad"));
-    if (grad == teacher) out->set_requires_grad(grad);  // else libkd's default already
-  }
-  if (const YamlValue* v = keys.Take("wrapper"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(std::string wrapper, Context::String(*v, what + ".wrapper"));
-    if (wrapper == "DistributedDataParallel") {
-      out->set_wrapper(StageModelConfig::DISTRIBUTED_DATA_PARALLEL);
-    } else if (wrapper == "DataParallel") {
-      context.Note(*v, what + ".wrapper DataParallel",
-                   "left out: libkd runs one device per process (several devices: one process "
-                   "each, DISTRIBUTED_DATA_PARALLEL)");
-    } else {
-      context.Unsupported(*v, absl::StrCat(what, ".wrapper ", wrapper),
-                          "libkd wraps in DistributedDataParallel only");
-    }
-  }
-  if (const YamlValue* v = keys.Take("forward_hook"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(Keys hook_keys, Keys::Of(v, what + ".forward_hook"));
-    for (const char* io : {"input", "output"}) {
-      const YamlValue* paths_value = hook_keys.Take(io);
-      if (paths_value == nullptr) continue;
-      KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
-                          Context::Strings(*paths_value, absl::StrCat(what, ".forward_hook.", io)));
-      for (const std::string& path : paths) {
-        ForwardHookConfig* hook = nullptr;
-        for (ForwardHookConfig& h : *out->mutable_forward_hooks()) {
-          if (h.module_path() == path) hook = &h;
-        }
-        if (hook == nullptr) {
-          hook = out->add_forward_hooks();
-          hook->set_module_path(path);
-        }
-        (std::string(io) == "input" ? hook->set_requires_input(true)
-                                    : hook->set_requires_output(true));
-      }
-    }
-    hook_keys.Finish(context, "a forward_hook has input and output lists");
-  }
-  if (const YamlValue* v = keys.Take("adaptations");
-      v != nullptr && !(v->kind == Kind::kNull || (v->kind == Kind::kList && v->items.empty()) ||
-                        (v->kind == Kind::kMap && v->entries.empty()))) {
-    context.Unsupported(*v, what + ".adaptations",
-                        "libkd adds modules as auxiliary_modules (StageModelConfig), not inside "
-                        "a trimmed model");
-  }
-  for (const char* ckpt : {"src_ckpt", "dst_ckpt"}) {
-    const YamlValue* v = keys.Take(ckpt);
-    if (v == nullptr || v->kind == Kind::kNull) continue;
-    KD_ASSIGN_OR_RETURN(std::string path, Context::String(*v, absl::StrCat(what, ".", ckpt)));
-    (std::string(ckpt) == "src_ckpt" ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
-  }
-  if (const YamlValue* v = keys.Take("auxiliary_model_wrapper");
-      v != nullptr && v->kind != Kind::kNull) {
-    const YamlValue* key = v->Find("key");
-    const std::string name = key != nullptr ? key->text : "";
-    if (name == "EmptyModule") {  // torchdistill's identity wrapper: nothing added
-      context.Note(*v, what + ".auxiliary_model_wrapper EmptyModule",
-                   "left out: it adds nothing (the model as it is)");
-    } else {
-      context.UnsupportedPlugin(
-          *v, absl::StrCat(what, ".auxiliary_model_wrapper ", name), "auxiliary_module", name,
-          absl::StrCat("libkd has the auxiliary module \"", name,
-                       "\" (StageModelConfig.auxiliary_modules) but wires its input by module "
-                       "path, which the wrapper's code decides: add it by hand "
-                       "(distill/boxes/README.md)"),
-          "libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the modules such "
-          "wrappers add, wired by hand: ");
-    }
-  }
-  if (const YamlValue* v = keys.Take("forward_proc"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(std::string key, Context::String(*v, what + ".forward_proc"));
-    out->mutable_forward_proc()->set_key(key);
-  }
-  keys.Finish(context, kUnknownKey);
   return absl::OkStatus();
 }
 
@@ -327,6 +234,7 @@ absl::Status ImportStage(Context& context, const YamlValue& stage, const std::st
                          const std::string& what, StageConfig* out) {
   KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&stage, what));
   out->set_name(name);
+  context.ResetWrapped();
   if (const YamlValue* v = keys.Take("num_epochs")) {
     KD_ASSIGN_OR_RETURN(int64_t epochs, Context::Int(*v, what + ".num_epochs"));
     out->set_num_epochs(static_cast<int32_t>(epochs));

@@ -1,0 +1,198 @@
+// torchdistill's teacher and student sections of a stage (and a TrainingBox's model section):
+// hooks, trimming, freezing, wrappers, checkpoints; auxiliary model wrappers as libkd auxiliary
+// modules through their TorchdistillAuxRule.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/registry.h"
+#include "base/status_macros.h"
+#include "distill/boxes/torchdistill_aux_rule.h"
+#include "distill/config/torchdistill/import_context.h"
+
+namespace kd {
+namespace torchdistill {
+namespace {
+
+using Kind = YamlValue::Kind;
+
+// A wrapper with a TorchdistillAuxRule as the libkd auxiliary module it adds; another reported.
+absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const std::string& what,
+                              bool teacher, StageModelConfig* out) {
+  KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&wrapper, what));
+  const YamlValue* key = keys.Take("key");
+  const YamlValue* kwargs = keys.Take("kwargs");
+  keys.Finish(context, "a wrapper has key and kwargs");
+  const std::string name = key != nullptr ? key->text : "";
+  if (name == "EmptyModule") {  // torchdistill's identity wrapper: nothing added
+    context.Note(wrapper, what + " EmptyModule", "left out: it adds nothing (the model as it is)");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<const TorchdistillAuxRule*> found = TorchdistillAuxRules().Get(name);
+  if (!found.ok()) {
+    context.UnsupportedPlugin(
+        wrapper, absl::StrCat(what, " ", name), "auxiliary_module", name,
+        absl::StrCat(
+            "libkd has the auxiliary module \"", name,
+            "\" (StageModelConfig.auxiliary_modules) but no torchdistill import rule "
+            "for its wrapper (TorchdistillAuxRule, distill/boxes/torchdistill_aux_rule.h): "
+            "add it by hand with its input path (distill/boxes/README.md)"),
+        "libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the modules such "
+        "wrappers add, wired by hand: ");
+    return absl::OkStatus();
+  }
+  const TorchdistillAuxRule& rule = **found;
+  Context::Wrapped& wrapped = context.wrapped(teacher);
+  wrapped.on = true;
+  wrapped.aux_names.push_back(rule.name);
+  AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
+  module->set_name(rule.name);
+  module->set_key(name);
+  if (kwargs == nullptr || kwargs->kind != Kind::kMap) {
+    return Context::WrongType(wrapper, what + ".kwargs", "a mapping");
+  }
+  // The value it runs on: {path, io} or a path (its output), in the wrapped model's names.
+  const YamlValue* input = kwargs->Find(rule.input_kwarg);
+  if (input == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(kwargs->Where(), ": ", what, ".kwargs needs ",
+                                                   rule.input_kwarg, " (torchdistill's too)"));
+  }
+  const YamlValue* path = input->kind == Kind::kMap ? input->Find("path") : input;
+  const YamlValue* io = input->kind == Kind::kMap ? input->Find("io") : nullptr;
+  if (path == nullptr)
+    return Context::WrongType(*input, what + "." + rule.input_kwarg, "{path, io}");
+  KD_ASSIGN_OR_RETURN(std::string module_path,
+                      Context::String(*path, what + "." + rule.input_kwarg + " path"));
+  module->mutable_input()->set_path(context.ModelPath(teacher, module_path));
+  if (io != nullptr && io->kind == Kind::kString && io->text == "input") {
+    module->mutable_input()->set_io(IoRef::INPUT);
+  }
+  // Its kwargs: dicts flattened, always-true switches left out.
+  YamlValue rest = *kwargs;
+  rest.entries.clear();
+  for (const auto& [kwarg, value] : kwargs->entries) {
+    if (kwarg == rule.input_kwarg) continue;
+    if (std::find(rule.flattened.begin(), rule.flattened.end(), kwarg) != rule.flattened.end() &&
+        value->kind == Kind::kMap) {
+      for (const auto& [inner, inner_value] : value->entries) {
+        if (std::find(rule.true_by_default.begin(), rule.true_by_default.end(), inner) !=
+            rule.true_by_default.end()) {
+          if (inner_value->kind == Kind::kBool && inner_value->boolean) continue;
+          context.Unsupported(*inner_value, absl::StrCat(what, ".kwargs.", kwarg, ".", inner),
+                              absl::StrCat("libkd's \"", name, "\" always has it"));
+          continue;
+        }
+        rest.entries.emplace_back(inner, inner_value);
+      }
+      continue;
+    }
+    rest.entries.emplace_back(kwarg, value);
+  }
+  return context.Kwargs(&rest, "auxiliary_module", name, what + ".kwargs",
+                        module->mutable_kwargs());
+}
+
+}  // namespace
+
+absl::Status ImportStageModel(Context& context, const YamlValue& model, const std::string& what,
+                              bool teacher, StageModelConfig* out) {
+  KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&model, what));
+  if (const YamlValue* v = keys.Take("auxiliary_model_wrapper");
+      v != nullptr && v->kind != Kind::kNull) {
+    KD_RETURN_IF_ERROR(
+        ImportAuxWrapper(context, *v, what + ".auxiliary_model_wrapper", teacher, out));
+  }
+  bool frozen_whole_model = false;
+  if (const YamlValue* v = keys.Take("sequential")) {
+    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths, Context::Strings(*v, what + ".sequential"));
+    for (const std::string& p : paths) out->add_sequential(context.ModelPath(teacher, p));
+  }
+  if (const YamlValue* v = keys.Take("frozen_modules")) {
+    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                        Context::Strings(*v, what + ".frozen_modules"));
+    for (const std::string& p : paths) {
+      if (p == "model" && context.wrapped(teacher).on) {
+        // the whole wrapped model frozen, its wrapper's modules training: libkd's model
+        // without requires_grad beside its auxiliary modules (which train by default)
+        context.Note(*v, absl::StrCat(what, ".frozen_modules model"),
+                     "the wrapped model frozen: requires_grad false for it, its auxiliary "
+                     "modules train");
+        frozen_whole_model = true;
+        continue;
+      }
+      out->add_frozen_modules(context.ModelPath(teacher, p));
+    }
+  }
+  if (const YamlValue* v = keys.Take("requires_grad"); v != nullptr && v->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(bool grad, Context::Bool(*v, what + ".requires_grad"));
+    // torchdistill's requires_grad is the wrapper's: with the wrapped model frozen, only its
+    // modules train
+    if (frozen_whole_model) grad = false;
+    if (grad == teacher) out->set_requires_grad(grad);  // else libkd's default already
+  }
+  if (const YamlValue* v = keys.Take("wrapper"); v != nullptr && v->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(std::string wrapper, Context::String(*v, what + ".wrapper"));
+    if (wrapper == "DistributedDataParallel") {
+      out->set_wrapper(StageModelConfig::DISTRIBUTED_DATA_PARALLEL);
+    } else if (wrapper == "DataParallel") {
+      context.Note(*v, what + ".wrapper DataParallel",
+                   "left out: libkd runs one device per process (several devices: one process "
+                   "each, DISTRIBUTED_DATA_PARALLEL)");
+    } else {
+      context.Unsupported(*v, absl::StrCat(what, ".wrapper ", wrapper),
+                          "libkd wraps in DistributedDataParallel only");
+    }
+  }
+  if (const YamlValue* v = keys.Take("forward_hook"); v != nullptr && v->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(Keys hook_keys, Keys::Of(v, what + ".forward_hook"));
+    for (const char* io : {"input", "output"}) {
+      const YamlValue* paths_value = hook_keys.Take(io);
+      if (paths_value == nullptr) continue;
+      KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                          Context::Strings(*paths_value, absl::StrCat(what, ".forward_hook.", io)));
+      for (const std::string& given : paths) {
+        const std::string path = context.ModelPath(teacher, given);
+        const auto& aux = context.wrapped(teacher).aux_names;
+        if (std::find(aux.begin(), aux.end(), path) != aux.end()) {
+          context.Note(*paths_value, absl::StrCat(what, ".forward_hook.", io, " ", given),
+                       "left out: libkd records an auxiliary module's output under its name");
+          continue;
+        }
+        ForwardHookConfig* hook = nullptr;
+        for (ForwardHookConfig& h : *out->mutable_forward_hooks()) {
+          if (h.module_path() == path) hook = &h;
+        }
+        if (hook == nullptr) {
+          hook = out->add_forward_hooks();
+          hook->set_module_path(path);
+        }
+        (std::string(io) == "input" ? hook->set_requires_input(true)
+                                    : hook->set_requires_output(true));
+      }
+    }
+    hook_keys.Finish(context, "a forward_hook has input and output lists");
+  }
+  if (const YamlValue* v = keys.Take("adaptations");
+      v != nullptr && !(v->kind == Kind::kNull || (v->kind == Kind::kList && v->items.empty()) ||
+                        (v->kind == Kind::kMap && v->entries.empty()))) {
+    context.Unsupported(*v, what + ".adaptations",
+                        "libkd adds modules as auxiliary_modules (StageModelConfig), not inside "
+                        "a trimmed model");
+  }
+  for (const char* ckpt : {"src_ckpt", "dst_ckpt"}) {
+    const YamlValue* v = keys.Take(ckpt);
+    if (v == nullptr || v->kind == Kind::kNull) continue;
+    KD_ASSIGN_OR_RETURN(std::string path, Context::String(*v, absl::StrCat(what, ".", ckpt)));
+    (std::string(ckpt) == "src_ckpt" ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
+  }
+  if (const YamlValue* v = keys.Take("forward_proc"); v != nullptr && v->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(std::string key, Context::String(*v, what + ".forward_proc"));
+    out->mutable_forward_proc()->set_key(key);
+  }
+  keys.Finish(context, kUnknownKey);
+  return absl::OkStatus();
+}
+
+}  // namespace torchdistill
+}  // namespace kd
