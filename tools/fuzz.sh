@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-300}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(config torch_archive checkpoint idx flag_file)
+[[ ${#targets[@]} -eq 0 ]] && targets=(config torch_archive checkpoint idx flag_file torchdistill_yaml)
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed: bash tools/install_deps.sh --fuzz" >&2; exit 2; }
 
 base="${XDG_CACHE_HOME:-$HOME/.cache}/libkd-fuzz-output"
