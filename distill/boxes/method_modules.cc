@@ -275,6 +275,16 @@ KD_REGISTER(TorchdistillAuxRules(), "Linear4CRD",
                                 .flattened = {"linear_kwargs"},
                                 .true_by_default = {"bias"}},
             kAnyKwargs);
+// torchdistill's VariationalDistributor4VID: a Regressor4VID per regressors entry, on the
+// student's value the entry names (its kwargs under "kwargs", or "regressor_kwargs" as
+// torchdistill's sample configs write them).
+KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .modules_kwarg = "regressors",
+                                .module_key = "Regressor4VID",
+                                .module_path_prefix = "regressor_dict.",
+                                .module_kwargs_names = {"kwargs", "regressor_kwargs"}},
+            kAnyKwargs);
 KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(ChannelSimilarityEmbed(IntKwarg(kwargs, "in_channels"),

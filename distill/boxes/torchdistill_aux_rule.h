@@ -21,6 +21,10 @@
 namespace kd {
 
 struct TorchdistillAuxRule {
+  // Where the wrapper keeps the model: its paths are "<model_prefix><path>".
+  std::string model_prefix = "model.";
+
+  // One module (Linear4CCKD's "linear"):
   // The wrapper's submodule: the libkd module's name, which hooks and losses name.
   std::string name;
   // The kwarg naming the module whose value it runs on: {path, io} (input_module), or a path
@@ -30,6 +34,15 @@ struct TorchdistillAuxRule {
   std::vector<std::string> flattened;
   // Boolean kwargs left out when true, as libkd's module always has them (a linear's bias).
   std::vector<std::string> true_by_default;
+
+  // Or one module per entry of a dict kwarg (VariationalDistributor4VID's regressors:
+  // {regressor1: {path, io, kwargs}}), each a `module_key` module named as its entry, which the
+  // wrapper's paths name "<module_path_prefix><entry>" (regressor_dict.regressor1):
+  std::string modules_kwarg;
+  std::string module_key;
+  std::string module_path_prefix;
+  // The entry's kwargs for the module, under the first of these names it has.
+  std::vector<std::string> module_kwargs_names;
 };
 
 // torchdistill's wrapper key -> its rule ("torchdistill_aux_rule" registry kind).

@@ -38,6 +38,9 @@ struct TorchdistillLossRule {
     std::string key;  // "student"
     std::string arg;  // the libkd term input it fills
     bool from_teacher = false;
+    // Or several inputs, each a value of the recorded tuple (VID's regressor: its mean as
+    // "pred_mean", element 0, its variance as "pred_var", element 1).
+    std::vector<std::pair<std::string, int>> elements;
   };
 
   // libkd's loss key (empty: the same as torchdistill's).

@@ -372,6 +372,18 @@ KD_REGISTER(TorchdistillLossRules(), "ChSimLoss",
             TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AltActTransferLoss",
             TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "VIDLoss",
+    [] {
+      // The student's value of a pair is its VariationalDistributor4VID regressor's (mean,
+      // variance).
+      TorchdistillLossRule rule =
+          TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"});
+      rule.pair_members[0].elements = {{"pred_mean", 0}, {"pred_var", 1}};
+      rule.dropped = {{"margin", "ignored, as torchdistill's VIDLoss ignores it (its **kwargs)"}};
+      return rule;
+    }(),
+    kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AffinityLoss", TorchdistillLossRule::ModuleIoPair(),
             kAnyKwargs);
 KD_REGISTER(

@@ -177,7 +177,15 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       if (path == nullptr) return Context::WrongType(*value, at + "." + member.key, "{path, io}");
       KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, member.arg, member.from_teacher, *path, io,
                                               "output", at + "." + member.key));
-      *pair_term.add_inputs() = std::move(ref);
+      if (member.elements.empty()) {
+        *pair_term.add_inputs() = std::move(ref);
+      }
+      for (const auto& [arg, element] : member.elements) {
+        IoRef* picked = pair_term.add_inputs();
+        *picked = ref;
+        picked->set_arg(arg);
+        picked->set_element(element);
+      }
     }
     keys.Finish(context, "libkd's pairs take their members and a weight");
     *out->add_terms() = std::move(pair_term);

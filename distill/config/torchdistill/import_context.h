@@ -4,6 +4,7 @@
 #ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
 #define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,17 +38,28 @@ class Context {
   DistillConfig& config() { return out_.config; }
 
   // The stage's models torchdistill wraps (auxiliary_model_wrapper): their module paths lose
-  // the wrapper's "model.", and its own submodules are libkd auxiliary modules of those names.
+  // the wrapper's prefix ("model."), and the wrapper's own submodules are libkd auxiliary
+  // modules (the wrapper's path of each -> the module's name).
   struct Wrapped {
     bool on = false;
-    std::vector<std::string> aux_names;
+    std::string prefix;
+    std::map<std::string, std::string> aux_names;
   };
   Wrapped& wrapped(bool teacher) { return wrapped_[teacher ? 1 : 0]; }
   void ResetWrapped() { wrapped_[0] = wrapped_[1] = Wrapped(); }
   // `path` of the teacher's or the student's, as libkd names it.
   std::string ModelPath(bool teacher, const std::string& path) const {
     const Wrapped& w = wrapped_[teacher ? 1 : 0];
-    return w.on && path.starts_with("model.") ? path.substr(6) : path;
+    if (!w.on) return path;
+    if (auto it = w.aux_names.find(path); it != w.aux_names.end()) return it->second;
+    return path.starts_with(w.prefix) ? path.substr(w.prefix.size()) : path;
+  }
+  // Whether `path` (libkd's) names one of the model's auxiliary modules.
+  bool IsAuxModule(bool teacher, const std::string& path) const {
+    for (const auto& [_, name] : wrapped_[teacher ? 1 : 0].aux_names) {
+      if (name == path) return true;
+    }
+    return false;
   }
 
   // InvalidArgument "file:line:col: <what> must be <expected>, not <what it is>".

@@ -29,6 +29,8 @@ using test::ExpectSameConfig;
 using test::Original;
 using test::TestData;
 using test::WithoutRoots;
+using ::testing::Contains;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // The 64 fixture images (48 to train, 16 to validate) for configs written for Fashion-MNIST.
@@ -118,6 +120,36 @@ TEST_F(BoxTest, WrappedModelsBecomeAuxiliaryModules) {
     if (entry.key().toStringRef().find("linear") != std::string::npos) ++linears;
   }
   EXPECT_GE(linears, 4);  // teacher's and student's weight and bias
+}
+
+// VID as torchdistill's sample configures it: a VariationalDistributor4VID wrapper on the
+// student (paths under student_model., its regressors under regressor_dict.), VIDLoss pairs
+// reading a regressor's output. libkd: a Regressor4VID auxiliary module per regressor on its
+// layer, each pair a VIDLoss term reading the module's mean and variance by element.
+TEST_F(BoxTest, VidsRegressorsBecomeAuxiliaryModules) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("vid.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageConfig& stage = imported->config.train();
+  ASSERT_EQ(stage.student().auxiliary_modules_size(), 2);
+  const AuxiliaryModuleConfig& regressor = stage.student().auxiliary_modules(1);
+  EXPECT_EQ(regressor.name(), "regressor2");
+  EXPECT_EQ(regressor.key(), "Regressor4VID");
+  EXPECT_EQ(regressor.input().path(), "layer2");
+  ASSERT_EQ(stage.student().forward_hooks_size(), 2);  // layer1, layer2; the regressors' own
+  EXPECT_EQ(stage.student().forward_hooks(1).module_path(), "layer2");
+  const LossTermConfig& pair2 = stage.criterion().terms(2);
+  EXPECT_EQ(pair2.name(), "vid_pair2");
+  ASSERT_EQ(pair2.inputs_size(), 3);
+  EXPECT_EQ(pair2.inputs(0).arg(), "pred_mean");
+  EXPECT_EQ(pair2.inputs(0).path(), "regressor2");
+  EXPECT_EQ(pair2.inputs(0).element(), 0);
+  EXPECT_EQ(pair2.inputs(1).arg(), "pred_var");
+  EXPECT_EQ(pair2.inputs(1).element(), 1);
+  EXPECT_EQ(pair2.inputs(2).source(), IoRef::TEACHER);
+  EXPECT_EQ(pair2.inputs(2).path(), "layer2");
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("margin: ignored")));
+  RunIn(imported->config, RunDir("vid"));
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -17,6 +17,69 @@ namespace {
 
 using Kind = YamlValue::Kind;
 
+// An auxiliary module's input: {path, io} or a path (its output), in the wrapped model's names.
+absl::Status AuxInput(Context& context, const YamlValue& input, const std::string& what,
+                      bool teacher, AuxiliaryModuleConfig* module) {
+  const YamlValue* path = input.kind == Kind::kMap ? input.Find("path") : &input;
+  const YamlValue* io = input.kind == Kind::kMap ? input.Find("io") : nullptr;
+  if (path == nullptr) return Context::WrongType(input, what, "{path, io}");
+  KD_ASSIGN_OR_RETURN(std::string module_path, Context::String(*path, what + " path"));
+  module->mutable_input()->set_path(context.ModelPath(teacher, module_path));
+  if (io != nullptr && io->kind == Kind::kString && io->text == "input") {
+    module->mutable_input()->set_io(IoRef::INPUT);
+  }
+  return absl::OkStatus();
+}
+
+// A wrapper that adds a module per entry of a dict kwarg (VID's regressors).
+absl::Status ImportAuxModules(Context& context, const TorchdistillAuxRule& rule,
+                              const YamlValue& kwargs, const std::string& what, bool teacher,
+                              StageModelConfig* out) {
+  const YamlValue* modules = kwargs.Find(rule.modules_kwarg);
+  const std::string at = absl::StrCat(what, ".kwargs.", rule.modules_kwarg);
+  if (modules == nullptr || modules->kind != Kind::kMap) {
+    return modules == nullptr ? absl::InvalidArgumentError(
+                                    absl::StrCat(kwargs.Where(), ": ", what, ".kwargs needs ",
+                                                 rule.modules_kwarg, " (torchdistill's too)"))
+                              : Context::WrongType(*modules, at, "a mapping");
+  }
+  for (const auto& [kwarg, value] : kwargs.entries) {
+    if (kwarg != rule.modules_kwarg) {
+      context.Unsupported(
+          *value, absl::StrCat(what, ".kwargs.", kwarg),
+          absl::StrCat("the wrapper's modules take their own kwargs (", rule.modules_kwarg, ")"));
+    }
+  }
+  // Wrapper paths are read before a module is named: every entry is known first.
+  for (const auto& [entry, _] : modules->entries) {
+    context.wrapped(teacher).aux_names[rule.module_path_prefix + entry] = entry;
+  }
+  for (const auto& [entry, config] : modules->entries) {
+    const std::string entry_what = absl::StrCat(at, ".", entry);
+    KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(config.get(), entry_what));
+    AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
+    module->set_name(entry);
+    module->set_key(rule.module_key);
+    const YamlValue* path = keys.Take("path");
+    if (path == nullptr) return Context::WrongType(*config, entry_what + ".path", "given");
+    KD_ASSIGN_OR_RETURN(std::string module_path, Context::String(*path, entry_what + ".path"));
+    module->mutable_input()->set_path(context.ModelPath(teacher, module_path));
+    if (const YamlValue* io = keys.Take("io");
+        io != nullptr && io->kind == Kind::kString && io->text == "input") {
+      module->mutable_input()->set_io(IoRef::INPUT);
+    }
+    for (const std::string& name : rule.module_kwargs_names) {
+      if (const YamlValue* module_kwargs = keys.Take(name)) {
+        KD_RETURN_IF_ERROR(context.Kwargs(module_kwargs, "auxiliary_module", rule.module_key,
+                                          entry_what + "." + name, module->mutable_kwargs()));
+        break;
+      }
+    }
+    keys.Finish(context, "a module entry has path, io and its kwargs");
+  }
+  return absl::OkStatus();
+}
+
 // A wrapper with a TorchdistillAuxRule as the libkd auxiliary module it adds; another reported.
 absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const std::string& what,
                               bool teacher, StageModelConfig* out) {
@@ -45,29 +108,23 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   const TorchdistillAuxRule& rule = **found;
   Context::Wrapped& wrapped = context.wrapped(teacher);
   wrapped.on = true;
-  wrapped.aux_names.push_back(rule.name);
-  AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
-  module->set_name(rule.name);
-  module->set_key(name);
+  wrapped.prefix = rule.model_prefix;
   if (kwargs == nullptr || kwargs->kind != Kind::kMap) {
     return Context::WrongType(wrapper, what + ".kwargs", "a mapping");
   }
+  if (!rule.modules_kwarg.empty())
+    return ImportAuxModules(context, rule, *kwargs, what, teacher, out);
+  wrapped.aux_names[rule.name] = rule.name;
+  AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
+  module->set_name(rule.name);
+  module->set_key(name);
   // The value it runs on: {path, io} or a path (its output), in the wrapped model's names.
   const YamlValue* input = kwargs->Find(rule.input_kwarg);
   if (input == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(kwargs->Where(), ": ", what, ".kwargs needs ",
                                                    rule.input_kwarg, " (torchdistill's too)"));
   }
-  const YamlValue* path = input->kind == Kind::kMap ? input->Find("path") : input;
-  const YamlValue* io = input->kind == Kind::kMap ? input->Find("io") : nullptr;
-  if (path == nullptr)
-    return Context::WrongType(*input, what + "." + rule.input_kwarg, "{path, io}");
-  KD_ASSIGN_OR_RETURN(std::string module_path,
-                      Context::String(*path, what + "." + rule.input_kwarg + " path"));
-  module->mutable_input()->set_path(context.ModelPath(teacher, module_path));
-  if (io != nullptr && io->kind == Kind::kString && io->text == "input") {
-    module->mutable_input()->set_io(IoRef::INPUT);
-  }
+  KD_RETURN_IF_ERROR(AuxInput(context, *input, what + "." + rule.input_kwarg, teacher, module));
   // Its kwargs: dicts flattened, always-true switches left out.
   YamlValue rest = *kwargs;
   rest.entries.clear();
@@ -153,8 +210,7 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                           Context::Strings(*paths_value, absl::StrCat(what, ".forward_hook.", io)));
       for (const std::string& given : paths) {
         const std::string path = context.ModelPath(teacher, given);
-        const auto& aux = context.wrapped(teacher).aux_names;
-        if (std::find(aux.begin(), aux.end(), path) != aux.end()) {
+        if (context.IsAuxModule(teacher, path)) {
           context.Note(*paths_value, absl::StrCat(what, ".forward_hook.", io, " ", given),
                        "left out: libkd records an auxiliary module's output under its name");
           continue;
