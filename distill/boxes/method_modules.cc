@@ -278,6 +278,14 @@ KD_REGISTER(TorchdistillAuxRules(), "Linear4CRD",
 // torchdistill's VariationalDistributor4VID: a Regressor4VID per regressors entry, on the
 // student's value the entry names (its kwargs under "kwargs", or "regressor_kwargs" as
 // torchdistill's sample configs write them).
+// torchdistill's VarianceBranch4PAD: its "var_estimator" on the student's embedding, with the
+// checkpoint file it keeps between PAD's stages.
+KD_REGISTER(TorchdistillAuxRules(), "VarianceBranch4PAD",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .name = "var_estimator",
+                                .input_kwarg = "input_module",
+                                .ckpt_kwarg = "var_estimator_ckpt"},
+            kAnyKwargs);
 KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
             TorchdistillAuxRule{.model_prefix = "student_model.",
                                 .modules_kwarg = "regressors",

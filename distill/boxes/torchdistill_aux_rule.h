@@ -34,6 +34,8 @@ struct TorchdistillAuxRule {
   std::vector<std::string> flattened;
   // Boolean kwargs left out when true, as libkd's module always has them (a linear's bias).
   std::vector<std::string> true_by_default;
+  // The kwarg naming the module's own checkpoint file (AuxiliaryModuleConfig.ckpt).
+  std::string ckpt_kwarg;
 
   // Or one module per entry of a dict kwarg (VariationalDistributor4VID's regressors:
   // {regressor1: {path, io, kwargs}}), each a `module_key` module named as its entry, which the

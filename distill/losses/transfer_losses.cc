@@ -384,6 +384,17 @@ KD_REGISTER(
       return rule;
     }(),
     kAnyKwargs);
+KD_REGISTER(
+    TorchdistillLossRules(), "PADL2Loss",
+    [] {
+      // The embeddings by module path and io, and the student's variance estimator's log-variances.
+      TorchdistillLossRule rule =
+          TorchdistillLossRule::ModuleIoPair("student_embed", "teacher_embed");
+      rule.values.push_back(
+          {.arg = "log_variances", .path_kwarg = "module_path", .io_kwarg = "module_io"});
+      return rule;
+    }(),
+    kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AffinityLoss", TorchdistillLossRule::ModuleIoPair(),
             kAnyKwargs);
 KD_REGISTER(

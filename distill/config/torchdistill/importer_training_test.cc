@@ -2,6 +2,7 @@
 // torchdistill's YAML, train to the originals' weights; attention transfer (its pairs one term
 // each) trains as the hand-written libkd config does; every method with an import rule trains
 // a stand-in pair for an epoch.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,33 @@ TEST_F(BoxTest, VidsRegressorsBecomeAuxiliaryModules) {
   EXPECT_EQ(pair2.inputs(2).path(), "layer2");
   EXPECT_THAT(imported->notes, Contains(HasSubstr("margin: ignored")));
   RunIn(imported->config, RunDir("vid"));
+}
+
+// PAD's second stage as torchdistill's sample configures it: a VarianceBranch4PAD wrapper on the
+// student with its checkpoint file, PADL2Loss on the embeddings and the estimator's output.
+TEST_F(BoxTest, PadsVarianceBranchBecomesAnAuxiliaryModule) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("pad.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageConfig& stage = imported->config.train();
+  ASSERT_EQ(stage.student().auxiliary_modules_size(), 1);
+  const AuxiliaryModuleConfig& branch = stage.student().auxiliary_modules(0);
+  EXPECT_EQ(branch.name(), "var_estimator");
+  EXPECT_EQ(branch.key(), "VarianceBranch4PAD");
+  EXPECT_EQ(branch.input().path(), "head");
+  EXPECT_EQ(branch.ckpt(), "var_estimator.pt");
+  const LossTermConfig& pad = stage.criterion().terms(1);
+  ASSERT_EQ(pad.inputs_size(), 3);
+  EXPECT_EQ(pad.inputs(0).path(), "head");
+  EXPECT_EQ(pad.inputs(1).source(), IoRef::TEACHER);
+  EXPECT_EQ(pad.inputs(2).arg(), "log_variances");
+  EXPECT_EQ(pad.inputs(2).path(), "var_estimator");
+  DistillConfig config = imported->config;
+  const std::string dir = RunDir("pad");
+  config.mutable_train()->mutable_student()->mutable_auxiliary_modules(0)->set_ckpt(
+      dir + "/var_estimator.pt");
+  RunIn(config, dir);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/var_estimator.pt"));  // the estimator kept
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -130,6 +130,12 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   rest.entries.clear();
   for (const auto& [kwarg, value] : kwargs->entries) {
     if (kwarg == rule.input_kwarg) continue;
+    if (!rule.ckpt_kwarg.empty() && kwarg == rule.ckpt_kwarg) {
+      if (value->kind == Kind::kNull) continue;
+      KD_ASSIGN_OR_RETURN(std::string ckpt, Context::String(*value, what + ".kwargs." + kwarg));
+      module->set_ckpt(ckpt);
+      continue;
+    }
     if (std::find(rule.flattened.begin(), rule.flattened.end(), kwarg) != rule.flattened.end() &&
         value->kind == Kind::kMap) {
       for (const auto& [inner, inner_value] : value->entries) {
