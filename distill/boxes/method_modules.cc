@@ -286,6 +286,14 @@ KD_REGISTER(TorchdistillAuxRules(), "VarianceBranch4PAD",
                                 .input_kwarg = "input_module",
                                 .ckpt_kwarg = "var_estimator_ckpt"},
             kAnyKwargs);
+// torchdistill's SRDModelWrapper computes its projector in a secondary forward and keeps nothing
+// of it: its SRDLoss reads the model's own features and logits.
+KD_REGISTER(TorchdistillAuxRules(), "SRDModelWrapper",
+            TorchdistillAuxRule{
+                .left_out = "its projector's output is read by nothing (torchdistill "
+                            "1.1.5's SRDModelWrapper computes and drops it; "
+                            "SRDLoss reads the model's own features)"},
+            kAnyKwargs);
 KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
             TorchdistillAuxRule{.model_prefix = "student_model.",
                                 .modules_kwarg = "regressors",

@@ -36,6 +36,9 @@ struct TorchdistillAuxRule {
   std::vector<std::string> true_by_default;
   // The kwarg naming the module's own checkpoint file (AuxiliaryModuleConfig.ckpt).
   std::string ckpt_kwarg;
+  // Or nothing to add, and why (SRDModelWrapper's projector, whose output nothing reads): the
+  // wrapper is left out with this note, its model's paths still lose the prefix.
+  std::string left_out;
 
   // Or one module per entry of a dict kwarg (VariationalDistributor4VID's regressors:
   // {regressor1: {path, io, kwargs}}), each a `module_key` module named as its entry, which the

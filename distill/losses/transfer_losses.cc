@@ -384,6 +384,18 @@ KD_REGISTER(
       return rule;
     }(),
     kAnyKwargs);
+// Logits and features (DIST+'s and SRD's inputs, ReadLogitsAndFeatures) from
+// {student,teacher}_<logits>_module_{path,io} and {student,teacher}_feature_module_{path,io}.
+TorchdistillLossRule LogitsAndFeaturesRule(const std::string& logits) {
+  TorchdistillLossRule rule =
+      TorchdistillLossRule::ModuleIoPair("student_" + logits, "teacher_" + logits);
+  const TorchdistillLossRule features = TorchdistillLossRule::ModuleIoPair(
+      "student_feature", "teacher_feature", "student_features", "teacher_features");
+  rule.values.insert(rule.values.end(), features.values.begin(), features.values.end());
+  return rule;
+}
+KD_REGISTER(TorchdistillLossRules(), "SRDLoss", LogitsAndFeaturesRule("linear"), kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "DISTPlusLoss", LogitsAndFeaturesRule("logit"), kAnyKwargs);
 KD_REGISTER(
     TorchdistillLossRules(), "PADL2Loss",
     [] {
@@ -413,17 +425,6 @@ KD_REGISTER(TorchdistillLossRules(), "SKDDirectionLoss", TorchdistillLossRule::M
             kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "SKDInstanceLoss", TorchdistillLossRule::ModuleIoPair(),
             kAnyKwargs);
-KD_REGISTER(
-    TorchdistillLossRules(), "DISTPlusLoss",
-    [] {
-      TorchdistillLossRule rule =
-          TorchdistillLossRule::ModuleIoPair("student_logit", "teacher_logit");
-      const TorchdistillLossRule features = TorchdistillLossRule::ModuleIoPair(
-          "student_feature", "teacher_feature", "student_features", "teacher_features");
-      rule.values.insert(rule.values.end(), features.values.begin(), features.values.end());
-      return rule;
-    }(),
-    kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

@@ -180,6 +180,25 @@ TEST_F(BoxTest, PadsVarianceBranchBecomesAnAuxiliaryModule) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/var_estimator.pt"));  // the estimator kept
 }
 
+// SRD as torchdistill's sample configures it: SRDModelWrapper on both models (left out: nothing
+// reads its projector), SRDLoss on the models' own layer2 features and logits.
+TEST_F(BoxTest, SrdImportsWithoutItsUnreadProjector) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("srd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("SRDModelWrapper: left out: its projector's")));
+  const StageConfig& stage = imported->config.train();
+  EXPECT_EQ(stage.student().auxiliary_modules_size(), 0);
+  EXPECT_EQ(stage.student().forward_hooks(0).module_path(), "layer2");
+  const LossTermConfig& srd = stage.criterion().terms(1);
+  ASSERT_EQ(srd.inputs_size(), 4);
+  EXPECT_EQ(srd.inputs(0).path(), "");  // the logits: the model's output
+  EXPECT_EQ(srd.inputs(2).arg(), "student_features");
+  EXPECT_EQ(srd.inputs(2).path(), "layer2");
+  EXPECT_EQ(srd.inputs(3).source(), IoRef::TEACHER);
+  RunIn(imported->config, RunDir("srd"));
+}
+
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
 // kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
 // an epoch on synthetic images.

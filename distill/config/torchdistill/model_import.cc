@@ -109,11 +109,16 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   Context::Wrapped& wrapped = context.wrapped(teacher);
   wrapped.on = true;
   wrapped.prefix = rule.model_prefix;
+  if (!rule.left_out.empty()) {
+    context.Note(wrapper, absl::StrCat(what, " ", name), "left out: " + rule.left_out);
+    return absl::OkStatus();
+  }
   if (kwargs == nullptr || kwargs->kind != Kind::kMap) {
     return Context::WrongType(wrapper, what + ".kwargs", "a mapping");
   }
-  if (!rule.modules_kwarg.empty())
+  if (!rule.modules_kwarg.empty()) {
     return ImportAuxModules(context, rule, *kwargs, what, teacher, out);
+  }
   wrapped.aux_names[rule.name] = rule.name;
   AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
   module->set_name(rule.name);
