@@ -294,6 +294,14 @@ KD_REGISTER(TorchdistillAuxRules(), "SRDModelWrapper",
                             "1.1.5's SRDModelWrapper computes and drops it; "
                             "SRDLoss reads the model's own features)"},
             kAnyKwargs);
+// torchdistill's Student4ICKD: a ChannelSimilarityEmbed per embeddings entry on the student's
+// value the entry names.
+KD_REGISTER(TorchdistillAuxRules(), "Student4ICKD",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .modules_kwarg = "embeddings",
+                                .module_key = "ChannelSimilarityEmbed",
+                                .module_path_prefix = "embed_dict."},
+            kAnyKwargs);
 KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
             TorchdistillAuxRule{.model_prefix = "student_model.",
                                 .modules_kwarg = "regressors",

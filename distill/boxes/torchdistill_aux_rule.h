@@ -46,7 +46,8 @@ struct TorchdistillAuxRule {
   std::string modules_kwarg;
   std::string module_key;
   std::string module_path_prefix;
-  // The entry's kwargs for the module, under the first of these names it has.
+  // The entry's kwargs for the module, under the first of these names it has; none: the entry's
+  // own keys but path and io (Student4ICKD's embeddings: {path, io, in_channels, out_channels}).
   std::vector<std::string> module_kwargs_names;
 };
 

@@ -199,6 +199,27 @@ TEST_F(BoxTest, SrdImportsWithoutItsUnreadProjector) {
   RunIn(imported->config, RunDir("srd"));
 }
 
+// ICKD as torchdistill's sample configures it: a Student4ICKD wrapper (an embedding per entry,
+// its kwargs inline) and ChSimLoss pairs on the embeddings.
+TEST_F(BoxTest, IckdsEmbeddingsBecomeAuxiliaryModules) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("ickd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageConfig& stage = imported->config.train();
+  ASSERT_EQ(stage.student().auxiliary_modules_size(), 1);
+  const AuxiliaryModuleConfig& embed = stage.student().auxiliary_modules(0);
+  EXPECT_EQ(embed.name(), "embed1");
+  EXPECT_EQ(embed.key(), "ChannelSimilarityEmbed");
+  EXPECT_EQ(embed.input().path(), "layer2");
+  ASSERT_EQ(embed.kwargs_size(), 2);
+  EXPECT_EQ(embed.kwargs(1).integer(), 16);
+  const LossTermConfig& pair = stage.criterion().terms(1);
+  EXPECT_EQ(pair.name(), "ickd_pair1");
+  EXPECT_EQ(pair.weight(), 500);
+  EXPECT_EQ(pair.inputs(0).path(), "embed1");
+  RunIn(imported->config, RunDir("ickd"));
+}
+
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
 // kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
 // an epoch on synthetic images.

@@ -68,6 +68,18 @@ absl::Status ImportAuxModules(Context& context, const TorchdistillAuxRule& rule,
         io != nullptr && io->kind == Kind::kString && io->text == "input") {
       module->mutable_input()->set_io(IoRef::INPUT);
     }
+    if (rule.module_kwargs_names.empty()) {  // the entry's own keys but path and io
+      YamlValue rest = *config;
+      rest.kind = Kind::kMap;
+      rest.entries.clear();
+      for (const auto& [kwarg, value] : config->entries) {
+        if (kwarg == "path" || kwarg == "io") continue;
+        keys.Take(kwarg);
+        rest.entries.emplace_back(kwarg, value);
+      }
+      KD_RETURN_IF_ERROR(context.Kwargs(&rest, "auxiliary_module", rule.module_key, entry_what,
+                                        module->mutable_kwargs()));
+    }
     for (const std::string& name : rule.module_kwargs_names) {
       if (const YamlValue* module_kwargs = keys.Take(name)) {
         KD_RETURN_IF_ERROR(context.Kwargs(module_kwargs, "auxiliary_module", rule.module_key,
