@@ -302,6 +302,16 @@ KD_REGISTER(TorchdistillAuxRules(), "Student4ICKD",
                                 .module_key = "ChannelSimilarityEmbed",
                                 .module_path_prefix = "embed_dict."},
             kAnyKwargs);
+// torchdistill's Connector4DAB: a connector per connectors entry (its conv2d_kwargs flat, its
+// bn2d_kwargs as uses_bn).
+KD_REGISTER(TorchdistillAuxRules(), "Connector4DAB",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .modules_kwarg = "connectors",
+                                .module_key = "Connector4DAB",
+                                .module_path_prefix = "connector_dict.",
+                                .module_flattened = {"conv2d_kwargs"},
+                                .module_switches = {{"bn2d_kwargs", "uses_bn"}}},
+            kAnyKwargs);
 KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
             TorchdistillAuxRule{.model_prefix = "student_model.",
                                 .modules_kwarg = "regressors",

@@ -14,6 +14,7 @@
 #define LIBKD_DISTILL_BOXES_TORCHDISTILL_AUX_RULE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/registry.h"
@@ -47,8 +48,12 @@ struct TorchdistillAuxRule {
   std::string module_key;
   std::string module_path_prefix;
   // The entry's kwargs for the module, under the first of these names it has; none: the entry's
-  // own keys but path and io (Student4ICKD's embeddings: {path, io, in_channels, out_channels}).
+  // own keys but path and io (Student4ICKD's embeddings: {path, io, in_channels, out_channels}),
+  // dicts among them flattened (Connector4DAB's conv2d_kwargs) or standing for a switch
+  // (its bn2d_kwargs: uses_bn true, the batch norm's width being the convolution's output).
   std::vector<std::string> module_kwargs_names;
+  std::vector<std::string> module_flattened;
+  std::vector<std::pair<std::string, std::string>> module_switches;
 };
 
 // torchdistill's wrapper key -> its rule ("torchdistill_aux_rule" registry kind).

@@ -31,6 +31,7 @@ using test::Original;
 using test::TestData;
 using test::WithoutRoots;
 using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
@@ -218,6 +219,24 @@ TEST_F(BoxTest, IckdsEmbeddingsBecomeAuxiliaryModules) {
   EXPECT_EQ(pair.weight(), 500);
   EXPECT_EQ(pair.inputs(0).path(), "embed1");
   RunIn(imported->config, RunDir("ickd"));
+}
+
+// DAB's first stage as torchdistill's sample configures it: Connector4DAB's connectors (their
+// conv2d_kwargs flat, bn2d_kwargs as uses_bn) and AltActTransferLoss pairs on them.
+TEST_F(BoxTest, DabsConnectorsBecomeAuxiliaryModules) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("dab.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const AuxiliaryModuleConfig& connector = imported->config.train().student().auxiliary_modules(0);
+  EXPECT_EQ(connector.name(), "connector1");
+  EXPECT_EQ(connector.key(), "Connector4DAB");
+  EXPECT_EQ(connector.input().path(), "layer2");
+  std::vector<std::string> kwargs;
+  for (const Kwarg& k : connector.kwargs()) kwargs.push_back(k.name());
+  EXPECT_THAT(kwargs, ElementsAre("uses_bn", "in_channels", "out_channels", "kernel_size",
+                                  "stride", "padding", "bias"));
+  EXPECT_EQ(imported->config.train().criterion().terms(1).inputs(0).path(), "connector1");
+  RunIn(imported->config, RunDir("dab"));
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

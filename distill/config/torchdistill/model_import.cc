@@ -75,7 +75,21 @@ absl::Status ImportAuxModules(Context& context, const TorchdistillAuxRule& rule,
       for (const auto& [kwarg, value] : config->entries) {
         if (kwarg == "path" || kwarg == "io") continue;
         keys.Take(kwarg);
-        rest.entries.emplace_back(kwarg, value);
+        if (std::find(rule.module_flattened.begin(), rule.module_flattened.end(), kwarg) !=
+                rule.module_flattened.end() &&
+            value->kind == Kind::kMap) {
+          rest.entries.insert(rest.entries.end(), value->entries.begin(), value->entries.end());
+          continue;
+        }
+        bool switched = false;
+        for (const auto& [dict, flag] : rule.module_switches) {
+          if (dict != kwarg || value->kind == Kind::kNull) continue;
+          Kwarg* on = module->add_kwargs();
+          on->set_name(flag);
+          on->set_boolean(true);
+          switched = true;
+        }
+        if (!switched) rest.entries.emplace_back(kwarg, value);
       }
       KD_RETURN_IF_ERROR(context.Kwargs(&rest, "auxiliary_module", rule.module_key, entry_what,
                                         module->mutable_kwargs()));
