@@ -273,7 +273,8 @@ KD_REGISTER(TorchdistillAuxRules(), "Linear4CRD",
             TorchdistillAuxRule{.name = "normalizer",
                                 .input_kwarg = "input_module_path",
                                 .flattened = {"linear_kwargs"},
-                                .true_by_default = {"bias"}},
+                                .true_by_default = {"bias"},
+                                .unneeded = {"empty"}},
             kAnyKwargs);
 // torchdistill's VariationalDistributor4VID: a Regressor4VID per regressors entry, on the
 // student's value the entry names (its kwargs under "kwargs", or "regressor_kwargs" as

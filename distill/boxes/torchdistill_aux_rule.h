@@ -35,6 +35,9 @@ struct TorchdistillAuxRule {
   std::vector<std::string> flattened;
   // Boolean kwargs left out when true, as libkd's module always has them (a linear's bias).
   std::vector<std::string> true_by_default;
+  // The wrapper's other submodules, which libkd has no need of (Linear4CRD's "empty", whose
+  // input is the batch's supplementary dict): hooks on them are left out.
+  std::vector<std::string> unneeded;
   // The kwarg naming the module's own checkpoint file (AuxiliaryModuleConfig.ckpt).
   std::string ckpt_kwarg;
   // Or nothing to add, and why (SRDModelWrapper's projector, whose output nothing reads): the

@@ -32,6 +32,7 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
 
 namespace kd {
 namespace {
@@ -193,4 +194,18 @@ KD_REGISTER(LossRegistry(), "CRDLoss", MakeCrd,
              NonNegativeNumberSpec("eps", "NCE's guard", 1e-7)});
 
 }  // namespace
+// torchdistill's rule (//tools:import_torchdistill): the two normalizers' outputs, and the
+// batch's indices, which torchdistill reads as the input of the student wrapper's empty module.
+KD_REGISTER(TorchdistillLossRules(), "CRDLoss",
+            TorchdistillLossRule{
+                .values = {{.arg = "student", .path_kwarg = "student_norm_module_path"},
+                           {.arg = "teacher",
+                            .from_teacher = true,
+                            .path_kwarg = "teacher_norm_module_path"}},
+                .batch_inputs = {{"pos_idx", "pos_idx"}, {"contrast_idx", "contrast_idx"}},
+                .dropped = {{"student_empty_module_path",
+                             "the batch's pos_idx and contrast_idx, which libkd's term reads from "
+                             "the batch (source BATCH)"}}},
+            kAnyKwargs);
+
 }  // namespace kd

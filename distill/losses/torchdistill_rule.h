@@ -48,6 +48,10 @@ struct TorchdistillLossRule {
   std::vector<Value> values;
   // Whether the loss reads the labels (torchdistill's `targets` argument), as input "targets".
   bool reads_targets = false;
+  // Inputs from the batch's supplementary dict (LossTermConfig input source BATCH): the input's
+  // name and the dict's key (CRD's "pos_idx" and "contrast_idx", which torchdistill reads as the
+  // input of the student wrapper's empty module).
+  std::vector<std::pair<std::string, std::string>> batch_inputs;
   // Whether a value whose path kwarg is not given is the model's output (with a note), as
   // torchdistill 0.x's form of the loss read the two models' outputs; else it is an error.
   bool outputs_by_default = false;

@@ -142,6 +142,12 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
     ref->set_arg("targets");
     ref->set_source(IoRef::TARGETS);
   }
+  for (const auto& [arg, key] : rule.batch_inputs) {
+    IoRef* ref = term.add_inputs();
+    ref->set_arg(arg);
+    ref->set_source(IoRef::BATCH);
+    ref->set_path(key);
+  }
   if (rule.pairs_kwarg.empty()) {
     *out->add_terms() = std::move(term);
     return absl::OkStatus();

@@ -44,6 +44,7 @@ class Context {
     bool on = false;
     std::string prefix;
     std::map<std::string, std::string> aux_names;
+    std::set<std::string> unneeded;  // the wrapper's submodules libkd has no need of
   };
   Wrapped& wrapped(bool teacher) { return wrapped_[teacher ? 1 : 0]; }
   void ResetWrapped() { wrapped_[0] = wrapped_[1] = Wrapped(); }

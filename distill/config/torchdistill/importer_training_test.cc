@@ -233,10 +233,31 @@ TEST_F(BoxTest, DabsConnectorsBecomeAuxiliaryModules) {
   EXPECT_EQ(connector.input().path(), "layer2");
   std::vector<std::string> kwargs;
   for (const Kwarg& k : connector.kwargs()) kwargs.push_back(k.name());
-  EXPECT_THAT(kwargs, ElementsAre("uses_bn", "in_channels", "out_channels", "kernel_size",
-                                  "stride", "padding", "bias"));
+  EXPECT_THAT(kwargs, ElementsAre("uses_bn", "in_channels", "out_channels", "kernel_size", "stride",
+                                  "padding", "bias"));
   EXPECT_EQ(imported->config.train().criterion().terms(1).inputs(0).path(), "connector1");
   RunIn(imported->config, RunDir("dab"));
+}
+
+// CRD as torchdistill's sample configures it: the loader's CRDDatasetWrapper, Linear4CRD
+// wrappers (the student's "empty" module, whose input is the batch's indices), CRDLoss on the
+// normalizers. libkd: the dataset wrapped, a Linear4CRD module "normalizer" on each model, the
+// term reading pos_idx and contrast_idx from the batch.
+TEST_F(BoxTest, CrdsWrappersAndIndicesImport) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("crd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  EXPECT_EQ(imported->config.datasets(0).wrapper().key(), "CRDDatasetWrapper");
+  const StageConfig& stage = imported->config.train();
+  EXPECT_EQ(stage.student().auxiliary_modules(0).name(), "normalizer");
+  EXPECT_EQ(stage.student().forward_hooks_size(), 1);  // layer2; not the wrapper's empty module
+  const LossTermConfig& crd = stage.criterion().terms(1);
+  ASSERT_EQ(crd.inputs_size(), 4);
+  EXPECT_EQ(crd.inputs(0).path(), "normalizer");
+  EXPECT_EQ(crd.inputs(2).source(), IoRef::BATCH);
+  EXPECT_EQ(crd.inputs(2).path(), "pos_idx");
+  EXPECT_EQ(crd.inputs(3).path(), "contrast_idx");
+  RunIn(imported->config, RunDir("crd"));
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -146,6 +146,7 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
     return ImportAuxModules(context, rule, *kwargs, what, teacher, out);
   }
   wrapped.aux_names[rule.name] = rule.name;
+  wrapped.unneeded.insert(rule.unneeded.begin(), rule.unneeded.end());
   AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
   module->set_name(rule.name);
   module->set_key(name);
@@ -247,6 +248,12 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                           Context::Strings(*paths_value, absl::StrCat(what, ".forward_hook.", io)));
       for (const std::string& given : paths) {
         const std::string path = context.ModelPath(teacher, given);
+        if (context.wrapped(teacher).unneeded.contains(path)) {
+          context.Note(*paths_value, absl::StrCat(what, ".forward_hook.", io, " ", given),
+                       "left out: a submodule of torchdistill's wrapper that libkd has no need "
+                       "of");
+          continue;
+        }
         if (context.IsAuxModule(teacher, path)) {
           context.Note(*paths_value, absl::StrCat(what, ".forward_hook.", io, " ", given),
                        "left out: libkd records an auxiliary module's output under its name");

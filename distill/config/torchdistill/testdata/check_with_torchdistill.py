@@ -28,6 +28,8 @@ for path in glob.glob('/usr/share/datasets/fashion-mnist/*.gz'):
     with gzip.open(path) as src, open(os.path.join(raw, os.path.basename(path)[:-3]), 'wb') as dst:
         shutil.copyfileobj(src, dst)
 failed = 0
+# crd.yaml is not read here: torchdistill's CRDDatasetWrapper needs a dataset with `classes`,
+# which FakeData lacks.
 for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml', 'srd.yaml', 'ickd.yaml', 'dab.yaml'):
     text = open(os.path.join(here, name)).read()
     text = text.replace("!join ['~/datasets/', 'fashion_mnist']", repr(root))
