@@ -16,6 +16,7 @@
 #include "base/kwargs.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/method_module_specs.h"
+#include "distill/boxes/torchdistill_aux_rule.h"
 
 namespace kd {
 namespace {
@@ -121,6 +122,26 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "Translator4FactorTransfer",
             }),
             With(FactorBlockSpecs(), {Channels("num_input_channels", "the student map's channels"),
                                       Channels("num_output_channels", "the factor's channels")}));
+
+// torchdistill's factor-transfer wrappers (//tools:import_torchdistill): the teacher's
+// paraphraser (its kwargs, its checkpoint file, the stage's trimmed teacher) and the student's
+// translator, each on the value input_module_path names.
+KD_REGISTER(TorchdistillAuxRules(), "Teacher4FactorTransfer",
+            TorchdistillAuxRule{.model_prefix = "teacher_model.",
+                                .name = "paraphraser",
+                                .input_kwarg = "input_module_path",
+                                .flattened = {"paraphraser_kwargs"},
+                                .ckpt_kwarg = "paraphraser_ckpt",
+                                .single_module_key = "Paraphraser4FactorTransfer",
+                                .minimal_kwarg = "minimal"},
+            kAnyKwargs);
+KD_REGISTER(TorchdistillAuxRules(), "Student4FactorTransfer",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .name = "translator",
+                                .input_kwarg = "input_module_path",
+                                .flattened = {"translator_kwargs"},
+                                .single_module_key = "Translator4FactorTransfer"},
+            kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

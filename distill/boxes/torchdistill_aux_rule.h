@@ -40,6 +40,12 @@ struct TorchdistillAuxRule {
   std::vector<std::string> unneeded;
   // The kwarg naming the module's own checkpoint file (AuxiliaryModuleConfig.ckpt).
   std::string ckpt_kwarg;
+  // The libkd module's key when it is not the wrapper's (Teacher4FactorTransfer's paraphraser:
+  // Paraphraser4FactorTransfer).
+  std::string single_module_key;
+  // A kwarg {sequential: [...]} trimming the model for the stage (StageModelConfig.sequential):
+  // Teacher4FactorTransfer's minimal.
+  std::string minimal_kwarg;
   // Or nothing to add, and why (SRDModelWrapper's projector, whose output nothing reads): the
   // wrapper is left out with this note, its model's paths still lose the prefix.
   std::string left_out;

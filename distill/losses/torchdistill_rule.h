@@ -32,6 +32,8 @@ struct TorchdistillLossRule {
     std::string path_kwarg;     // "student_module_path"
     std::string io_kwarg;       // "student_module_io"; "" : the io is `default_io`
     std::string default_io = "output";
+    // The path when the kwarg is not given (torchdistill's default; FTLoss's "paraphraser").
+    std::string default_path;
   };
   // A member of each pair of `pairs_kwarg`: the pair's entry `key` is a dict {path, io}.
   struct PairMember {

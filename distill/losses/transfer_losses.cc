@@ -368,6 +368,17 @@ KD_REGISTER(LossRegistry(), "SKDInstanceLoss", MakeSkdInstance,
             {PositiveNumberSpec("temperature", "softening T", 4.0), ModeSpec()});
 
 // torchdistill's import rules (//tools:import_torchdistill).
+// FTLoss: the student's translator and the teacher's paraphraser by path (their names by
+// default, as torchdistill's).
+KD_REGISTER(TorchdistillLossRules(), "FTLoss",
+            TorchdistillLossRule{.values = {{.arg = "student",
+                                             .path_kwarg = "translator_path",
+                                             .default_path = "translator"},
+                                            {.arg = "teacher",
+                                             .from_teacher = true,
+                                             .path_kwarg = "paraphraser_path",
+                                             .default_path = "paraphraser"}}},
+            kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "ChSimLoss",
             TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AltActTransferLoss",

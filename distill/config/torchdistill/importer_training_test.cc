@@ -260,6 +260,32 @@ TEST_F(BoxTest, CrdsWrappersAndIndicesImport) {
   RunIn(imported->config, RunDir("crd"));
 }
 
+// Factor transfer as torchdistill's sample configures it, two stages: the paraphraser trained on
+// the trimmed, frozen teacher (a reconstruction loss), then the student's translator against it;
+// the paraphraser's checkpoint file carries it from one stage to the next.
+TEST_F(BoxTest, FactorTransfersStagesImport) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("ft.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  ASSERT_EQ(imported->config.stages_size(), 2);
+  DistillConfig config = imported->config;
+  const StageModelConfig& teacher1 = config.stages(0).teacher();
+  EXPECT_THAT(teacher1.sequential(), ElementsAre("stem", "layer1", "layer2"));
+  EXPECT_FALSE(teacher1.has_requires_grad());  // the wrapped teacher frozen, its module trains
+  EXPECT_EQ(teacher1.auxiliary_modules(0).key(), "Paraphraser4FactorTransfer");
+  EXPECT_EQ(teacher1.auxiliary_modules(0).input().path(), "layer2");
+  EXPECT_EQ(config.stages(1).student().auxiliary_modules(0).key(), "Translator4FactorTransfer");
+  const LossTermConfig& ft = config.stages(1).criterion().terms(1);
+  EXPECT_EQ(ft.inputs(0).path(), "translator");
+  EXPECT_EQ(ft.inputs(1).path(), "paraphraser");
+  const std::string dir = RunDir("ft");
+  for (StageConfig& stage : *config.mutable_stages()) {
+    stage.mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(dir + "/paraphraser.pt");
+  }
+  RunIn(config, dir);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/paraphraser.pt"));
+}
+
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
 // kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
 // an epoch on synthetic images.

@@ -149,7 +149,7 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   wrapped.unneeded.insert(rule.unneeded.begin(), rule.unneeded.end());
   AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
   module->set_name(rule.name);
-  module->set_key(name);
+  module->set_key(rule.single_module_key.empty() ? name : rule.single_module_key);
   // The value it runs on: {path, io} or a path (its output), in the wrapped model's names.
   const YamlValue* input = kwargs->Find(rule.input_kwarg);
   if (input == nullptr) {
@@ -162,6 +162,18 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   rest.entries.clear();
   for (const auto& [kwarg, value] : kwargs->entries) {
     if (kwarg == rule.input_kwarg) continue;
+    if (!rule.minimal_kwarg.empty() && kwarg == rule.minimal_kwarg) {  // the stage's trimmed model
+      if (value->kind == Kind::kNull) continue;
+      KD_ASSIGN_OR_RETURN(Keys minimal, Keys::Of(value.get(), what + ".kwargs." + kwarg));
+      if (const YamlValue* sequential = minimal.Take("sequential")) {
+        KD_ASSIGN_OR_RETURN(
+            std::vector<std::string> paths,
+            Context::Strings(*sequential, what + ".kwargs." + kwarg + ".sequential"));
+        for (const std::string& path : paths) out->add_sequential(path);
+      }
+      minimal.Finish(context, "a minimal model is its sequential list");
+      continue;
+    }
     if (!rule.ckpt_kwarg.empty() && kwarg == rule.ckpt_kwarg) {
       if (value->kind == Kind::kNull) continue;
       KD_ASSIGN_OR_RETURN(std::string ckpt, Context::String(*value, what + ".kwargs." + kwarg));
@@ -184,7 +196,7 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
     }
     rest.entries.emplace_back(kwarg, value);
   }
-  return context.Kwargs(&rest, "auxiliary_module", name, what + ".kwargs",
+  return context.Kwargs(&rest, "auxiliary_module", module->key(), what + ".kwargs",
                         module->mutable_kwargs());
 }
 
@@ -207,10 +219,10 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
     KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
                         Context::Strings(*v, what + ".frozen_modules"));
     for (const std::string& p : paths) {
-      if (p == "model" && context.wrapped(teacher).on) {
+      if (context.wrapped(teacher).on && p + "." == context.wrapped(teacher).prefix) {
         // the whole wrapped model frozen, its wrapper's modules training: libkd's model
         // without requires_grad beside its auxiliary modules (which train by default)
-        context.Note(*v, absl::StrCat(what, ".frozen_modules model"),
+        context.Note(*v, absl::StrCat(what, ".frozen_modules ", p),
                      "the wrapped model frozen: requires_grad false for it, its auxiliary "
                      "modules train");
         frozen_whole_model = true;
