@@ -115,6 +115,14 @@ KwargSpec ReductionKwargSpec() {
           .choices = {"mean", "sum", "none"}};
 }
 
+KwargSpec ReductionKwargSpec(std::vector<std::string> choices, std::string default_value) {
+  return {.name = "reduction",
+          .type = KwargType::kString,
+          .doc = "the reduction over the batch",
+          .default_value = std::move(default_value),
+          .choices = std::move(choices)};
+}
+
 KwargSpec JsdBetaKwargSpec() {
   return {.name = "beta",
           .type = KwargType::kNumber,

@@ -95,6 +95,9 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeLoss(absl::string_view key, const Kwar
 
 // The "reduction" kwarg of torch's losses: mean (default), sum or none.
 KwargSpec ReductionKwargSpec();
+// A "reduction" over the batch of the given choices and default (torchdistill's losses:
+// {"mean", "sum"}, or with "batchmean").
+KwargSpec ReductionKwargSpec(std::vector<std::string> choices, std::string default_value);
 
 // The "beta" of a generalized Jensen-Shannon divergence: the teacher's weight in the mixture,
 // strictly between 0 and 1; 0.5 (the symmetric JSD).
