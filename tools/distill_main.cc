@@ -3,11 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -15,7 +13,6 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
-#include <torch/headeronly/version.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -30,13 +27,8 @@
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/type_resolver.h"
-#include "google/protobuf/util/type_resolver_util.h"
+#include "tools/run_job.h"
 #include "tools/run_log.pb.h"
 #include "tools/run_report.h"
 #include "tools/teacher_package.h"
@@ -98,93 +90,24 @@ namespace kd {
 namespace {
 
 constexpr char kTool[] = "distill";
-constexpr char kLibkdVersion[] = "0.1.0";
 
 int Fail(absl::string_view message, int code = 2) {
   ::kd::Fail(kTool, message);  // tool_util's: one line, control bytes escaped
   return code;
 }
 
-// Runs `config` in `run_dir` (flag > run.run_dir > runs/<job>); writes
-// metrics.jsonl and summary.json there.
-absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string& job,
-                                  std::string run_dir, const std::string& config_text) {
-  if (run_dir.empty()) run_dir = config.run().run_dir();
-  if (run_dir.empty()) run_dir = "runs/" + job;
-  run_dir = ResolveUserPath(run_dir);
-  // The run folder: created if missing; anything else in the way is bad input, not a crash.
-  std::error_code error;
-  std::filesystem::create_directories(run_dir, error);
-  if (error || !std::filesystem::is_directory(run_dir)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run folder ", run_dir,
-        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
-        "; give --run_dir (or run.run_dir) a folder"));
-  }
-  BoxOptions options;
-  options.run_dir = run_dir;
-  options.base_dir = ResolveUserPath(".");
-  options.resume = absl::GetFlag(FLAGS_resume);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  if (!absl::GetFlag(FLAGS_device).empty()) options.device = absl::GetFlag(FLAGS_device);
-  if (!absl::GetFlag(FLAGS_profile_dir).empty()) {
-    options.profile_dir = ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)) + "/" + job;
-  }
-  if (absl::GetFlag(FLAGS_tensorboard)) {
-    options.profile_tensorboard_dir =
-        (std::filesystem::path(run_dir) / "tb" / "plugins" / "profile" / job).string();
-  }
-  // In a multi-process run only rank 0 reports and writes metrics.jsonl and summary.json.
-  options.overwrite = absl::GetFlag(FLAGS_overwrite);
-  KD_ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnvironment());
-  // metrics.jsonl is opened once the box holds the run folder (an earlier run's is removed by
-  // --overwrite, and a folder in use is refused before anything is written to it).
-  std::optional<Reporter> reporter;
-  std::unique_ptr<Box> box;
-  const int histograms = absl::GetFlag(FLAGS_tensorboard_histograms_every);
-  if (env.rank == 0) {
-    options.on_step = [&](const StepReport& r) { reporter->Step(r); };
-    options.on_epoch = [&](const EpochReport& r) {
-      reporter->Epoch(r);
-      if (histograms > 0 && r.epoch % histograms == 0) {
-        reporter->Histograms(box->student(), r.stage, r.epoch);
-      }
-    };
-  }
-  KD_ASSIGN_OR_RETURN(box, MakeBox(config, options));
-  if (env.rank == 0) {
-    reporter.emplace(run_dir, job);
-    if (absl::GetFlag(FLAGS_tensorboard)) {
-      // The box holds the folder now; a replaced run's events go with it.
-      const std::filesystem::path tb = std::filesystem::path(run_dir) / "tb";
-      if (absl::GetFlag(FLAGS_overwrite)) std::filesystem::remove_all(tb, error);
-      KD_RETURN_IF_ERROR(reporter->EnableTensorboard(tb.string(), config_text));
-      if (histograms > 0) reporter->WatchGradients(box->student());
-    }
-  }
-  KD_ASSIGN_OR_RETURN(RunResult result, box->Run());
-  RunSummary summary;
-  summary.set_name(job);
-  summary.set_box(box->kind());
-  for (const auto& [name, value] : result.final_metrics) {
-    (*summary.mutable_final_metrics())[name] = value;
-  }
-  for (const auto& [name, value] : result.test_metrics) {
-    (*summary.mutable_test_metrics())[name] = value;
-  }
-  summary.set_tested_checkpoint(result.tested_checkpoint);
-  summary.set_seconds(result.seconds);
-  summary.set_epochs_run(result.epochs_run);
-  summary.set_seed(options.seed.value_or(config.run().seed()));
-  summary.set_device(
-      options.device.value_or(config.run().device().empty() ? "cpu" : config.run().device()));
-  summary.set_config_digest(Digest(config_text));
-  summary.set_libkd_version(kLibkdVersion);
-  summary.set_torch_version(TORCH_VERSION);
-  if (env.rank != 0) return summary;
-  KD_RETURN_IF_ERROR(WriteFileAtomically((std::filesystem::path(run_dir) / "summary.json").string(),
-                                         Json(summary) + "\n"));
-  return summary;
+// What the flags say about running one config (the run folder: `run_dir`).
+JobOptions JobOptionsOf(std::string run_dir) {
+  return {.run_dir = std::move(run_dir),
+          .resume = absl::GetFlag(FLAGS_resume),
+          .overwrite = absl::GetFlag(FLAGS_overwrite),
+          .seed = absl::GetFlag(FLAGS_seed),
+          .device = absl::GetFlag(FLAGS_device),
+          .profile_dir = absl::GetFlag(FLAGS_profile_dir).empty()
+                             ? ""
+                             : ResolveUserPath(absl::GetFlag(FLAGS_profile_dir)),
+          .tensorboard = absl::GetFlag(FLAGS_tensorboard),
+          .tensorboard_histograms_every = absl::GetFlag(FLAGS_tensorboard_histograms_every)};
 }
 
 // The config at `path`, validated. Errors: a file that cannot be read (FailedPrecondition, one
@@ -269,7 +192,7 @@ int DefaultJob() {
     } else if (config->has_teacher()) {
       config->mutable_teacher()->set_src_ckpt(teacher_ckpt);
     }
-    absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, dir, text);
+    absl::StatusOr<RunSummary> summary = RunJob(*config, job.name, text, JobOptionsOf(dir));
     if (!summary.ok()) {
       return Fail(absl::StrCat(job.name, ": ", summary.status().message()),
                   ExitCodeOf(summary.status()));
@@ -292,12 +215,7 @@ int DefaultJob() {
   }
   if (absl::GetFlag(FLAGS_tensorboard)) {
     // The three runs side by side: TensorBoard takes each folder with event files as a run.
-    const char* venv = std::getenv("LIBKD_VENV");
-    const char* home = std::getenv("HOME");
-    const std::string installed =
-        venv != nullptr
-            ? absl::StrCat(venv, "/bin/tensorboard")
-            : absl::StrCat(home != nullptr ? home : "", "/.cache/libkd/venv/bin/tensorboard");
+    const std::string installed = InstallerVenv() + "/bin/tensorboard";
     std::cout << "\nCurves of the three runs: "
               << (std::filesystem::exists(installed) ? installed : "tensorboard") << " --logdir "
               << ResolveUserPath(root) << "\n";
@@ -319,7 +237,8 @@ int Main() {
     return 2;
   }
   const std::string name = config->run().name().empty() ? "run" : config->run().name();
-  absl::StatusOr<RunSummary> summary = RunJob(*config, name, absl::GetFlag(FLAGS_run_dir), text);
+  absl::StatusOr<RunSummary> summary =
+      RunJob(*config, name, text, JobOptionsOf(absl::GetFlag(FLAGS_run_dir)));
   if (!summary.ok()) return Fail(summary.status().message(), ExitCodeOf(summary.status()));
   const char* rank = std::getenv("RANK");
   if (rank == nullptr || std::string(rank) == "0") std::cout << Json(*summary) << std::endl;

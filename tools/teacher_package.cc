@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "tools/tool_util.h"
 
 namespace kd {
 
@@ -25,11 +26,7 @@ absl::StatusOr<PackageExporter> FindPackageExporter(const std::string& python) {
   PackageExporter exporter;
   exporter.python = python;
   if (exporter.python.empty()) {
-    const char* venv = std::getenv("LIBKD_VENV");
-    const char* home = std::getenv("HOME");
-    exporter.python = venv != nullptr
-                          ? absl::StrCat(venv, "/bin/python")
-                          : absl::StrCat(home ? home : "", "/.cache/libkd/venv/bin/python");
+    exporter.python = InstallerVenv() + "/bin/python";
   } else {
     exporter.python = ResolveUserPath(exporter.python);
   }

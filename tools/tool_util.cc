@@ -33,6 +33,12 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFile(const std::string& path) {
   return LoadTorchScriptModel(path);
 }
 
+std::string InstallerVenv() {
+  if (const char* venv = std::getenv("LIBKD_VENV"); venv != nullptr) return venv;
+  const char* home = std::getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : "", "/.cache/libkd/venv");
+}
+
 int Fail(absl::string_view tool, absl::string_view message) {
   // One line, and no terminal control: a newline becomes a space, other control bytes (an
   // ANSI escape in a module path given on the command line) are shown as \xNN, not obeyed.

@@ -21,6 +21,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFile(const std::string& path);
 // Prints "<tool>: <message>" on one line to stderr and returns exit code 2.
 int Fail(absl::string_view tool, absl::string_view message);
 
+// The installer's virtual environment (tools/install_deps.sh): $LIBKD_VENV, else
+// ~/.cache/libkd/venv.
+std::string InstallerVenv();
+
 // The exit code of a tool that stops on `status`: 2 for bad input (InvalidArgument, NotFound,
 // PermissionDenied, DataLoss, OutOfRange, AlreadyExists: something the user gave is wrong or
 // taken), 1 for a failure
