@@ -119,14 +119,13 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       context.Kwargs(&passed, "loss", term.key(), what + ".kwargs", term.mutable_kwargs()));
   for (const auto& v : rule.values) {
     const YamlValue* path = given.Find(v.path_kwarg);
-    YamlValue default_path;
-    if (path == nullptr && !v.default_path.empty()) {  // torchdistill's default path
-      default_path = given;
-      default_path.kind = Kind::kString;
-      default_path.text = v.default_path;
-      default_path.entries.clear();
-      path = &default_path;
-    }
+    // torchdistill's default path, placed where the kwargs are
+    const YamlValue default_path{.kind = Kind::kString,
+                                 .text = v.default_path,
+                                 .file = given.file,
+                                 .line = given.line,
+                                 .column = given.column};
+    if (path == nullptr && !v.default_path.empty()) path = &default_path;
     if (path == nullptr && rule.outputs_by_default) {
       context.Note(given, absl::StrCat(what, ".kwargs.", v.path_kwarg),
                    "not given (torchdistill 1.x requires it): the model's output, as torchdistill "

@@ -232,10 +232,7 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
   }
   if (const YamlValue* v = kw.Take("root"); v != nullptr && v->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(std::string root, Context::String(*v, at + ".root"));
-    if (root.starts_with("~")) {  // torchvision expands it
-      const char* home = std::getenv("HOME");
-      root = (home != nullptr ? std::string(home) : std::string("~")) + root.substr(1);
-    }
+    root = ExpandUser(root);  // as torchvision does
     Kwarg* kwarg = out->add_kwargs();
     kwarg->set_name("root");  // torchvision keeps the IDX files under <root>/FashionMNIST/raw
     kwarg->set_str((std::filesystem::path(root) / "FashionMNIST" / "raw").string());

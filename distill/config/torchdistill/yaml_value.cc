@@ -21,6 +21,12 @@
 namespace kd {
 namespace torchdistill {
 
+std::string ExpandUser(const std::string& path) {
+  if (path.empty() || path[0] != '~') return path;
+  const char* home = std::getenv("HOME");
+  return (home != nullptr ? std::string(home) : std::string("~")) + path.substr(1);
+}
+
 const YamlValue* YamlValue::Find(const std::string& key) const {
   for (const auto& [name, value] : entries) {
     if (name == key) return value.get();
@@ -275,12 +281,6 @@ class Converter {
       }
     }
     return value;
-  }
-
-  static std::string ExpandUser(const std::string& path) {
-    if (path.empty() || path[0] != '~') return path;
-    const char* home = std::getenv("HOME");
-    return (home != nullptr ? std::string(home) : std::string("~")) + path.substr(1);
   }
 
   // os.path.expanduser(os.path.join(*parts)): an absolute part restarts the path.

@@ -53,6 +53,10 @@ struct YamlValue {
   std::string Describe() const;
 };
 
+// Python's os.path.expanduser for "~/..." (what !expanduser, !pathjoin and torchvision's
+// dataset roots do).
+std::string ExpandUser(const std::string& path);
+
 // Reads torchdistill YAML. InvalidArgument "file:line:col: ..." for a syntax error, an unknown
 // tag, a cyclic alias or a tag given the wrong node (a !join of a mapping). `file` names the
 // text in messages.
