@@ -155,7 +155,8 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     # A teacher's weights never change: freezing folds them (and batch norms) into the compiled
-    # program, with oneDNN's prepacked convolutions on the CPU; max_autotune picks the faster of
+    # program, with oneDNN's prepacked convolutions on the CPU (Inductor freezes only a graph
+    # compiled without autograd: hence the no_grad around the compilation); max_autotune picks the faster of
     # Inductor's own GEMM kernels and ATen's for each linear layer. Measured on the box
     # benchmark's teacher: docs/benchmarks.md.
     configs = {"freezing": True, "max_autotune": True}
@@ -199,8 +200,9 @@ def main():
                              list(model.named_modules()), dynamic)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     configs["aot_inductor.metadata"] = {MANIFEST_KEY: manifest}
-    torch._inductor.aoti_compile_and_package(program, package_path=args.out,
-                                             inductor_configs=configs)
+    with torch.no_grad():
+        torch._inductor.aoti_compile_and_package(program, package_path=args.out,
+                                                 inductor_configs=configs)
     print(f"export_teacher: wrote {args.out}: {num_outputs} output(s) and {len(entries)} "
           f"hooked value(s)")
 

@@ -5,10 +5,12 @@
 // with its defaults: frozen weights, max-autotune), logits only as the others, and the package
 // with one hooked feature (layer1's output) returned too, under no-grad, one intra-op thread,
 // batch 4, 16 and 128. Rounds alternate the teachers; each round times --steps forwards of each;
-// the figures are medians over --rounds, with each time's ratio to the TorchScript teacher's in
-// the same round. Then a whole KD step of the box benchmark's pair (teacher forward, the
-// fashion_cnn width-4 student's forward, KD's loss, backward, SGD step) with each teacher, timed
-// the same way.
+// the figures are medians over --rounds, with each time's ratios to the TorchScript teacher's
+// and to the optimized TorchScript teacher's in the same round. Optimized TorchScript's time
+// differs from one process to the next (at batch 16 and 128 one of two levels, up to 1.7x apart,
+// each steady within the process): run the benchmark several times. Then a whole KD step of the box
+// benchmark's pair (teacher forward, the fashion_cnn width-4 student's forward, KD's loss,
+// backward, SGD step) with each teacher, timed the same way.
 //
 //   bazel run -c opt //distill/boxes:teacher_benchmark -- --rounds=9
 #include <algorithm>
@@ -47,12 +49,18 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The teachers' order: TorchScript as exported first, optimized TorchScript third; the ratios
+// are to those two.
+constexpr size_t kOptimized = 2;
+
 // Times `run(i)` for each of `names` (one warm-up call each), `rounds` rounds alternating them,
-// `steps` calls each, and prints per name its median ms per call and the median of its
-// per-round ratio to the first's, on a row labelled with `batch`.
+// `steps` calls each, and prints per name its median ms per call and the medians of its
+// per-round ratios to the first's and to the optimized TorchScript teacher's, on a row labelled
+// with `batch`.
 void TimeAndPrint(const std::vector<const char*>& names, int64_t batch, int rounds, int steps,
                   const std::function<void(size_t)>& run) {
-  std::vector<std::vector<double>> ms(names.size()), ratio(names.size());
+  std::vector<std::vector<double>> ms(names.size()), ratio(names.size()),
+      to_optimized(names.size());
   for (size_t i = 0; i < names.size(); ++i) run(i);  // warm-up
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> round;
@@ -67,11 +75,12 @@ void TimeAndPrint(const std::vector<const char*>& names, int64_t batch, int roun
     for (size_t i = 0; i < names.size(); ++i) {
       ms[i].push_back(round[i]);
       ratio[i].push_back(round[i] / round[0]);
+      to_optimized[i].push_back(round[i] / round[kOptimized]);
     }
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    std::printf("%-36s %6lld %14.4f %16.3f\n", names[i], static_cast<long long>(batch),
-                Median(ms[i]), Median(ratio[i]));
+    std::printf("%-36s %6lld %14.4f %16.3f %13.3f\n", names[i], static_cast<long long>(batch),
+                Median(ms[i]), Median(ratio[i]), Median(to_optimized[i]));
   }
 }
 
@@ -141,7 +150,8 @@ int Main() {
   const int rounds = absl::GetFlag(FLAGS_rounds), steps = absl::GetFlag(FLAGS_steps);
   std::vector<const char*> names;
   for (const Teacher& t : teachers) names.push_back(t.name);
-  std::printf("%-36s %6s %14s %16s\n", "teacher", "batch", "ms / forward", "/ TorchScript");
+  std::printf("%-36s %6s %14s %16s %13s\n", "teacher", "batch", "ms / forward", "/ TorchScript",
+              "/ optimized");
   for (int64_t batch : {4, 16, 128}) {
     const at::Tensor x = at::randn({batch, 1, 28, 28});
     TimeAndPrint(names, batch, rounds, steps, [&](size_t i) { teachers[i].model->Forward({x}); });
@@ -184,8 +194,8 @@ int Main() {
     loss.backward();
     optimizers[i]->step();
   };
-  std::printf("\n%-36s %6s %14s %16s\n", "KD step (fashion_cnn student) with", "batch", "ms / step",
-              "/ TorchScript");
+  std::printf("\n%-36s %6s %14s %16s %13s\n", "KD step (fashion_cnn student) with", "batch",
+              "ms / step", "/ TorchScript", "/ optimized");
   TimeAndPrint(names, batch, rounds, steps, step);
   return 0;
 }
