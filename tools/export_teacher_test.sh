@@ -1,6 +1,7 @@
 #!/bin/bash
-# tools/export_teacher.py's bad input: one line, exit 2, before any export starts. (Its exports
-# are tested through //tests/testdata:aoti_fixtures and //hooks:aoti_model_test.)
+# tools/export_teacher.py's bad input: one line, exit 2, before any export starts; and that its
+# defaults do freeze (a package it made calls oneDNN's prepacked convolutions, not ATen's). (Its
+# exports' values are tested through //tests/testdata:aoti_fixtures and //hooks:aoti_model_test.)
 set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
@@ -24,4 +25,16 @@ expect_error "unknown inductor config" \
   $small --inductor_configs=freezin=True
 expect_error "bad inductor config" "--inductor_configs: 'cpp..threads=1' is not NAME=VALUE" \
   $small --inductor_configs=cpp..threads=1
+
+# Inductor freezes only a graph compiled without autograd: the fixture exported with the defaults
+# must call oneDNN's prepacked convolution (freezing's weight packing) and never ATen's.
+calls=$("$python" - "$root/tests/testdata/fashion_cnn16_plain_aoti.pt2" <<'PY'
+import re, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as package:
+    code = "".join(package.read(n).decode() for n in package.namelist() if n.endswith("wrapper.cpp"))
+print(" ".join(sorted(set(re.findall(r"aoti_torch_cpu_[a-z_]*convolution[a-z_]*", code)))))
+PY
+)
+check "frozen: prepacked convolutions ($calls)" \
+  test "$calls" = "aoti_torch_cpu_mkldnn__convolution_pointwise"
 finish export_teacher_test
