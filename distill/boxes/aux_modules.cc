@@ -74,6 +74,64 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "conv_connector",
               return absl::OkStatus();
             });
 
+// torchdistill's ConvReg adaptation (models/adaptation.py; CRD's FitNet regressor): a conv with
+// bias, its stride and padding as given, batch norm, then ReLU unless uses_relu is false
+// ("conv.weight", "conv.bias", "bn.*": torchdistill's names).
+class ConvRegImpl : public torch::nn::Module {
+ public:
+  ConvRegImpl(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t padding, bool relu)
+      : conv_(register_module(
+            "conv", torch::nn::Conv2d(
+                        torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(padding)))),
+        bn_(register_module("bn", torch::nn::BatchNorm2d(out))),
+        relu_(relu) {}
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor y = bn_(conv_(x));
+    return relu_ ? y.relu() : y;
+  }
+
+ private:
+  torch::nn::Conv2d conv_;
+  torch::nn::BatchNorm2d bn_;
+  bool relu_;
+};
+TORCH_MODULE(ConvReg);
+
+KD_REGISTER(
+    AuxiliaryModuleRegistry(), "ConvReg",
+    ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {
+      return torch::nn::AnyModule(
+          ConvReg(IntKwarg(kwargs, "num_input_channels"), IntKwarg(kwargs, "num_output_channels"),
+                  IntKwarg(kwargs, "kernel_size"), IntKwarg(kwargs, "stride"),
+                  IntKwarg(kwargs, "padding"), BoolKwarg(kwargs, "uses_relu")));
+    }),
+    {{.name = "num_input_channels",
+      .type = KwargType::kInteger,
+      .doc = "the input's channels",
+      .min = 1,
+      .required = true},
+     {.name = "num_output_channels",
+      .type = KwargType::kInteger,
+      .doc = "the output's channels",
+      .min = 1,
+      .required = true},
+     {.name = "kernel_size",
+      .type = KwargType::kInteger,
+      .doc = "the conv's kernel size",
+      .min = 1,
+      .required = true},
+     {.name = "stride",
+      .type = KwargType::kInteger,
+      .doc = "the conv's stride",
+      .min = 1,
+      .required = true},
+     {.name = "padding",
+      .type = KwargType::kInteger,
+      .doc = "the conv's zero padding",
+      .min = 0,
+      .required = true},
+     {.name = "uses_relu", .type = KwargType::kBool, .doc = "a ReLU last", .default_value = true}});
+
 KD_REGISTER(
     AuxiliaryModuleRegistry(), "linear",
     ([](const Kwargs& kwargs) -> absl::StatusOr<torch::nn::AnyModule> {

@@ -11,7 +11,8 @@
 //   }
 //
 // Registered here: "conv_connector" (1x1 conv + batch norm, FitNet's regressor
-// / DAB's connector), "linear" (a projection head); torchdistill's method
+// / DAB's connector), "ConvReg" (torchdistill's adaptation of that name: conv with bias, batch
+// norm, ReLU), "linear" (a projection head); torchdistill's method
 // modules under its class names (method_modules.cc, factor_transfer_modules.cc,
 // knowledge_review_modules.cc): "Regressor4VID",
 // "VarianceBranch4PAD", "Linear4CRD", "Linear4CCKD", "ChannelSimilarityEmbed",

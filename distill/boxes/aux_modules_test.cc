@@ -284,7 +284,7 @@ TEST(MethodModulesTest, EqualTorchdistillsModules) {
   }
   EXPECT_EQ(keys,
             (std::set<std::string>{"AffinityAdapter4KTAAD", "AttentionBasedFusion",
-                                   "ChannelSimilarityEmbed", "Connector4DAB",
+                                   "ChannelSimilarityEmbed", "Connector4DAB", "ConvReg",
                                    "FeatureAdapter4KTAAD", "Linear4CCKD", "Linear4CRD",
                                    "Paraphraser4FactorTransfer", "Regressor4VID",
                                    "SRDModelWrapper", "SSWrapper4SSKD", "Student4KnowledgeReview",

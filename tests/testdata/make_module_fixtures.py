@@ -2,7 +2,7 @@
 compute on fixed inputs and parameters: each built by torchdistill's class (through its wrapper
 where the module lives in one, run by the wrapper's own secondary_forward and captured by a
 forward hook, as torchdistill's forward hooks capture it), in train mode. Writes
-modules.expected.pt: a tuple of cases {"key", "kwargs", "state", "inputs", "outputs",
+modules.expected.pt (and torchdistill's ConvReg adaptation, models/adaptation.py): a tuple of cases {"key", "kwargs", "state", "inputs", "outputs",
 "weights", "input_grads", "param_grads", "buffers_after"}: state is the module's parameters
 and buffers under libkd's names (the names torchdistill's module checkpoint files hold);
 outputs are what it returned (a pair for the two-valued ones); the backward is of
@@ -21,6 +21,8 @@ from torchdistill.models.wrapper import (AttentionBasedFusion, ChannelSimilarity
                                          SSWrapper4SSKD, Student4KnowledgeReview, Student4KTAAD,
                                          Translator4FactorTransfer, VarianceBranch4PAD,
                                          VariationalDistributor4VID)
+
+from torchdistill.models.adaptation import ConvReg
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 CPU = torch.device("cpu")
@@ -179,6 +181,16 @@ def main():
     chained = case("Student4KnowledgeReview", {}, review.abf_modules, maps, chain)
     chained["chain"] = [dict(abfs[1]["kwargs"]), dict(abfs[0]["kwargs"], uses_attention=True)]
     cases.append(chained)
+
+    # torchdistill's adaptation module of FitNet's sample (models/adaptation.py), with and
+    # without its ReLU.
+    for kwargs in ({"num_input_channels": 4, "num_output_channels": 6, "kernel_size": 3,
+                    "stride": 2, "padding": 1},
+                   {"num_input_channels": 4, "num_output_channels": 6, "kernel_size": 1,
+                    "stride": 1, "padding": 0, "uses_relu": False}):
+        reg = ConvReg(**kwargs)
+        cases.append(case("ConvReg", kwargs, reg, [torch.randn(3, 4, 5, 5)],
+                          lambda i, reg=reg: reg(i[0])))
 
     torch.save(tuple(cases), os.path.join(HERE, "modules.expected.pt"))
     print("torch %s: %d module cases" % (torch.__version__, len(cases)))

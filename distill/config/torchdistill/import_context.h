@@ -39,7 +39,8 @@ class Context {
 
   // The stage's models torchdistill wraps (auxiliary_model_wrapper): their module paths lose
   // the wrapper's prefix ("model."), and the wrapper's own submodules are libkd auxiliary
-  // modules (the wrapper's path of each -> the module's name).
+  // modules (the wrapper's path of each -> the module's name); so are the adaptations a
+  // sequential places ("+name" -> "name"), wrapped or not.
   struct Wrapped {
     bool on = false;
     std::string prefix;
@@ -51,8 +52,8 @@ class Context {
   // `path` of the teacher's or the student's, as libkd names it.
   std::string ModelPath(bool teacher, const std::string& path) const {
     const Wrapped& w = wrapped_[teacher ? 1 : 0];
-    if (!w.on) return path;
     if (auto it = w.aux_names.find(path); it != w.aux_names.end()) return it->second;
+    if (!w.on) return path;
     return path.starts_with(w.prefix) ? path.substr(w.prefix.size()) : path;
   }
   // Whether `path` (libkd's) names one of the model's auxiliary modules.

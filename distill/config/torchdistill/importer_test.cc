@@ -204,6 +204,47 @@ train:
 }
 
 // torchdistill's model names through the rules their libkd models declare; download switches.
+// torchdistill's adaptations ("+name" in a sequential): after the model's last module they are
+// auxiliary modules (FitNet: importer_training_test); between two of its modules (HND's
+// teacher), of a key libkd has no module for, or without their entry they cannot be.
+TEST(ImporterTest, AdaptationsThatCannotBeAuxiliaryModulesAreReported) {
+  constexpr char kHead[] = R"(train:
+  num_epochs: 1
+  student:
+    adaptations:
+      pool: {key: 'MaxPool2d', kwargs: {kernel_size: 3, stride: 2}}
+      reg: {key: 'ConvReg', kwargs: {num_input_channels: 4, num_output_channels: 8,
+                                     kernel_size: 1, stride: 1, padding: 0}}
+)";
+  struct Case {
+    const char* sequential;
+    const char* report;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"['stem', '+reg', 'layer1']",
+            "a.yaml:8:17: train.student.sequential \"+reg\" before \"layer1\" is not supported: "
+            "libkd's trimmed model runs the model's own modules in order and auxiliary modules "
+            "after them"},
+           {"['stem', '+pool']",
+            "a.yaml:5:19: train.student.adaptations.pool MaxPool2d is not supported: libkd builds "
+            "adaptations as auxiliary modules: no auxiliary_module \"MaxPool2d\" is registered"},
+           {"['+reg', 'stem']", "train.student.sequential \"+reg\" before \"stem\""},
+           {"['+reg']",
+            "a.yaml:8:17: train.student.sequential \"+reg\" is not supported: an adaptation first "
+            "in the sequential runs on the model's input"}}) {
+    SCOPED_TRACE(c.sequential);
+    absl::StatusOr<Import> imported =
+        ImportText(absl::StrCat(kHead, "    sequential: ", c.sequential, "\n"), "a.yaml");
+    ASSERT_THAT(imported, IsOk());
+    EXPECT_THAT(imported->unsupported, Contains(HasSubstr(c.report)));
+    EXPECT_EQ(imported->config.train().student().auxiliary_modules_size(), 0);
+  }
+  EXPECT_THAT(ImportText(absl::StrCat(kHead, "    sequential: ['stem', '+convreg']\n"), "a.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a.yaml:8:17: train.student.sequential \"+convreg\" needs "
+                                 "train.student.adaptations.convreg")));
+}
+
 TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {
   constexpr char kYaml[] = R"(models:
   teacher_model:

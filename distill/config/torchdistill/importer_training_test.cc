@@ -239,6 +239,36 @@ TEST_F(BoxTest, DabsConnectorsBecomeAuxiliaryModules) {
   RunIn(imported->config, RunDir("dab"));
 }
 
+// FitNet's first stage as torchdistill's sample configures it: the student trimmed by a
+// sequential ending in a ConvReg adaptation, MSELoss between its output and the teacher's
+// trimmed layer. libkd: the trimmed model, ConvReg an auxiliary module on its last module's
+// output (hooked for it), the term reading the module by its name.
+TEST_F(BoxTest, FitNetsAdaptationBecomesAnAuxiliaryModule) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("fitnet.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageModelConfig& student = imported->config.train().student();
+  EXPECT_THAT(student.sequential(), ElementsAre("stem", "layer1"));
+  ASSERT_EQ(student.auxiliary_modules_size(), 1);
+  const AuxiliaryModuleConfig& reg = student.auxiliary_modules(0);
+  EXPECT_EQ(reg.name(), "convreg");
+  EXPECT_EQ(reg.key(), "ConvReg");
+  EXPECT_EQ(reg.input().path(), "layer1");
+  EXPECT_EQ(reg.input().io(), IoRef::OUTPUT);
+  std::vector<std::string> kwargs;
+  for (const Kwarg& k : reg.kwargs()) kwargs.push_back(k.name());
+  EXPECT_THAT(kwargs, ElementsAre("num_input_channels", "num_output_channels", "kernel_size",
+                                  "stride", "padding", "uses_relu"));
+  ASSERT_EQ(student.forward_hooks_size(), 1);  // layer1's output, for the module; not "+convreg"
+  EXPECT_EQ(student.forward_hooks(0).module_path(), "layer1");
+  EXPECT_TRUE(student.forward_hooks(0).requires_output());
+  const LossTermConfig& hint = imported->config.train().criterion().terms(0);
+  EXPECT_EQ(hint.inputs(0).path(), "convreg");
+  EXPECT_EQ(hint.inputs(1).source(), IoRef::TEACHER);
+  EXPECT_EQ(hint.inputs(1).path(), "layer1");
+  RunIn(imported->config, RunDir("fitnet"));
+}
+
 // CRD as torchdistill's sample configures it: the loader's CRDDatasetWrapper, Linear4CRD
 // wrappers (the student's "empty" module, whose input is the batch's indices), CRDLoss on the
 // normalizers. libkd: the dataset wrapped, a Linear4CRD module "normalizer" on each model, the

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/boxes/torchdistill_aux_rule.h"
@@ -200,6 +201,98 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
                         module->mutable_kwargs());
 }
 
+// The hook that records `path`'s output, added if missing.
+void HookOutput(const std::string& path, StageModelConfig* out) {
+  for (ForwardHookConfig& h : *out->mutable_forward_hooks()) {
+    if (h.module_path() == path) {
+      h.set_requires_output(true);
+      return;
+    }
+  }
+  ForwardHookConfig* hook = out->add_forward_hooks();
+  hook->set_module_path(path);
+  hook->set_requires_output(true);
+}
+
+// torchdistill's `sequential`: the model's module paths in order, and its adaptations, "+name"
+// entries built from `adaptations` (FitNet's ConvReg regressor). libkd's trimmed model runs the
+// model's own modules; adaptations after the last of them become auxiliary modules, each on the
+// previous entry's output (the same values: torchdistill feeds each entry the previous one's
+// output), named as in torchdistill without the "+" (hooks and criteria on "+name" read them).
+// One between two of the model's modules has no libkd form and is reported.
+absl::Status ImportSequential(Context& context, const YamlValue& list, const YamlValue* adaptations,
+                              const std::string& what, bool teacher, StageModelConfig* out) {
+  KD_ASSIGN_OR_RETURN(std::vector<std::string> paths, Context::Strings(list, what + ".sequential"));
+  const auto last_module = std::find_if(paths.rbegin(), paths.rend(),
+                                        [](const std::string& p) { return !p.starts_with("+"); });
+  for (auto it = paths.begin(); last_module != paths.rend() && it != last_module.base() - 1; ++it) {
+    if (!it->starts_with("+")) continue;
+    context.Unsupported(
+        list, absl::StrCat(what, ".sequential \"", *it, "\" before \"", *last_module, "\""),
+        "libkd's trimmed model runs the model's own modules in order and auxiliary modules "
+        "after them on recorded values, so an adaptation between two of the model's modules "
+        "has no place (only adaptations after the last module translate)");
+    return absl::OkStatus();
+  }
+  std::string previous;  // libkd's name of the previous entry (a module path or an aux module)
+  bool previous_is_model = false;
+  std::vector<std::string> placed;
+  for (const std::string& p : paths) {
+    if (!p.starts_with("+")) {
+      previous = context.ModelPath(teacher, p);
+      previous_is_model = true;
+      out->add_sequential(previous);
+      continue;
+    }
+    const std::string name = p.substr(1);
+    const std::string entry_what = absl::StrCat(what, ".adaptations.", name);
+    const YamlValue* entry = adaptations != nullptr && adaptations->kind == Kind::kMap
+                                 ? adaptations->Find(name)
+                                 : nullptr;
+    if (entry == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(list.Where(), ": ", what, ".sequential \"", p,
+                                                     "\" needs ", entry_what,
+                                                     " (torchdistill's too)"));
+    }
+    if (previous.empty()) {
+      context.Unsupported(list, absl::StrCat(what, ".sequential \"", p, "\""),
+                          "an adaptation first in the sequential runs on the model's input, "
+                          "which libkd's auxiliary modules do not read");
+      return absl::OkStatus();
+    }
+    KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(entry, entry_what));
+    const YamlValue* key = keys.Take("key");
+    const YamlValue* kwargs = keys.Take("kwargs");
+    keys.Finish(context, "an adaptation has key and kwargs");
+    if (key == nullptr) return Context::WrongType(*entry, entry_what + ".key", "given");
+    KD_ASSIGN_OR_RETURN(std::string module_key, Context::String(*key, entry_what + ".key"));
+    if (const RegistryBase* registry = FindRegistry("auxiliary_module");
+        registry == nullptr || !registry->Contains(module_key)) {
+      context.UnsupportedPlugin(*key, absl::StrCat(entry_what, " ", module_key), "auxiliary_module",
+                                module_key, "", "libkd builds adaptations as auxiliary modules: ");
+      return absl::OkStatus();
+    }
+    AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
+    module->set_name(name);
+    module->set_key(module_key);
+    KD_RETURN_IF_ERROR(context.Kwargs(kwargs, "auxiliary_module", module_key, entry_what,
+                                      module->mutable_kwargs()));
+    module->mutable_input()->set_path(previous);
+    if (previous_is_model) HookOutput(previous, out);
+    context.wrapped(teacher).aux_names[p] = name;
+    previous = name;
+    previous_is_model = false;
+    placed.push_back(p);
+  }
+  if (!placed.empty()) {
+    context.Note(list, what + ".sequential",
+                 absl::StrCat("the adaptations (", absl::StrJoin(placed, ", "),
+                              ") are auxiliary modules on the last module's output; the trimmed "
+                              "model's own output is that module's, not the last adaptation's"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ImportStageModel(Context& context, const YamlValue& model, const std::string& what,
@@ -211,9 +304,13 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
         ImportAuxWrapper(context, *v, what + ".auxiliary_model_wrapper", teacher, out));
   }
   bool frozen_whole_model = false;
+  const YamlValue* adaptations = keys.Take("adaptations");
   if (const YamlValue* v = keys.Take("sequential")) {
-    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths, Context::Strings(*v, what + ".sequential"));
-    for (const std::string& p : paths) out->add_sequential(context.ModelPath(teacher, p));
+    KD_RETURN_IF_ERROR(ImportSequential(context, *v, adaptations, what, teacher, out));
+  } else if (adaptations != nullptr && adaptations->kind == Kind::kMap &&
+             !adaptations->entries.empty()) {
+    context.Note(*adaptations, what + ".adaptations",
+                 "left out: no sequential places them (torchdistill builds them only there)");
   }
   if (const YamlValue* v = keys.Take("frozen_modules")) {
     KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
@@ -284,13 +381,6 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
       }
     }
     hook_keys.Finish(context, "a forward_hook has input and output lists");
-  }
-  if (const YamlValue* v = keys.Take("adaptations");
-      v != nullptr && !(v->kind == Kind::kNull || (v->kind == Kind::kList && v->items.empty()) ||
-                        (v->kind == Kind::kMap && v->entries.empty()))) {
-    context.Unsupported(*v, what + ".adaptations",
-                        "libkd adds modules as auxiliary_modules (StageModelConfig), not inside "
-                        "a trimmed model");
   }
   for (const char* ckpt : {"src_ckpt", "dst_ckpt"}) {
     const YamlValue* v = keys.Take(ckpt);

@@ -30,7 +30,7 @@ for path in glob.glob('/usr/share/datasets/fashion-mnist/*.gz'):
 failed = 0
 # crd.yaml is not read here: torchdistill's CRDDatasetWrapper needs a dataset with `classes`,
 # which FakeData lacks; nor ft.yaml, whose two stages this one-stage reading does not walk.
-for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml', 'srd.yaml', 'ickd.yaml', 'dab.yaml'):
+for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml', 'srd.yaml', 'ickd.yaml', 'dab.yaml', 'fitnet.yaml'):
     text = open(os.path.join(here, name)).read()
     text = text.replace("!join ['~/datasets/', 'fashion_mnist']", repr(root))
     text = text.replace('download: True', 'download: False')
