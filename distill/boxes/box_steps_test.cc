@@ -32,6 +32,7 @@ namespace kd {
 namespace {
 
 using test::BoxTest;
+using test::ExpectAuxModuleIsFile;
 using test::kCe;
 using test::kData;
 using test::kKd;
@@ -693,28 +694,6 @@ TEST_F(BoxTest, OverwriteKeepsTheStageCheckpointsTheRunReads) {
     ++compared;
   }
   EXPECT_GT(compared, 0);
-}
-
-// Expects the auxiliary module `prefix` ("teacher.paraphraser.") in run checkpoint
-// `checkpoint` to hold what its own checkpoint file `file` holds, tensor for tensor; returns
-// how many it compared.
-int ExpectAuxModuleIsFile(const std::string& checkpoint, const std::string& prefix,
-                          const std::string& file) {
-  auto run = ReadTorchFile(checkpoint);
-  auto own = ReadTorchFile(file);
-  EXPECT_THAT(run, IsOk());
-  EXPECT_THAT(own, IsOk());
-  if (!run.ok() || !own.ok()) return 0;
-  int compared = 0;
-  for (const auto& entry : run->toGenericDict().at("auxiliary_modules").toGenericDict()) {
-    const std::string& name = entry.key().toStringRef();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const std::string key = name.substr(prefix.size());
-    EXPECT_TRUE(at::equal(entry.value().toTensor(), own->toGenericDict().at(key).toTensor()))
-        << name;
-    ++compared;
-  }
-  return compared;
 }
 
 // Factor transfer as torchdistill's config has it: the teacher's paraphraser trained alone in a

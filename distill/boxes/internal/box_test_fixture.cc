@@ -8,8 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/torch_file.h"
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "testing/fixtures.h"
+#include "testing/status_matchers.h"
 
 namespace kd {
 namespace test {
@@ -66,6 +68,25 @@ void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
 at::Tensor LastStudentTensor(const std::string& dir, const std::string& name) {
   const auto student = ReadTorchFile(dir + "/ckpt/last.pt")->toGenericDict().at("student");
   return student.toGenericDict().at(name).toTensor();
+}
+
+int ExpectAuxModuleIsFile(const std::string& checkpoint, const std::string& prefix,
+                          const std::string& file) {
+  auto run = ReadTorchFile(checkpoint);
+  auto own = ReadTorchFile(file);
+  EXPECT_THAT(run, IsOk());
+  EXPECT_THAT(own, IsOk());
+  if (!run.ok() || !own.ok()) return 0;
+  int compared = 0;
+  for (const auto& entry : run->toGenericDict().at("auxiliary_modules").toGenericDict()) {
+    const std::string& name = entry.key().toStringRef();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string key = name.substr(prefix.size());
+    EXPECT_TRUE(at::equal(entry.value().toTensor(), own->toGenericDict().at(key).toTensor()))
+        << name;
+    ++compared;
+  }
+  return compared;
 }
 
 void BoxTest::SetUp() { at::set_num_threads(1); }

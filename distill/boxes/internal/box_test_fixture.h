@@ -106,6 +106,12 @@ void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b);
 // The student's tensor `name` ("fc.weight") in the last checkpoint of the run in `dir`.
 at::Tensor LastStudentTensor(const std::string& dir, const std::string& name);
 
+// Expects the auxiliary module `prefix` ("teacher.paraphraser.") in run checkpoint
+// `checkpoint` to hold what its own checkpoint file `file` holds, tensor for tensor; returns
+// how many it compared.
+int ExpectAuxModuleIsFile(const std::string& checkpoint, const std::string& prefix,
+                          const std::string& file);
+
 // One thread, as the boxes' results are compared bit for bit.
 class BoxTest : public ::testing::Test {
  protected:

@@ -304,16 +304,29 @@ TEST_F(BoxTest, FactorTransfersStagesImport) {
   EXPECT_FALSE(teacher1.has_requires_grad());  // the wrapped teacher frozen, its module trains
   EXPECT_EQ(teacher1.auxiliary_modules(0).key(), "Paraphraser4FactorTransfer");
   EXPECT_EQ(teacher1.auxiliary_modules(0).input().path(), "layer2");
+  // the second stage's teacher frozen whole (requires_grad: False): its paraphraser too
+  EXPECT_FALSE(teacher1.auxiliary_modules(0).has_requires_grad());
+  ASSERT_TRUE(config.stages(1).teacher().auxiliary_modules(0).has_requires_grad());
+  EXPECT_FALSE(config.stages(1).teacher().auxiliary_modules(0).requires_grad());
   EXPECT_EQ(config.stages(1).student().auxiliary_modules(0).key(), "Translator4FactorTransfer");
   const LossTermConfig& ft = config.stages(1).criterion().terms(1);
   EXPECT_EQ(ft.inputs(0).path(), "translator");
   EXPECT_EQ(ft.inputs(1).path(), "paraphraser");
-  const std::string dir = RunDir("ft");
+  // The first stage alone, then both (the same first stage: one thread, the same seed): the
+  // paraphraser ends the second stage as the first left it, frozen there.
+  const std::string first = RunDir("ft_first"), dir = RunDir("ft");
+  DistillConfig first_only = config;
+  first_only.mutable_stages()->RemoveLast();
+  first_only.mutable_stages(0)->mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(
+      first + "/paraphraser.pt");
+  RunIn(first_only, first);
   for (StageConfig& stage : *config.mutable_stages()) {
     stage.mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(dir + "/paraphraser.pt");
   }
   RunIn(config, dir);
-  EXPECT_TRUE(std::filesystem::exists(dir + "/paraphraser.pt"));
+  EXPECT_GT(::kd::test::ExpectAuxModuleIsFile(dir + "/ckpt/last.pt", "teacher.paraphraser.",
+                                              first + "/paraphraser.pt"),
+            0);
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -330,8 +330,15 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
   }
   if (const YamlValue* v = keys.Take("requires_grad"); v != nullptr && v->kind != Kind::kNull) {
     KD_ASSIGN_OR_RETURN(bool grad, Context::Bool(*v, what + ".requires_grad"));
-    // torchdistill's requires_grad is the wrapper's: with the wrapped model frozen, only its
-    // modules train
+    // torchdistill's requires_grad is the wrapper's: false freezes its modules too (factor
+    // transfer's paraphraser, SSKD's teacher module in their second stages), where libkd's
+    // auxiliary modules train unless told not to
+    if (!grad) {
+      for (AuxiliaryModuleConfig& module : *out->mutable_auxiliary_modules()) {
+        module.set_requires_grad(false);
+      }
+    }
+    // with the wrapped model frozen, only its modules train
     if (frozen_whole_model) grad = false;
     if (grad == teacher) out->set_requires_grad(grad);  // else libkd's default already
   }
