@@ -341,6 +341,18 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
               return nn::AnyModule(VarianceBranch4Pad(IntKwarg(kwargs, "feat_dim")));
             }),
             {Channels("feat_dim", "the flattened embedding's size")});
+// torchdistill's SSWrapper4SSKD (a teacher's or a student's): its "ss_module" on the flattened
+// value input_module names, with its checkpoint file; its freezes_ss_module only keeps the
+// module out of DistributedDataParallel (the stage's requires_grad freezes it).
+KD_REGISTER(TorchdistillAuxRules(), "SSWrapper4SSKD",
+            TorchdistillAuxRule{.name = "ss_module",
+                                .input_kwarg = "input_module",
+                                .ckpt_kwarg = "ss_module_ckpt",
+                                .dropped = {{"freezes_ss_module",
+                                             "torchdistill's only keeps the module out of "
+                                             "DistributedDataParallel; the stage's requires_grad "
+                                             "freezes it"}}},
+            kAnyKwargs);
 KD_REGISTER(AuxiliaryModuleRegistry(), "SSWrapper4SSKD",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(SelfSupervision4Sskd(IntKwarg(kwargs, "feat_dim")));

@@ -40,6 +40,9 @@ struct TorchdistillAuxRule {
   std::vector<std::string> unneeded;
   // The kwarg naming the module's own checkpoint file (AuxiliaryModuleConfig.ckpt).
   std::string ckpt_kwarg;
+  // Kwargs that change nothing in libkd, with why (dropped with a note): SSWrapper4SSKD's
+  // freezes_ss_module, which only keeps the module out of DistributedDataParallel.
+  std::vector<std::pair<std::string, std::string>> dropped;
   // The libkd module's key when it is not the wrapper's (Teacher4FactorTransfer's paraphraser:
   // Paraphraser4FactorTransfer).
   std::string single_module_key;

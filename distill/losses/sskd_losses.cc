@@ -22,6 +22,7 @@
 #include "base/status_macros.h"
 #include "distill/losses/internal/torch_losses.h"
 #include "distill/losses/loss.h"
+#include "distill/losses/torchdistill_rule.h"
 
 namespace kd {
 namespace {
@@ -198,6 +199,34 @@ KD_REGISTER(LossRegistry(), "SSKDLoss", MakeSskd,
               .doc = "the KL terms' (the CE's is mean for batchmean)",
               .default_value = std::string("batchmean"),
               .choices = {"batchmean", "mean", "sum"}}});
+
+// torchdistill's forms: AuxSSKDLoss reads the teacher's self-supervision module (module_path,
+// default "ss_module"); SSKDLoss both models' linear (classifier) and self-supervision modules,
+// and the labels.
+KD_REGISTER(TorchdistillLossRules(), "AuxSSKDLoss",
+            TorchdistillLossRule{.values = {{.arg = "ss",
+                                             .from_teacher = true,
+                                             .path_kwarg = "module_path",
+                                             .io_kwarg = "module_io",
+                                             .default_path = "ss_module"}}},
+            kAnyKwargs);
+KD_REGISTER(TorchdistillLossRules(), "SSKDLoss",
+            TorchdistillLossRule{.values = {{.arg = "student_linear",
+                                             .path_kwarg = "student_linear_module_path",
+                                             .io_kwarg = "student_linear_module_io"},
+                                            {.arg = "teacher_linear",
+                                             .from_teacher = true,
+                                             .path_kwarg = "teacher_linear_module_path",
+                                             .io_kwarg = "teacher_linear_module_io"},
+                                            {.arg = "student_ss",
+                                             .path_kwarg = "student_ss_module_path",
+                                             .io_kwarg = "student_ss_module_io"},
+                                            {.arg = "teacher_ss",
+                                             .from_teacher = true,
+                                             .path_kwarg = "teacher_ss_module_path",
+                                             .io_kwarg = "teacher_ss_module_io"}},
+                                 .reads_targets = true},
+            kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

@@ -56,6 +56,13 @@ absl::StatusOr<c10::IValue> ForwardBatch4Sskd(Model& model, const Batch& batch, 
       {samples.view({-1, samples.size(d - 3), samples.size(d - 2), samples.size(d - 1)})});
 }
 
+// The model not run: the samples stand for its output, as torchdistill's EmptyModule wrapper
+// (which replaces a model with an identity) gives them, for the stages that need only the other
+// model (SSKD's first stage trains the teacher's module alone).
+absl::StatusOr<c10::IValue> ForwardIdentity(Model&, const Batch& batch, const Kwargs&) {
+  return batch.samples;
+}
+
 // Only forward_all passes kwargs on, so it accepts any (kAnyKwargs); the others take
 // none, and a config that gives them some is told so.
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_all", ForwardAll, kAnyKwargs);
@@ -64,5 +71,6 @@ KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_only_as_kwargs", ForwardBatchO
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_target", ForwardBatchTarget, {});
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch_supp_dict", ForwardBatchSuppDict, {});
 KD_REGISTER_PROC_FUNC(ForwardProc, "forward_batch4sskd", ForwardBatch4Sskd, {});
+KD_REGISTER_PROC_FUNC(ForwardProc, "identity", ForwardIdentity, {});
 
 }  // namespace kd

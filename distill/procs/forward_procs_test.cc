@@ -215,6 +215,11 @@ TEST_F(ForwardProcsTest, EachProcessPassesWhatTorchdistillPassesToANativeModel) 
   const at::Tensor viewed = received[5].args[0].toTensor();
   EXPECT_EQ(viewed.sizes(), (std::vector<int64_t>{8, 1, 5, 5}));
   EXPECT_EQ(viewed.data_ptr(), views.data_ptr());
+  // identity (torchdistill's EmptyModule): the model not called, the samples its output.
+  auto same = Run("identity", *probe, batch);
+  ASSERT_THAT(same, IsOk());
+  EXPECT_TRUE(same->toTensor().is_same(x_));
+  EXPECT_EQ(received.size(), 6u);
 }
 
 TEST_F(ForwardProcsTest, ModelErrorsBecomeStatusesNamingTheProcess) {

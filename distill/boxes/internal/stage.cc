@@ -150,6 +150,14 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   KD_ASSIGN_OR_RETURN(post_forward_, BuildStageProcFunc<PostForwardProc>(config, with_teacher));
   KD_ASSIGN_OR_RETURN(post_epoch_, BuildStageProcFunc<PostEpochProc>(config, with_teacher));
   KD_ASSIGN_OR_RETURN(student_forward_, BuildForwardProcFunc(config.student()));
+  // Evaluation runs the student itself: a stage that does not run it in training (forward_proc
+  // identity, torchdistill's EmptyModule) evaluates it with forward_batch_only, as torchdistill's
+  // scripts evaluate the model, not what stands in for it.
+  if (config.student().forward_proc().key() == "identity") {
+    KD_ASSIGN_OR_RETURN(eval_forward_, BuildProcFunc<ForwardProc>("forward_batch_only"));
+  } else {
+    eval_forward_ = student_forward_;
+  }
   if (with_teacher) {
     KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
   }

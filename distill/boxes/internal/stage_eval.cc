@@ -48,7 +48,7 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
     ToDevice(batch);
     std::optional<AutocastGuard> autocast;
     Autocast(autocast);
-    KD_ASSIGN_OR_RETURN(c10::IValue output, (*student_forward_)(student, batch));
+    KD_ASSIGN_OR_RETURN(c10::IValue output, (*eval_forward_)(student, batch));
     student_hooks_.ClearIoDict();
     if (!output.isTensor() || !batch.targets.isTensor()) {
       return absl::InvalidArgumentError(

@@ -259,6 +259,7 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<PostForwardProc>> post_forward_;
   std::optional<ProcFunc<PostEpochProc>> post_epoch_;
   std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
+  std::optional<ProcFunc<ForwardProc>> eval_forward_;  // the student's in evaluation
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
   std::vector<AuxModule> aux_;
   LeakDetection leaks_;                           // memdiag's, when the evaluation asks for it

@@ -112,8 +112,13 @@ inline constexpr char kUnknownKey[] =
     "torchdistill does not read it there either, or libkd has no "
     "such setting (docs/torchdistill_import.md lists what maps)";
 
-// Parts of the translation (dataset_import.cc, model_import.cc, criterion_import.cc,
-// stage_import.cc).
+// The forward process of a model torchdistill's EmptyModule stands in for (distill/procs).
+inline constexpr char kIdentityProc[] = "identity";
+
+// Parts of the translation (dataset_import.cc, model_import.cc, aux_wrapper_import.cc,
+// criterion_import.cc, stage_import.cc).
+absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const std::string& what,
+                              bool teacher, StageModelConfig* out);
 absl::Status ImportStageModel(Context& context, const YamlValue& model, const std::string& what,
                               bool teacher, StageModelConfig* out);
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,

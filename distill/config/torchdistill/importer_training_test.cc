@@ -59,6 +59,26 @@ void RunIn(const DistillConfig& config, const std::string& dir) {
   ASSERT_THAT((*box)->Run(), IsOk());
 }
 
+// Runs a two-stage config's first stage alone, then both (the same first stage: one thread, the
+// same seed), the teacher's auxiliary module `module` kept in its checkpoint file each time, and
+// expects the two-stage run's module to be what the first stage alone left in its file: the
+// second stage left it as it was. Returns how many tensors it compared.
+int TeachersModuleKeepsItsFirstStage(DistillConfig config, const std::string& name,
+                                     const std::string& module) {
+  const std::string first = RunDir(name + "_first"), dir = RunDir(name);
+  DistillConfig first_only = config;
+  first_only.mutable_stages()->RemoveLast();
+  first_only.mutable_stages(0)->mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(
+      first + "/module.pt");
+  RunIn(first_only, first);
+  for (StageConfig& stage : *config.mutable_stages()) {
+    stage.mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(dir + "/module.pt");
+  }
+  RunIn(config, dir);
+  return ::kd::test::ExpectAuxModuleIsFile(dir + "/ckpt/last.pt", "teacher." + module + ".",
+                                           first + "/module.pt");
+}
+
 TEST_F(BoxTest, TheImportedConfigsTrainToTheOriginalsWeights) {
   for (const std::string name : {"teacher", "student", "student_kd"}) {
     SCOPED_TRACE(name);
@@ -312,21 +332,52 @@ TEST_F(BoxTest, FactorTransfersStagesImport) {
   const LossTermConfig& ft = config.stages(1).criterion().terms(1);
   EXPECT_EQ(ft.inputs(0).path(), "translator");
   EXPECT_EQ(ft.inputs(1).path(), "paraphraser");
-  // The first stage alone, then both (the same first stage: one thread, the same seed): the
-  // paraphraser ends the second stage as the first left it, frozen there.
-  const std::string first = RunDir("ft_first"), dir = RunDir("ft");
-  DistillConfig first_only = config;
-  first_only.mutable_stages()->RemoveLast();
-  first_only.mutable_stages(0)->mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(
-      first + "/paraphraser.pt");
-  RunIn(first_only, first);
-  for (StageConfig& stage : *config.mutable_stages()) {
-    stage.mutable_teacher()->mutable_auxiliary_modules(0)->set_ckpt(dir + "/paraphraser.pt");
+  // The paraphraser ends the second stage as the first left it, frozen there.
+  EXPECT_GT(TeachersModuleKeepsItsFirstStage(config, "ft", "paraphraser"), 0);
+}
+
+// SSKD as torchdistill's sample configures it, two stages: the teacher's SSWrapper4SSKD trained
+// on the frozen teacher (AuxSSKDLoss) and kept by its checkpoint file, then the student's
+// against it with SSKDLoss, the teacher's module frozen (its stage's requires_grad: False; its
+// freezes_ss_module left out); samples in four rotations (SSKDDatasetWrapper).
+TEST_F(BoxTest, SskdsStagesImport) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("sskd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("freezes_ss_module: left out")));
+  DistillConfig config = imported->config;
+  ASSERT_EQ(config.stages_size(), 2);
+  EXPECT_EQ(config.datasets(0).wrapper().key(), "SSKDDatasetWrapper");
+  const StageModelConfig& teacher1 = config.stages(0).teacher();
+  EXPECT_EQ(teacher1.forward_proc().key(), "forward_batch4sskd");
+  EXPECT_FALSE(teacher1.has_requires_grad());  // the wrapped teacher frozen, its module trains
+  ASSERT_EQ(teacher1.auxiliary_modules_size(), 1);
+  const AuxiliaryModuleConfig& ss = teacher1.auxiliary_modules(0);
+  EXPECT_EQ(ss.name(), "ss_module");
+  EXPECT_EQ(ss.key(), "SSWrapper4SSKD");
+  EXPECT_EQ(ss.input().path(), "layer2");
+  EXPECT_FALSE(ss.has_requires_grad());
+  EXPECT_EQ(ss.ckpt(), "teacher_ss_module.pt");
+  EXPECT_EQ(config.stages(0).student().requires_grad(), false);
+  const LossTermConfig& aux = config.stages(0).criterion().terms(0);
+  EXPECT_EQ(aux.key(), "AuxSSKDLoss");
+  EXPECT_EQ(aux.inputs(0).source(), IoRef::TEACHER);
+  EXPECT_EQ(aux.inputs(0).path(), "ss_module");
+  // the second stage: the teacher's module frozen, the student's training
+  EXPECT_FALSE(config.stages(1).teacher().auxiliary_modules(0).requires_grad());
+  EXPECT_FALSE(config.stages(1).student().auxiliary_modules(0).has_requires_grad());
+  const LossTermConfig& sskd = config.stages(1).criterion().terms(0);
+  EXPECT_EQ(sskd.key(), "SSKDLoss");
+  std::vector<std::string> inputs;
+  for (const IoRef& in : sskd.inputs()) {
+    inputs.push_back(absl::StrCat(in.arg(), "=", IoRef::Source_Name(in.source()), ":", in.path()));
   }
-  RunIn(config, dir);
-  EXPECT_GT(::kd::test::ExpectAuxModuleIsFile(dir + "/ckpt/last.pt", "teacher.paraphraser.",
-                                              first + "/paraphraser.pt"),
-            0);
+  EXPECT_THAT(inputs, ElementsAre("student_linear=STUDENT:head", "teacher_linear=TEACHER:head",
+                                  "student_ss=STUDENT:ss_module", "teacher_ss=TEACHER:ss_module",
+                                  "targets=TARGETS:"));
+  // The teacher's module ends the second stage as the first left it; the student's trains.
+  EXPECT_EQ(TeachersModuleKeepsItsFirstStage(config, "sskd", "ss_module"),
+            4);  // two linears' weights and biases
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -29,8 +29,10 @@ for path in glob.glob('/usr/share/datasets/fashion-mnist/*.gz'):
         shutil.copyfileobj(src, dst)
 failed = 0
 # crd.yaml is not read here: torchdistill's CRDDatasetWrapper needs a dataset with `classes`,
-# which FakeData lacks; nor ft.yaml, whose two stages this one-stage reading does not walk.
-for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml', 'srd.yaml', 'ickd.yaml', 'dab.yaml', 'fitnet.yaml'):
+# which FakeData lacks. Multi-stage files (ft.yaml, sskd.yaml): each stage's criterion and, where
+# the stage has one, its training loader.
+for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml',
+             'srd.yaml', 'ickd.yaml', 'dab.yaml', 'fitnet.yaml', 'ft.yaml', 'sskd.yaml'):
     text = open(os.path.join(here, name)).read()
     text = text.replace("!join ['~/datasets/', 'fashion_mnist']", repr(root))
     text = text.replace('download: True', 'download: False')
@@ -40,12 +42,20 @@ for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.
     try:
         config = yaml_util.load_yaml_file(path)
         datasets, train = config['datasets'], config['train']
-        criterion = get_high_level_loss(train['criterion'])
-        loader = build_data_loader(datasets[train['train_data_loader']['dataset_id']],
-                                   train['train_data_loader'], distributed=False)
-        x, _ = next(iter(loader))
+        stages = ([train[k] for k in train if k.startswith('stage')]
+                  if any(k.startswith('stage') for k in train) else [train])
+        read = []
+        for stage in stages:
+            criterion = get_high_level_loss(stage['criterion'])
+            shape = None
+            if 'train_data_loader' in stage:
+                loader = build_data_loader(datasets[stage['train_data_loader']['dataset_id']],
+                                           stage['train_data_loader'], distributed=False)
+                shape = tuple(next(iter(loader))[0].shape)
+            read.append(f'criterion {type(criterion).__name__}' +
+                        (f', a batch {shape}' if shape else ''))
         print(f'{name}: OK, datasets {({k: len(v) for k, v in datasets.items()})}, '
-              f'criterion {type(criterion).__name__}, a batch {tuple(x.shape)}')
+              + '; '.join(read))
     except Exception as e:  # report every file
         failed += 1
         print(f'{name}: FAILED: {type(e).__name__}: {e}')
