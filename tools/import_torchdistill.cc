@@ -12,7 +12,9 @@
 // does not validate (the lines say what to supply); 2 bad input (a YAML syntax error, an
 // unknown tag, a cyclic alias, a value of the wrong type: one line with line:column; a missing
 // file; bad flags).
+#include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +22,12 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "base/file_util.h"
+#include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
 #include "distill/config/torchdistill/importer.h"
 #include "google/protobuf/text_format.h"
+#include "hooks/model.h"
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, yaml, "", "The torchdistill YAML config to import. Required.");
@@ -37,12 +41,27 @@ namespace {
 
 constexpr char kTool[] = "import_torchdistill";
 
+// The module paths of a model the imported config builds (a libkd model by key, or a file that
+// exists), for torchdistill's negative indices in paths; none where it cannot be built.
+std::vector<std::string> ModulePaths(const ModelConfig& config, const std::string& base_dir) {
+  ModelConfig structure = config;
+  structure.clear_src_ckpt();  // the structure is enough
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(structure, base_dir, "model");
+  if (!model.ok()) return {};
+  std::vector<std::string> paths;
+  for (const ModuleInfo& m : (*model)->NamedModules()) paths.push_back(m.path);
+  return paths;
+}
+
 int Run() {
   const std::string yaml = absl::GetFlag(FLAGS_yaml);
   if (yaml.empty()) return Fail(kTool, "--yaml is required (see --help)");
+  const std::string base_dir = std::filesystem::path(ResolveUserPath(yaml)).parent_path();
   absl::StatusOr<torchdistill::Import> imported = torchdistill::ImportFile(
       ResolveUserPath(yaml),
-      {.run_name = absl::GetFlag(FLAGS_name), .seed = absl::GetFlag(FLAGS_seed)});
+      {.run_name = absl::GetFlag(FLAGS_name),
+       .seed = absl::GetFlag(FLAGS_seed),
+       .module_paths = [&](const ModelConfig& model) { return ModulePaths(model, base_dir); }});
   if (!imported.ok()) {
     std::cerr << imported.status().message() << std::endl;
     return 2;

@@ -18,6 +18,7 @@
 #include "base/kwargs.h"
 #include "distill/boxes/aux_modules.h"
 #include "distill/boxes/internal/method_module_specs.h"
+#include "distill/boxes/torchdistill_aux_rule.h"
 
 namespace kd {
 namespace {
@@ -81,6 +82,21 @@ class AttentionBasedFusionImpl : public nn::Module {
 };
 TORCH_MODULE(AttentionBasedFusion);
 
+// torchdistill's Student4KnowledgeReview: its fusions, deepest first, chained by their
+// residuals (abf_modules.0 is the last abfs entry's).
+KD_REGISTER(TorchdistillAuxRules(), "Student4KnowledgeReview",
+            TorchdistillAuxRule{.model_prefix = "student_model.",
+                                .module_key = "AttentionBasedFusion",
+                                .module_path_prefix = "abf_modules.",
+                                .chain_kwarg = "abfs",
+                                .chain_sizes_kwarg = "sizes",
+                                .chain_default_sizes = {1, 7, 14, 28, 56},
+                                .chain_name = "abf",
+                                .chain_switch = "uses_attention",
+                                .module_renamed = {{"in_channel", "in_channels"},
+                                                   {"mid_channel", "mid_channels"},
+                                                   {"out_channel", "out_channels"}}},
+            kAnyKwargs);
 KD_REGISTER(AuxiliaryModuleRegistry(), "AttentionBasedFusion",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(AttentionBasedFusion(

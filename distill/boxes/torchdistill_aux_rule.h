@@ -13,6 +13,7 @@
 #ifndef LIBKD_DISTILL_BOXES_TORCHDISTILL_AUX_RULE_H_
 #define LIBKD_DISTILL_BOXES_TORCHDISTILL_AUX_RULE_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,21 @@ struct TorchdistillAuxRule {
   std::vector<std::string> module_kwargs_names;
   std::vector<std::string> module_flattened;
   std::vector<std::pair<std::string, std::string>> module_switches;
+
+  // Or a chain of `module_key` modules from a list kwarg (Student4KnowledgeReview's abfs:
+  // [{path, io, kwargs}]), built deepest first as torchdistill's wrapper builds it: the list's
+  // last entry is "<module_path_prefix>0" (libkd's "<chain_name>0", without attention), each
+  // entry before it the next (with attention: kwarg `chain_switch` true), run on its value and
+  // the previous module's residual (element 1 of its output, an extra input) resized to the
+  // matching entry of `chain_sizes_kwarg` (kwarg "size").
+  std::string chain_kwarg;
+  std::string chain_sizes_kwarg;
+  std::vector<int64_t> chain_default_sizes;
+  std::string chain_name;
+  std::string chain_switch;
+  // torchdistill's kwarg names of each module -> libkd's (the knowledge-review sample's
+  // in_channel: torchdistill 1.1.5's AttentionBasedFusion takes in_channels).
+  std::vector<std::pair<std::string, std::string>> module_renamed;
 };
 
 // torchdistill's wrapper key -> its rule ("torchdistill_aux_rule" registry kind).

@@ -34,6 +34,9 @@ struct TorchdistillLossRule {
     std::string default_io = "output";
     // The path when the kwarg is not given (torchdistill's default; FTLoss's "paraphraser").
     std::string default_path;
+    // The value of a recorded tuple it takes (IoRef.element; -1: the whole value), where the
+    // torchdistill loss unpacks one (HierarchicalContextLoss's student fusion: its output, 0).
+    int element = -1;
   };
   // A member of each pair of `pairs_kwarg`: the pair's entry `key` is a dict {path, io}.
   struct PairMember {

@@ -253,6 +253,9 @@ KD_REGISTER(
     TorchdistillLossRules(), "HierarchicalContextLoss",
     [] {
       TorchdistillLossRule rule = TorchdistillLossRule::ModuleIoPair();
+      // the student's value is a fusion's (output, residual): torchdistill's loss unpacks its
+      // output
+      rule.values[0].element = 0;
       // torchdistill's knowledge-review sample passes kernel_sizes, which its class takes into
       // **kwargs and ignores
       rule.dropped = {{"kernel_sizes",

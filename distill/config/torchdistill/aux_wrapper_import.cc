@@ -106,6 +106,89 @@ absl::Status ImportAuxModules(Context& context, const TorchdistillAuxRule& rule,
   return absl::OkStatus();
 }
 
+// A chain of modules from a list kwarg (Student4KnowledgeReview's abfs), deepest first.
+absl::Status ImportAuxChain(Context& context, const TorchdistillAuxRule& rule,
+                            const YamlValue& kwargs, const std::string& what, bool teacher,
+                            StageModelConfig* out) {
+  const std::string at = absl::StrCat(what, ".kwargs.", rule.chain_kwarg);
+  const YamlValue* list = kwargs.Find(rule.chain_kwarg);
+  if (list == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(kwargs.Where(), ": ", what, ".kwargs needs ",
+                                                   rule.chain_kwarg, " (torchdistill's too)"));
+  }
+  if (list->kind != Kind::kList || list->items.empty()) {
+    return Context::WrongType(*list, at, "a list of {path, io, kwargs}");
+  }
+  std::vector<int64_t> sizes = rule.chain_default_sizes;
+  for (const auto& [kwarg, value] : kwargs.entries) {
+    if (kwarg == rule.chain_kwarg) continue;
+    if (kwarg != rule.chain_sizes_kwarg) {
+      context.Unsupported(*value, absl::StrCat(what, ".kwargs.", kwarg), kUnknownKey);
+      continue;
+    }
+    if (value->kind == Kind::kNull) continue;
+    if (value->kind != Kind::kList)
+      return Context::WrongType(*value, what + ".kwargs." + kwarg, "a list of integers");
+    sizes.clear();
+    for (const auto& item : value->items) {
+      KD_ASSIGN_OR_RETURN(int64_t size, Context::Int(*item, what + ".kwargs." + kwarg));
+      sizes.push_back(size);
+    }
+  }
+  const size_t n = list->items.size();
+  // torchdistill runs the first module, then zips the rest with sizes[1:]: modules past the
+  // sizes never run.
+  if (sizes.size() < n) {
+    context.Unsupported(*list, at,
+                        absl::StrCat(n, " modules but ", sizes.size(),
+                                     " sizes: torchdistill runs only as many as there are sizes "
+                                     "(give a size per module)"));
+    return absl::OkStatus();
+  }
+  for (size_t i = 0; i < n; ++i) {  // every name first: paths may name any of them
+    context.wrapped(teacher).aux_names[absl::StrCat(rule.module_path_prefix, i)] =
+        absl::StrCat(rule.chain_name, i);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const YamlValue& entry = *list->items[n - 1 - i];
+    const std::string entry_what = absl::StrCat(at, "[", n - 1 - i, "]");
+    KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&entry, entry_what));
+    AuxiliaryModuleConfig* module = out->add_auxiliary_modules();
+    module->set_name(absl::StrCat(rule.chain_name, i));
+    module->set_key(rule.module_key);
+    KD_RETURN_IF_ERROR(AuxInput(context, entry, entry_what, teacher, module));
+    keys.Take("path");
+    keys.Take("io");
+    YamlValue renamed{.kind = Kind::kMap};
+    if (const YamlValue* module_kwargs = keys.Take("kwargs")) {
+      renamed = *module_kwargs;
+      for (auto& [name, value] : renamed.entries) {
+        for (const auto& [from, to] : rule.module_renamed) {
+          if (name != from) continue;
+          context.Note(*value, absl::StrCat(entry_what, ".kwargs.", name),
+                       absl::StrCat("taken as ", to, ", the name torchdistill's ", rule.module_key,
+                                    " takes"));
+          name = to;
+        }
+      }
+    }
+    keys.Finish(context, "a chained module has path, io and kwargs");
+    KD_RETURN_IF_ERROR(context.Kwargs(&renamed, "auxiliary_module", rule.module_key,
+                                      entry_what + ".kwargs", module->mutable_kwargs()));
+    if (i == 0) continue;  // the deepest: no residual, no attention
+    Kwarg* attention = module->add_kwargs();
+    attention->set_name(rule.chain_switch);
+    attention->set_boolean(true);
+    Kwarg* size = module->add_kwargs();
+    size->set_name("size");
+    size->set_integer(sizes[i]);
+    IoRef* residual = module->add_extra_inputs();
+    residual->set_path(absl::StrCat(rule.chain_name, i - 1));
+    residual->set_element(1);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // A wrapper with a TorchdistillAuxRule as the libkd auxiliary module it adds; another reported.
@@ -150,6 +233,7 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   if (!rule.modules_kwarg.empty()) {
     return ImportAuxModules(context, rule, *kwargs, what, teacher, out);
   }
+  if (!rule.chain_kwarg.empty()) return ImportAuxChain(context, rule, *kwargs, what, teacher, out);
   wrapped.aux_names[rule.name] = rule.name;
   wrapped.unneeded.insert(rule.unneeded.begin(), rule.unneeded.end());
   AuxiliaryModuleConfig* module = out->add_auxiliary_modules();

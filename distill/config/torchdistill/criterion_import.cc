@@ -142,6 +142,7 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
     KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, v.arg, v.from_teacher, *path,
                                             v.io_kwarg.empty() ? nullptr : given.Find(v.io_kwarg),
                                             v.default_io, what + ".kwargs." + v.path_kwarg));
+    if (v.element >= 0) ref.set_element(v.element);
     *term.add_inputs() = std::move(ref);
   }
   if (rule.reads_targets) {

@@ -4,7 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/kwargs.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
@@ -19,6 +24,34 @@ absl::Status Context::WrongType(const YamlValue& v, const std::string& what,
   return absl::InvalidArgumentError(
       absl::StrCat(v.Where(), ": ", what, " must be ", expected, ", not ", v.Describe(),
                    v.is_scalar() && v.kind != Kind::kNull ? absl::StrCat(" '", v.text, "'") : ""));
+}
+
+std::string ResolveNegativeIndices(const std::string& path,
+                                   const std::vector<std::string>& module_paths) {
+  if (module_paths.empty() || (path.find(".-") == std::string::npos && !path.starts_with("-"))) {
+    return path;
+  }
+  std::string resolved;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    int64_t index = 0;
+    if (absl::StartsWith(part, "-") && absl::SimpleAtoi(part, &index) && index < 0) {
+      std::vector<absl::string_view> children;  // the direct children of `resolved`
+      const std::string prefix = resolved.empty() ? "" : resolved + ".";
+      for (const std::string& m : module_paths) {
+        absl::string_view rest(m);
+        if (m.empty() || !absl::ConsumePrefix(&rest, prefix) || rest.empty() ||
+            absl::StrContains(rest, '.')) {
+          continue;
+        }
+        children.push_back(rest);
+      }
+      if (static_cast<int64_t>(children.size()) >= -index) {
+        part = children[children.size() + index];
+      }
+    }
+    absl::StrAppend(&resolved, resolved.empty() ? "" : ".", part);
+  }
+  return resolved;
 }
 
 void Context::UnsupportedPlugin(const YamlValue& at, const std::string& what,

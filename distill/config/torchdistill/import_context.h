@@ -20,6 +20,12 @@
 namespace kd {
 namespace torchdistill {
 
+// `path` with torchdistill's negative indices ("layer1.-1.relu") replaced by the child they
+// name among `module_paths` (a model's NamedModules, in order: "-1" is the last child of the
+// path before it); as it is where a prefix has no such child.
+std::string ResolveNegativeIndices(const std::string& path,
+                                   const std::vector<std::string>& module_paths);
+
 class Context {
  public:
   explicit Context(Import& out) : out_(out) {}
@@ -53,8 +59,13 @@ class Context {
   std::string ModelPath(bool teacher, const std::string& path) const {
     const Wrapped& w = wrapped_[teacher ? 1 : 0];
     if (auto it = w.aux_names.find(path); it != w.aux_names.end()) return it->second;
-    if (!w.on) return path;
-    return path.starts_with(w.prefix) ? path.substr(w.prefix.size()) : path;
+    const std::string own =
+        w.on && path.starts_with(w.prefix) ? path.substr(w.prefix.size()) : path;
+    return ResolveNegativeIndices(own, module_paths_[teacher ? 1 : 0]);
+  }
+  // The model's module paths (ImportOptions.module_paths), for negative indices.
+  void SetModulePaths(bool teacher, std::vector<std::string> paths) {
+    module_paths_[teacher ? 1 : 0] = std::move(paths);
   }
   // Whether `path` (libkd's) names one of the model's auxiliary modules.
   bool IsAuxModule(bool teacher, const std::string& path) const {
@@ -88,6 +99,7 @@ class Context {
  private:
   Import& out_;
   Wrapped wrapped_[2];
+  std::vector<std::string> module_paths_[2];
 };
 
 // A mapping whose keys are each taken by the translation; Finish reports the others as

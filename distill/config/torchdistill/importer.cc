@@ -165,11 +165,16 @@ absl::Status ImportRoot(Context& context, const YamlValue& root, const ImportOpt
     if (const YamlValue* teacher = model_keys.Take("teacher_model")) {
       KD_RETURN_IF_ERROR(ImportModel(context, *teacher, "models.teacher_model", /*teacher=*/true,
                                      config.mutable_teacher()));
+      if (options.module_paths)
+        context.SetModulePaths(true, options.module_paths(config.teacher()));
     }
     for (const char* student : {"student_model", "model"}) {
       if (const YamlValue* v = model_keys.Take(student)) {
         KD_RETURN_IF_ERROR(ImportModel(context, *v, absl::StrCat("models.", student),
                                        /*teacher=*/false, config.mutable_student()));
+        if (options.module_paths) {
+          context.SetModulePaths(false, options.module_paths(config.student()));
+        }
       }
     }
     model_keys.Finish(context, "torchdistill's models are teacher_model and student_model");

@@ -24,6 +24,7 @@
 #ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORTER_H_
 #define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORTER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ struct Import {
 struct ImportOptions {
   std::string run_name;  // run.name; default: the file's stem
   int64_t seed = 0;      // run.seed (torchdistill takes it on the command line)
+  // The module paths of the model a ModelConfig builds (its NamedModules, in order), for
+  // torchdistill's negative indices in paths ("layer1.-1.relu": layer1's last child, as its
+  // get_module takes them). Unset, or empty for a model it cannot build: such paths are written
+  // as they are, and validation names them.
+  std::function<std::vector<std::string>(const ModelConfig&)> module_paths;
 };
 
 // InvalidArgument "file:line:col: ..." for YAML that does not parse, an unknown tag, a cyclic

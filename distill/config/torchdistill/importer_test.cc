@@ -245,6 +245,43 @@ TEST(ImporterTest, AdaptationsThatCannotBeAuxiliaryModulesAreReported) {
                                  "train.student.adaptations.convreg")));
 }
 
+// torchdistill's negative indices in module paths ("layer1.-1": layer1's last child, as its
+// get_module takes them) become the child's name where the model's module paths are known
+// (ImportOptions.module_paths: the tool builds the model); else they stay as written.
+TEST(ImporterTest, NegativeIndicesNameTheChildFromTheEnd) {
+  constexpr char kYaml[] = R"(models:
+  student_model: {key: 'fashion_cnn', kwargs: {width: 4}}
+train:
+  num_epochs: 1
+  student:
+    forward_hook:
+      output: ['stem.-1', 'stem.-3', 'stem.-4', 'layer2.-2.x', '-1', 'head.-1', 'stem.1']
+)";
+  const std::vector<std::string> paths = {"",       "stem",   "stem.0", "stem.1",  "stem.2",
+                                          "layer2", "layer2.0", "layer2.1", "layer2.1.x", "head"};
+  int calls = 0;
+  absl::StatusOr<Import> imported =
+      ImportText(kYaml, "n.yaml", {.module_paths = [&](const ModelConfig& model) {
+                                     ++calls;
+                                     EXPECT_EQ(model.native().key(), "fashion_cnn");
+                                     return paths;
+                                   }});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_EQ(calls, 1);  // the student's; no teacher
+  std::vector<std::string> hooked;
+  for (const ForwardHookConfig& h : imported->config.train().student().forward_hooks()) {
+    hooked.push_back(h.module_path());
+  }
+  // stem's children 0-2; stem.-4 has none; layer2's last but one is 0; the last top-level
+  // module is head, which has no children
+  EXPECT_THAT(hooked, ElementsAre("stem.2", "stem.0", "stem.-4", "layer2.0.x", "head", "head.-1",
+                                  "stem.1"));
+  // without the model's paths: as written
+  absl::StatusOr<Import> unresolved = ImportText(kYaml, "n.yaml");
+  ASSERT_THAT(unresolved, IsOk());
+  EXPECT_EQ(unresolved->config.train().student().forward_hooks(0).module_path(), "stem.-1");
+}
+
 TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {
   constexpr char kYaml[] = R"(models:
   teacher_model:

@@ -7,15 +7,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/torchdistill/import_test_util.h"
 #include "distill/config/torchdistill/importer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "hooks/model.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
@@ -378,6 +381,74 @@ TEST_F(BoxTest, SskdsStagesImport) {
   // The teacher's module ends the second stage as the first left it; the student's trains.
   EXPECT_EQ(TeachersModuleKeepsItsFirstStage(config, "sskd", "ss_module"),
             4);  // two linears' weights and biases
+}
+
+// The module paths of the model `config` builds, for torchdistill's negative indices (as
+// //tools:import_torchdistill gives them).
+std::vector<std::string> ModulePaths(const ModelConfig& config) {
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(config, "", "model");
+  EXPECT_THAT(model, IsOk());
+  std::vector<std::string> paths;
+  if (model.ok()) {
+    for (const ModuleInfo& m : (*model)->NamedModules()) paths.push_back(m.path);
+  }
+  return paths;
+}
+
+// Knowledge review as torchdistill's sample configures it: a Student4KnowledgeReview wrapper
+// whose fusions, listed shallow to deep, run deep to shallow (abf_modules.0 is the deepest, with
+// no residual; each next one takes the previous one's residual, resized to its `sizes` entry,
+// and attention), HierarchicalContextLoss on each fusion's output (a pair: element 0) and the
+// teacher's feature; paths with negative indices ("layer2.-1": layer2's last module).
+TEST_F(BoxTest, KnowledgeReviewsFusionsChainDeepestFirst) {
+  absl::StatusOr<Import> imported =
+      ImportFile(TestData("kr.yaml"), {.seed = 1, .module_paths = ModulePaths});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  const StageModelConfig& student = imported->config.train().student();
+  ASSERT_EQ(student.auxiliary_modules_size(), 3);
+  std::vector<std::string> chain;
+  for (const AuxiliaryModuleConfig& m : student.auxiliary_modules()) {
+    std::string kwargs;
+    for (const Kwarg& k : m.kwargs()) {
+      absl::StrAppend(&kwargs, " ", k.name(), "=",
+                      k.has_boolean() ? (k.boolean() ? "true" : "false")
+                                      : absl::StrCat(k.integer()));
+    }
+    chain.push_back(absl::StrCat(m.name(), " ", m.key(), " on ", m.input().path(),
+                                 m.extra_inputs_size() > 0
+                                     ? absl::StrCat(" and ", m.extra_inputs(0).path(), "[",
+                                                    m.extra_inputs(0).element(), "]")
+                                     : "",
+                                 ":", kwargs));
+  }
+  EXPECT_THAT(chain,
+              ElementsAre("abf0 AttentionBasedFusion on layer2.6: in_channels=8 mid_channels=16 "
+                          "out_channels=16",
+                          "abf1 AttentionBasedFusion on layer1.2 and abf0[1]: in_channels=4 "
+                          "mid_channels=16 out_channels=8 uses_attention=true size=14",
+                          "abf2 AttentionBasedFusion on stem.2 and abf1[1]: in_channels=4 "
+                          "mid_channels=16 out_channels=8 uses_attention=true size=14"));
+  const LossTermConfig& stem = imported->config.train().criterion().terms(1);
+  EXPECT_EQ(stem.key(), "HierarchicalContextLoss");
+  EXPECT_EQ(stem.inputs(0).path(), "abf2");
+  EXPECT_EQ(stem.inputs(0).element(), 0);
+  EXPECT_EQ(stem.inputs(1).path(), "stem.2");
+  RunIn(imported->config, RunDir("kr"));
+
+  // torchdistill's sample writes the fusions' kwargs as in_channel, mid_channel, out_channel
+  // (which torchdistill 1.1.5's AttentionBasedFusion refuses): taken as the same, with notes.
+  std::string text = *ReadFile(TestData("kr.yaml"));
+  for (const char* name : {"in_channel", "mid_channel", "out_channel"}) {
+    text = absl::StrReplaceAll(text, {{absl::StrCat(name, "s:"), absl::StrCat(name, ":")}});
+  }
+  absl::StatusOr<Import> sample =
+      ImportText(text, "kr_sample.yaml", {.seed = 1, .module_paths = ModulePaths});
+  ASSERT_THAT(sample, IsOk());
+  EXPECT_THAT(sample->unsupported, IsEmpty());
+  EXPECT_THAT(sample->notes, Contains(HasSubstr("in_channel: taken as in_channels")));
+  sample->config.mutable_run()->set_name(imported->config.run().name());
+  ExpectSameConfig(sample->config, imported->config);
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its

@@ -32,7 +32,7 @@ failed = 0
 # which FakeData lacks. Multi-stage files (ft.yaml, sskd.yaml): each stage's criterion and, where
 # the stage has one, its training loader.
 for name in ('teacher.yaml', 'student.yaml', 'student_kd.yaml', 'at.yaml', 'vid.yaml', 'pad.yaml',
-             'srd.yaml', 'ickd.yaml', 'dab.yaml', 'fitnet.yaml', 'ft.yaml', 'sskd.yaml'):
+             'srd.yaml', 'ickd.yaml', 'dab.yaml', 'fitnet.yaml', 'ft.yaml', 'sskd.yaml', 'kr.yaml'):
     text = open(os.path.join(here, name)).read()
     text = text.replace("!join ['~/datasets/', 'fashion_mnist']", repr(root))
     text = text.replace('download: True', 'download: False')
