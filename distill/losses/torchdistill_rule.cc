@@ -16,9 +16,15 @@ TorchdistillLossRule TorchdistillLossRule::ModuleIoPair(const std::string& stude
 }
 
 TorchdistillLossRule TorchdistillLossRule::PathPair(const std::string& student_kwarg,
-                                                    const std::string& teacher_kwarg) {
-  return {.values = {{.arg = "student", .path_kwarg = student_kwarg},
-                     {.arg = "teacher", .from_teacher = true, .path_kwarg = teacher_kwarg}}};
+                                                    const std::string& teacher_kwarg,
+                                                    const std::string& student_default,
+                                                    const std::string& teacher_default) {
+  return {
+      .values = {{.arg = "student", .path_kwarg = student_kwarg, .default_path = student_default},
+                 {.arg = "teacher",
+                  .from_teacher = true,
+                  .path_kwarg = teacher_kwarg,
+                  .default_path = teacher_default}}};
 }
 
 TorchdistillLossRule TorchdistillLossRule::Pairs(std::string kwarg,

@@ -37,6 +37,9 @@ struct TorchdistillLossRule {
     // The value of a recorded tuple it takes (IoRef.element; -1: the whole value), where the
     // torchdistill loss unpacks one (HierarchicalContextLoss's student fusion: its output, 0).
     int element = -1;
+    // A boolean kwarg saying whose value it is instead (RegularizationLoss's is_from_teacher;
+    // `from_teacher` when not given).
+    std::string from_teacher_kwarg;
   };
   // A member of each pair of `pairs_kwarg`: the pair's entry `key` is a dict {path, io}.
   struct PairMember {
@@ -75,14 +78,16 @@ struct TorchdistillLossRule {
 
   // The common forms: "student" and "teacher" from {student,teacher}_module_{path,io}
   // (`prefix` "student_logit" reads student_logit_module_path, ...); from two path kwargs
-  // (outputs); one term per pair of `kwarg`, members named as the inputs they fill (those from
-  // "teacher" come from the teacher).
+  // (outputs; with torchdistill's default paths where it has them); one term per pair of `kwarg`,
+  // members named as the inputs they fill (those from "teacher" come from the teacher).
   static TorchdistillLossRule ModuleIoPair(const std::string& student_prefix = "student",
                                            const std::string& teacher_prefix = "teacher",
                                            const std::string& student_arg = "student",
                                            const std::string& teacher_arg = "teacher");
   static TorchdistillLossRule PathPair(const std::string& student_kwarg,
-                                       const std::string& teacher_kwarg);
+                                       const std::string& teacher_kwarg,
+                                       const std::string& student_default = "",
+                                       const std::string& teacher_default = "");
   static TorchdistillLossRule Pairs(std::string kwarg, std::vector<std::string> members);
 };
 

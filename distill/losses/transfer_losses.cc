@@ -212,13 +212,8 @@ KD_REGISTER(LossRegistry(), "VIDLoss", MakeVid, {});
 // FTLoss: the student's translator and the teacher's paraphraser by path (their names by
 // default, as torchdistill's).
 KD_REGISTER(TorchdistillLossRules(), "FTLoss",
-            TorchdistillLossRule{.values = {{.arg = "student",
-                                             .path_kwarg = "translator_path",
-                                             .default_path = "translator"},
-                                            {.arg = "teacher",
-                                             .from_teacher = true,
-                                             .path_kwarg = "paraphraser_path",
-                                             .default_path = "paraphraser"}}},
+            TorchdistillLossRule::PathPair("translator_path", "paraphraser_path", "translator",
+                                           "paraphraser"),
             kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "ChSimLoss",
             TorchdistillLossRule::Pairs("feature_pairs", {"student", "teacher"}), kAnyKwargs);
@@ -248,6 +243,19 @@ KD_REGISTER(
     }(),
     kAnyKwargs);
 KD_REGISTER(TorchdistillLossRules(), "AffinityLoss", TorchdistillLossRule::ModuleIoPair(),
+            kAnyKwargs);
+// KTALoss: the student's feature adapter and the teacher's knowledge translator (torchdistill's
+// default paths: feature_adapter, paraphraser).
+KD_REGISTER(TorchdistillLossRules(), "KTALoss",
+            TorchdistillLossRule::PathPair("feature_adapter_path", "knowledge_translator_path",
+                                           "feature_adapter", "paraphraser"),
+            kAnyKwargs);
+// RegularizationLoss: one value, the student's or (is_from_teacher) the teacher's.
+KD_REGISTER(TorchdistillLossRules(), "RegularizationLoss",
+            TorchdistillLossRule{.values = {{.arg = "input",
+                                             .path_kwarg = "module_path",
+                                             .io_kwarg = "io_type",
+                                             .from_teacher_kwarg = "is_from_teacher"}}},
             kAnyKwargs);
 KD_REGISTER(
     TorchdistillLossRules(), "HierarchicalContextLoss",

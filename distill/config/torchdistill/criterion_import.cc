@@ -90,7 +90,9 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
   }
   // The kwargs the rule wires; the rest pass on (renamed, flattened) to the loss's contract.
   std::vector<std::string> wired;
-  for (const auto& v : rule.values) wired.insert(wired.end(), {v.path_kwarg, v.io_kwarg});
+  for (const auto& v : rule.values) {
+    wired.insert(wired.end(), {v.path_kwarg, v.io_kwarg, v.from_teacher_kwarg});
+  }
   if (!rule.pairs_kwarg.empty()) wired.push_back(rule.pairs_kwarg);
   for (const auto& [name, why] : rule.dropped) {
     if (const YamlValue* v = given.Find(name)) context.Note(*v, what + ".kwargs." + name, why);
@@ -139,7 +141,14 @@ absl::Status ApplyRule(Context& context, const TorchdistillLossRule& rule, const
       return absl::InvalidArgumentError(absl::StrCat(given.Where(), ": ", what, ".kwargs needs ",
                                                      v.path_kwarg, " (torchdistill's too)"));
     }
-    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, v.arg, v.from_teacher, *path,
+    bool from_teacher = v.from_teacher;
+    if (const YamlValue* whose =
+            v.from_teacher_kwarg.empty() ? nullptr : given.Find(v.from_teacher_kwarg);
+        whose != nullptr && whose->kind != Kind::kNull) {
+      KD_ASSIGN_OR_RETURN(from_teacher,
+                          Context::Bool(*whose, what + ".kwargs." + v.from_teacher_kwarg));
+    }
+    KD_ASSIGN_OR_RETURN(IoRef ref, ValueRef(context, v.arg, from_teacher, *path,
                                             v.io_kwarg.empty() ? nullptr : given.Find(v.io_kwarg),
                                             v.default_io, what + ".kwargs." + v.path_kwarg));
     if (v.element >= 0) ref.set_element(v.element);

@@ -245,6 +245,39 @@ TEST(ImporterTest, AdaptationsThatCannotBeAuxiliaryModulesAreReported) {
                                  "train.student.adaptations.convreg")));
 }
 
+// Rules whose paths default to torchdistill's module names (KTALoss: the student's
+// feature_adapter, the teacher's paraphraser) or whose source a kwarg picks
+// (RegularizationLoss's is_from_teacher).
+TEST(ImporterTest, DefaultPathsAndTheSourceKwargWireTheTerm) {
+  constexpr char kYaml[] = R"(train:
+  num_epochs: 1
+  criterion:
+    key: 'WeightedSumLoss'
+    kwargs:
+      sub_terms:
+        kta: {criterion: {key: 'KTALoss', kwargs: {p: 1, q: 2}}, weight: 1}
+        reg:
+          criterion:
+            key: 'RegularizationLoss'
+            kwargs: {module_path: 'layer2', io_type: 'input', is_from_teacher: True, p: 1}
+          weight: 1
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "d.yaml");
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  std::vector<std::string> inputs;
+  for (const LossTermConfig& term : imported->config.train().criterion().terms()) {
+    for (const IoRef& in : term.inputs()) {
+      inputs.push_back(absl::StrCat(term.name(), ".", in.arg(), "=",
+                                    IoRef::Source_Name(in.source()), ":", in.path(), ":",
+                                    IoRef::Io_Name(in.io())));
+    }
+  }
+  EXPECT_THAT(inputs, ElementsAre("kta.student=STUDENT:feature_adapter:OUTPUT",
+                                  "kta.teacher=TEACHER:paraphraser:OUTPUT",
+                                  "reg.input=TEACHER:layer2:INPUT"));
+}
+
 // torchdistill's negative indices in module paths ("layer1.-1": layer1's last child, as its
 // get_module takes them) become the child's name where the model's module paths are known
 // (ImportOptions.module_paths: the tool builds the model); else they stay as written.

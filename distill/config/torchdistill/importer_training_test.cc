@@ -502,6 +502,11 @@ TEST_F(BoxTest, EachMethodWithARuleImportsAndTrainsAStandInPair) {
       {"ChSimLoss", R"(
               feature_pairs:
                 pair1: {student: {path: 'layer2', io: 'output'}, teacher: {path: 'layer2', io: 'output'}, weight: 1})"},
+      {"RegularizationLoss", R"(
+              module_path: 'layer2'
+              io_type: 'output'
+              is_from_teacher: False
+              p: 2)"},
   };
   std::string base = *ReadFile(TestData("at.yaml"));
   base.replace(base.find("width: 8"), 8, "width: 4");
