@@ -179,6 +179,7 @@ class Validator : private internal::StageChecker {
     }
     if (stage.has_val_data_loader()) {
       CheckLoader(stage.val_data_loader(), loc.Nested("val_data_loader"));
+      WarnIfValidatingOnTestData(config, stage.val_data_loader(), loc.Nested("val_data_loader"));
     }
 
     const RecordedIo teacher_io(stage.teacher());

@@ -284,6 +284,30 @@ TEST(ConfigValidatorTest, DeprecatedNamesWorkWithAWarning) {
                                         "\"pre_epoch_proc\"");
 }
 
+// Validation on test data (a test split, or the dataset the test loader reads) is a warning:
+// the run's choices (best checkpoint, early stopping) would be made on the test data.
+TEST(ConfigValidatorTest, ValidatingOnTestDataIsAWarning) {
+  const Lines split = Replace(
+      kBase, 3, {R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })"});
+  absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(split, "\n"), "t.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  std::vector<ConfigProblem> problems = ValidateConfig(*loaded);
+  EXPECT_FALSE(HasErrors(problems));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].ToString(),
+            At(split, 9, "dataset_id") +
+                "warning: validation reads \"val\", a test split: the best checkpoint (and early "
+                "stopping) is then chosen on the test data; validate on data held out of the "
+                "training split (a dataset's subset)");
+  const Lines shared = Insert(kBase, 31, {R"(test_data_loader { dataset_id: "val" batch_size: 8 })"});
+  loaded = ParseConfig(absl::StrJoin(shared, "\n"), "t.pbtxt");
+  ASSERT_THAT(loaded, IsOk());
+  problems = ValidateConfig(*loaded);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0].ToString(),
+              HasSubstr("validation reads \"val\", the dataset test_data_loader reads too"));
+}
+
 TEST(ConfigValidatorTest, ProcessFunctionKeysAndKwargsAreChecked) {
   const Lines lines = Insert(
       kBase, 14,

@@ -401,8 +401,7 @@ class FixedOrder final : public Sampler {
 };
 
 TEST(DataLoaderTest, FollowsItsSampler) {
-  DataLoader loader =
-      MakeLoader(6, {.batch_size = 2, .sampler = std::make_shared<FixedOrder>()});
+  DataLoader loader = MakeLoader(6, {.batch_size = 2, .sampler = std::make_shared<FixedOrder>()});
   EXPECT_THAT(EpochOrder(loader), ElementsAre(4, 1, 3));
   EXPECT_EQ(loader.num_batches(), 2);
   EXPECT_THAT(DataLoader::Create(std::make_shared<IndexDataset>(4),

@@ -20,7 +20,7 @@
 #include "base/status_macros.h"
 #include "distill/data/dataset.h"
 #include "distill/data/idx_file.h"
-#include "distill/data/image_transforms.h"
+#include "distill/data/internal/image_dataset.h"
 
 namespace kd {
 namespace {
@@ -28,46 +28,6 @@ namespace {
 constexpr char kKey[] = "fashion_mnist";
 constexpr char kDefaultRoot[] = "/usr/share/datasets/fashion-mnist";
 constexpr int64_t kNumClasses = 10;
-
-// The kwargs, read once (their defaults are in the registration's specs).
-struct FashionMnistOptions {
-  std::string root;
-  std::string split;
-  double mean = 0;
-  double std = 1;
-  int64_t random_crop_padding = 0;
-  bool horizontal_flip = false;
-};
-
-class FashionMnist final : public Dataset {
- public:
-  FashionMnist(at::Tensor images, at::Tensor labels, FashionMnistOptions options)
-      : images_(std::move(images)), labels_(std::move(labels)), options_(std::move(options)) {}
-
-  int64_t size() const override { return images_.size(0); }
-  int64_t num_classes() const override { return kNumClasses; }
-  absl::StatusOr<at::Tensor> ListTargets() const override { return labels_; }
-
- protected:
-  double flip_p() const { return options_.horizontal_flip ? 0.5 : 0.0; }
-  Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
-    at::Tensor x = images_.index_select(0, indices).unsqueeze(1);  // uint8 (B, 1, H, W)
-    at::Tensor transform;
-    x = RandomCropAndFlip(x, options_.random_crop_padding, flip_p(), generator, &transform);
-    Samples got{ScaleAndNormalize(x, options_.mean, options_.std),
-                labels_.index_select(0, indices)};
-    got.supp.insert(std::string(kTransformKey), transform);
-    return got;
-  }
-  int64_t NumTransforms() const override {
-    return NumCropAndFlipTransforms(options_.random_crop_padding, flip_p());
-  }
-
- private:
-  at::Tensor images_;  // uint8 (N, H, W)
-  at::Tensor labels_;  // int64 (N)
-  FashionMnistOptions options_;
-};
 
 // The IDX file `name` under `root`: `name` (gzip) or, failing that, `name` without ".gz".
 absl::StatusOr<at::Tensor> ReadDatasetFile(const std::string& root, const std::string& name) {
@@ -83,13 +43,13 @@ absl::StatusOr<at::Tensor> ReadDatasetFile(const std::string& root, const std::s
 }
 
 absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) {
-  const FashionMnistOptions options = {
-      .root = StringKwarg(kwargs, "root"),
-      .split = StringKwarg(kwargs, "split"),
-      .mean = NumberKwarg(kwargs, "mean"),
-      .std = NumberKwarg(kwargs, "std"),
-      .random_crop_padding = IntKwarg(kwargs, "random_crop_padding"),
-      .horizontal_flip = BoolKwarg(kwargs, "horizontal_flip")};
+  struct {
+    std::string root, split;
+  } options = {.root = StringKwarg(kwargs, "root"), .split = StringKwarg(kwargs, "split")};
+  ImageAugmentation augmentation = {.random_crop_padding = IntKwarg(kwargs, "random_crop_padding"),
+                                    .horizontal_flip = BoolKwarg(kwargs, "horizontal_flip"),
+                                    .mean = {NumberKwarg(kwargs, "mean")},
+                                    .std = {NumberKwarg(kwargs, "std")}};
 
   const std::string prefix = options.split == "test" ? "t10k" : "train";
   const std::string images_name = prefix + "-images-idx3-ubyte.gz";
@@ -116,37 +76,32 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeFashionMnist(const Kwargs& kwargs) 
     return corrupt(labels_name,
                    absl::StrCat("holds the label ", top, "; Fashion-MNIST's are 0 to 9"));
   }
-  return std::make_shared<FashionMnist>(std::move(images), labels.to(at::kLong),
-                                        std::move(options));
+  return std::make_shared<ImageDataset>(images.unsqueeze(1), labels.to(at::kLong), kNumClasses,
+                                        std::move(augmentation));
 }
 
-KD_REGISTER(DatasetRegistry(), kKey, MakeFashionMnist,
-            {{.name = "root",
-              .type = KwargType::kString,
-              .doc = "folder of the gzip IDX files",
-              .default_value = kDefaultRoot},
-             {.name = "split",
-              .type = KwargType::kString,
-              .doc = "train (60000 images) or test (10000)",
-              .default_value = "train",
-              .choices = {"train", "test"}},
-             {.name = "mean",
-              .type = KwargType::kNumber,
-              .doc = "Normalize's mean, of pixels scaled to [0, 1] (train set's: 0.2860)",
-              .default_value = 0.0},
-             PositiveNumberSpec("std",
-                                "Normalize's std, of pixels scaled to [0, 1] (train set's: 0.3530)",
-                                1.0),
-             {.name = "random_crop_padding",
-              .type = KwargType::kInteger,
-              .doc = "zero-pad by this many pixels, then crop a random 28x28 (0: off)",
-              .default_value = 0,
-              .min = 0,
-              .max = 28},
-             {.name = "horizontal_flip",
-              .type = KwargType::kBool,
-              .doc = "mirror each image left to right with probability 0.5",
-              .default_value = false}});
+std::vector<KwargSpec> FashionMnistSpecs() {
+  std::vector<KwargSpec> specs = {
+      {.name = "root",
+       .type = KwargType::kString,
+       .doc = "folder of the gzip IDX files",
+       .default_value = kDefaultRoot},
+      {.name = "split",
+       .type = KwargType::kString,
+       .doc = "train (60000 images) or test (10000)",
+       .default_value = "train",
+       .choices = {"train", "test"}},
+      {.name = "mean",
+       .type = KwargType::kNumber,
+       .doc = "Normalize's mean, of pixels scaled to [0, 1] (train set's: 0.2860)",
+       .default_value = 0.0},
+      PositiveNumberSpec("std", "Normalize's std, of pixels scaled to [0, 1] (train set's: 0.3530)",
+                         1.0)};
+  for (KwargSpec& spec : CropAndFlipSpecs(28)) specs.push_back(std::move(spec));
+  return specs;
+}
+
+KD_REGISTER(DatasetRegistry(), kKey, MakeFashionMnist, FashionMnistSpecs());
 
 }  // namespace
 }  // namespace kd

@@ -22,9 +22,9 @@
 namespace kd {
 namespace {
 
+using test::IValueNear;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using test::IValueNear;
 
 constexpr char kRealRoot[] = "/usr/share/datasets/fashion-mnist";
 
@@ -58,15 +58,14 @@ std::string WriteTinySplit(const std::string& name, const at::Tensor& labels) {
   images = images.clone();
   images.select(1, 0).select(1, 0).fill_(255);
   WriteIdxGz(root + "/train-images-idx3-ubyte.gz", {4, 28, 28}, images);
-  WriteIdxGz(root + "/train-labels-idx1-ubyte.gz", {static_cast<uint32_t>(labels.size(0))},
-             labels);
+  WriteIdxGz(root + "/train-labels-idx1-ubyte.gz", {static_cast<uint32_t>(labels.size(0))}, labels);
   return root;
 }
 
 TEST(FashionMnistTest, ReadsASplitFromRoot) {
   const std::string root = WriteTinySplit("tiny", at::tensor({9, 0, 3, 3}, at::kByte));
-  absl::StatusOr<std::shared_ptr<Dataset>> dataset = MakeDataset(
-      "fashion_mnist", {{"root", root}, {"mean", 0.5}, {"std", 0.25}});
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      MakeDataset("fashion_mnist", {{"root", root}, {"mean", 0.5}, {"std", 0.25}});
   ASSERT_THAT(dataset, IsOk());
   EXPECT_EQ((*dataset)->size(), 4);
   EXPECT_EQ((*dataset)->num_classes(), 10);
@@ -84,9 +83,9 @@ TEST(FashionMnistTest, ReadsASplitFromRoot) {
 TEST(FashionMnistTest, AppliesCropAndFlipAsSeeded) {
   const std::string root = WriteTinySplit("tiny_aug", at::tensor({9, 0, 3, 3}, at::kByte));
   absl::StatusOr<std::shared_ptr<Dataset>> plain = MakeDataset("fashion_mnist", {{"root", root}});
-  absl::StatusOr<std::shared_ptr<Dataset>> augmented = MakeDataset(
-      "fashion_mnist",
-      {{"root", root}, {"random_crop_padding", int64_t{4}}, {"horizontal_flip", true}});
+  absl::StatusOr<std::shared_ptr<Dataset>> augmented =
+      MakeDataset("fashion_mnist",
+                  {{"root", root}, {"random_crop_padding", int64_t{4}}, {"horizontal_flip", true}});
   ASSERT_THAT(plain, IsOk());
   ASSERT_THAT(augmented, IsOk());
   const at::Tensor indices = at::tensor({0, 1, 2, 3, 0, 1, 2, 3}, at::kLong);
@@ -123,10 +122,10 @@ TEST(FashionMnistTest, LabelCountMismatchNamesTheFile) {
 
 TEST(FashionMnistTest, LabelOutOfRangeNamesTheFile) {
   const std::string root = WriteTinySplit("bad_label", at::tensor({1, 2, 10, 3}, at::kByte));
-  EXPECT_THAT(MakeDataset("fashion_mnist", {{"root", root}}),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr(root + "/train-labels-idx1-ubyte.gz"),
-                             HasSubstr("the label 10"))));
+  EXPECT_THAT(
+      MakeDataset("fashion_mnist", {{"root", root}}),
+      StatusIs(absl::StatusCode::kDataLoss,
+               AllOf(HasSubstr(root + "/train-labels-idx1-ubyte.gz"), HasSubstr("the label 10"))));
 }
 
 TEST(FashionMnistTest, ImagesOfWrongRankNameTheFile) {
@@ -134,10 +133,10 @@ TEST(FashionMnistTest, ImagesOfWrongRankNameTheFile) {
   mkdir(root.c_str(), 0755);
   WriteIdxGz(root + "/train-images-idx3-ubyte.gz", {4, 784}, at::zeros({4, 784}, at::kByte));
   WriteIdxGz(root + "/train-labels-idx1-ubyte.gz", {4}, at::zeros({4}, at::kByte));
-  EXPECT_THAT(MakeDataset("fashion_mnist", {{"root", root}}),
-              StatusIs(absl::StatusCode::kDataLoss,
-                       AllOf(HasSubstr(root + "/train-images-idx3-ubyte.gz"),
-                             HasSubstr("[4, 784]"))));
+  EXPECT_THAT(
+      MakeDataset("fashion_mnist", {{"root", root}}),
+      StatusIs(absl::StatusCode::kDataLoss,
+               AllOf(HasSubstr(root + "/train-images-idx3-ubyte.gz"), HasSubstr("[4, 784]"))));
 }
 
 // The real data set: the published sizes, class balance, first label and pixel statistics
@@ -158,8 +157,7 @@ TEST_F(RealFashionMnistTest, TrainSplit) {
   at::Tensor counts = at::zeros({10}, at::kLong);
   double sum = 0, sum_of_squares = 0;
   for (int64_t start = 0; start < 60000; start += 10000) {
-    const Batch batch =
-        (*train)->Get(at::arange(start, start + 10000, at::kLong), uint64_t{0});
+    const Batch batch = (*train)->Get(at::arange(start, start + 10000, at::kLong), uint64_t{0});
     const at::Tensor x = batch.samples.toTensor().to(at::kDouble);
     ASSERT_EQ(x.sizes(), at::IntArrayRef({10000, 1, 28, 28}));
     sum += x.sum().item<double>();
@@ -177,8 +175,7 @@ TEST_F(RealFashionMnistTest, TrainSplit) {
 }
 
 TEST_F(RealFashionMnistTest, TestSplit) {
-  absl::StatusOr<std::shared_ptr<Dataset>> test =
-      MakeDataset("fashion_mnist", {{"split", "test"}});
+  absl::StatusOr<std::shared_ptr<Dataset>> test = MakeDataset("fashion_mnist", {{"split", "test"}});
   ASSERT_THAT(test, IsOk());
   ASSERT_EQ((*test)->size(), 10000);
   const Batch batch = (*test)->Get(at::arange(10000, at::kLong), uint64_t{0});

@@ -1,6 +1,7 @@
 #include "distill/data/image_transforms.h"
 
 #include <algorithm>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -12,8 +13,7 @@ namespace {
 
 void CheckPerImage(const at::Tensor& images, const at::Tensor& values, const char* name) {
   TORCH_CHECK(values.dim() == 1 && values.size(0) == images.size(0), "CropAndFlip: ", name,
-              " must have one value per image (", images.size(0), "); got ",
-              ShapeString(values));
+              " must have one value per image (", images.size(0), "); got ", ShapeString(values));
 }
 
 // out = CropAndFlip(in) for contiguous (B, C, H, W) `in` and `out`, row by row.
@@ -21,8 +21,7 @@ template <typename T>
 void CropAndFlipRows(const T* in, T* out, int64_t b, int64_t c, int64_t h, int64_t w,
                      int64_t padding, const int64_t* top, const int64_t* left, const bool* flip) {
   for (int64_t n = 0; n < b; ++n) {
-    TORCH_CHECK(top[n] >= 0 && top[n] <= 2 * padding && left[n] >= 0 &&
-                    left[n] <= 2 * padding,
+    TORCH_CHECK(top[n] >= 0 && top[n] <= 2 * padding && left[n] >= 0 && left[n] <= 2 * padding,
                 "CropAndFlip: image ", n, " has corner (", top[n], ", ", left[n],
                 "); top and left must be in [0, ", 2 * padding, "]");
     const int64_t dy = top[n] - padding;  // output row i reads input row i + dy
@@ -66,9 +65,8 @@ at::Tensor CropAndFlip(const at::Tensor& images, int64_t padding, const at::Tens
   const at::Tensor flips = flip.to(at::kBool).contiguous();
   AT_DISPATCH_ALL_TYPES(in.scalar_type(), "CropAndFlip", [&] {
     CropAndFlipRows<scalar_t>(in.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), in.size(0),
-                              in.size(1), in.size(2), in.size(3), padding,
-                              tops.data_ptr<int64_t>(), lefts.data_ptr<int64_t>(),
-                              flips.data_ptr<bool>());
+                              in.size(1), in.size(2), in.size(3), padding, tops.data_ptr<int64_t>(),
+                              lefts.data_ptr<int64_t>(), flips.data_ptr<bool>());
   });
   return out;
 }
@@ -82,10 +80,10 @@ at::Tensor RandomCropAndFlip(const at::Tensor& images, int64_t padding, double f
     if (transform != nullptr) *transform = at::zeros({b}, at::kLong);
     return images;
   }
-  const at::Tensor top = padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator)
-                                     : at::zeros({b}, at::kLong);
-  const at::Tensor left = padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator)
-                                      : at::zeros({b}, at::kLong);
+  const at::Tensor top =
+      padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator) : at::zeros({b}, at::kLong);
+  const at::Tensor left =
+      padding > 0 ? at::randint(0, 2 * padding + 1, {b}, generator) : at::zeros({b}, at::kLong);
   const at::Tensor flip =
       flip_p > 0 ? at::rand({b}, generator).lt(flip_p) : at::zeros({b}, at::kBool);
   if (transform != nullptr) {
@@ -100,12 +98,24 @@ int64_t NumCropAndFlipTransforms(int64_t padding, double flip_p) {
 }
 
 at::Tensor ScaleAndNormalize(const at::Tensor& images, double mean, double std) {
-  TORCH_CHECK(images.scalar_type() == at::kByte,
-              "ScaleAndNormalize: images must be uint8; got ", images.scalar_type());
+  TORCH_CHECK(images.scalar_type() == at::kByte, "ScaleAndNormalize: images must be uint8; got ",
+              images.scalar_type());
   TORCH_CHECK(std > 0, "ScaleAndNormalize: std must be > 0; got ", std);
   at::Tensor x = images.to(at::kFloat);
   if (mean == 0.0 && std == 1.0) return x.div_(255.0);
   return x.mul_(1.0 / (255.0 * std)).sub_(mean / std);
+}
+
+at::Tensor ScaleAndNormalizeChannels(const at::Tensor& images, const std::vector<double>& mean,
+                                     const std::vector<double>& std) {
+  TORCH_CHECK(images.scalar_type() == at::kByte,
+              "ScaleAndNormalizeChannels: images must be uint8; got ", images.scalar_type());
+  TORCH_CHECK(images.dim() == 4 && images.size(1) == static_cast<int64_t>(mean.size()) &&
+                  mean.size() == std.size(),
+              "ScaleAndNormalizeChannels: images (B, C, H, W) with C means and stds");
+  const at::Tensor m = at::tensor(mean, at::kDouble).to(at::kFloat).view({1, -1, 1, 1});
+  const at::Tensor s = at::tensor(std, at::kDouble).to(at::kFloat).view({1, -1, 1, 1});
+  return images.to(at::kFloat).div_(255.0).sub_(m).div_(s);
 }
 
 }  // namespace kd

@@ -21,6 +21,7 @@
 #define LIBKD_DISTILL_DATA_IMAGE_TRANSFORMS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
@@ -48,6 +49,11 @@ int64_t NumCropAndFlipTransforms(int64_t padding, double flip_p);
 
 // uint8 images as float32 in [0, 1] (ToTensor), then (x - mean) / std (Normalize).
 at::Tensor ScaleAndNormalize(const at::Tensor& images, double mean, double std);
+
+// The same per channel: images (B, C, H, W), `mean` and `std` C values each, computed as
+// torchvision's ToTensor and Normalize compute it (x / 255, then (x - mean) / std).
+at::Tensor ScaleAndNormalizeChannels(const at::Tensor& images, const std::vector<double>& mean,
+                                     const std::vector<double>& std);
 
 }  // namespace kd
 

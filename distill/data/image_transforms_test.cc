@@ -57,7 +57,7 @@ TEST(CropAndFlipTest, HandMadeImage) {
                                           3, 2, 1, 6, 5, 4, 9, 8, 7,   // centred, mirrored
                                           0, 0, 0, 0, 3, 2, 0, 6, 5},  // top-right, mirrored
                                          at::kByte)
-                                   .view({5, 1, 3, 3});
+                                  .view({5, 1, 3, 3});
   EXPECT_THAT(out, IValueNear(expected, 0));
 }
 
@@ -67,8 +67,8 @@ TEST(CropAndFlipTest, EveryCornerOfEveryChannel) {
     for (int64_t top = 0; top <= 2 * pad; ++top) {
       for (int64_t left = 0; left <= 2 * pad; ++left) {
         for (bool flip : {false, true}) {
-          const at::Tensor out = CropAndFlip(image, pad, Longs({top}), Longs({left}),
-                                             Bools({flip ? 1 : 0}));
+          const at::Tensor out =
+              CropAndFlip(image, pad, Longs({top}), Longs({left}), Bools({flip ? 1 : 0}));
           EXPECT_THAT(out, IValueNear(Reference(image, pad, top, left, flip), 0))
               << "padding " << pad << " corner (" << top << ", " << left << ") flip " << flip;
         }
@@ -89,8 +89,7 @@ TEST(CropAndFlipTest, RejectsBadArguments) {
   EXPECT_THROW(CropAndFlip(Image123(), 1, Longs({3}), Longs({0}), Bools({0})), c10::Error);
   EXPECT_THROW(CropAndFlip(Image123(), 1, Longs({0}), Longs({-1}), Bools({0})), c10::Error);
   // Two corners for one image.
-  EXPECT_THROW(CropAndFlip(Image123(), 1, Longs({0, 0}), Longs({0, 0}), Bools({0, 0})),
-               c10::Error);
+  EXPECT_THROW(CropAndFlip(Image123(), 1, Longs({0, 0}), Longs({0, 0}), Bools({0, 0})), c10::Error);
   // Not (B, C, H, W).
   EXPECT_THROW(CropAndFlip(Image123().view({3, 3}), 1, Longs({0}), Longs({0}), Bools({0})),
                c10::Error);

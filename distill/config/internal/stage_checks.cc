@@ -245,6 +245,25 @@ void StageChecker::CheckOptimizer(const OptimizerConfig& optimizer, const Config
   AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
 }
 
+void StageChecker::WarnIfValidatingOnTestData(const DistillConfig& config, const LoaderConfig& val,
+                                              const ConfigLocator& loc) {
+  std::string why;
+  if (config.has_test_data_loader() && config.test_data_loader().dataset_id() == val.dataset_id()) {
+    why = "the dataset test_data_loader reads too";
+  }
+  for (const DatasetConfig& dataset : config.datasets()) {
+    if (dataset.id() != val.dataset_id() || !why.empty()) continue;
+    for (const Kwarg& kwarg : dataset.kwargs()) {
+      if (kwarg.name() == "split" && kwarg.str() == "test") why = "a test split";
+    }
+  }
+  if (why.empty()) return;
+  Warn(loc.Of("dataset_id"),
+       absl::StrCat("validation reads \"", val.dataset_id(), "\", ", why,
+                    ": the best checkpoint (and early stopping) is then chosen on the test data; "
+                    "validate on data held out of the training split (a dataset's subset)"));
+}
+
 void StageChecker::CheckFrozenTeacher(const StageConfig& stage, const ConfigLocator& loc,
                                       absl::string_view why, bool hooks_below_output) {
   const std::string kWhy(why);

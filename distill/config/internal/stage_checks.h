@@ -34,6 +34,11 @@ class StageChecker : public Checker {
   // train, take frozen modules, a `sequential` chain or a wrapper, nor the optimizer a teacher
   // parameter group; unless `hooks_below_output`, it may be hooked at its output only.
   // (Auxiliary modules may read what it records.)
+  // A warning where a stage's val_data_loader reads test data (the dataset test_data_loader
+  // reads, or a test split): what the run chooses on validation (its best checkpoint, early
+  // stopping) is then chosen on the data its final figures come from.
+  void WarnIfValidatingOnTestData(const DistillConfig& config, const LoaderConfig& val,
+                                  const ConfigLocator& loc);
   void CheckFrozenTeacher(const StageConfig& stage, const ConfigLocator& loc, absl::string_view why,
                           bool hooks_below_output);
 

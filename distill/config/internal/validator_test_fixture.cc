@@ -74,7 +74,7 @@ KD_TEST_PLUGIN(kAuxiliaryModuleKind, "conv_connector", 0, kAnyKwargs);
 const Lines kBase = {
     R"(run { name: "t" device: "cpu" })",  // 1
     R"(datasets { id: "train" key: "fashion_mnist" kwargs { name: "split" str: "train" } })",
-    R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })",
+    R"(datasets { id: "val" key: "fashion_mnist" subset { start: 55000 } })",
     R"(teacher { torchscript: "teacher.pt" })",  // 4
     R"(student { native { key: "fashion_cnn" kwargs { name: "width" integer: 4 } } })",
     R"(train {)",                                                                   // 6

@@ -1,5 +1,6 @@
-// torchdistill's datasets: !import_call of torchvision's FashionMNIST (with its transforms) and
-// FakeData, and torch's Subset of a range, as libkd's datasets; others reported.
+// torchdistill's datasets: !import_call of torchvision's FashionMNIST, CIFAR10 and CIFAR100
+// (with their transforms) and FakeData, and torch's Subset of a range, as libkd's datasets;
+// others reported.
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -16,9 +17,28 @@ namespace {
 
 using Kind = YamlValue::Kind;
 
-// torchvision's transforms on a FashionMNIST dataset as libkd's fashion_mnist kwargs.
+// A torchvision image dataset libkd reads itself: its libkd key, where torchvision's root keeps
+// the files libkd reads, and the images' size and channels (for the transforms).
+struct ImageDataset {
+  const char* torchvision;  // torchvision.datasets.<name>
+  const char* key;
+  const char* folder;  // under torchvision's root ("" : root itself)
+  int64_t size;
+  int channels;
+};
+constexpr ImageDataset kImageDatasets[] = {
+    {"torchvision.datasets.FashionMNIST", "fashion_mnist", "FashionMNIST/raw", 28, 1},
+    {"torchvision.datasets.CIFAR10", "cifar10", "", 32, 3},
+    {"torchvision.datasets.CIFAR100", "cifar100", "", 32, 3},
+};
+
+// torchvision's transforms on such a dataset as the libkd dataset's kwargs.
 absl::Status ImportTransforms(Context& context, const YamlValue& transform, const std::string& what,
-                              DatasetConfig* out) {
+                              const ImageDataset& dataset, DatasetConfig* out) {
+  const std::string takes = absl::StrCat(
+      "libkd's ", dataset.key,
+      " takes torchvision's RandomCrop (with padding), RandomHorizontalFlip, ToTensor and "
+      "Normalize");
   std::vector<const YamlValue*> steps;
   const YamlValue* key = transform.kind == Kind::kCall ? transform.Find("key") : nullptr;
   if (key == nullptr) {
@@ -46,9 +66,7 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
     KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(kwargs, absl::StrCat(what, " ", short_name)));
     const std::string at = absl::StrCat(what, " ", short_name);
     if (!absl::StartsWith(name, "torchvision.transforms.")) {
-      context.Unsupported(*step, absl::StrCat(what, " ", name),
-                          "libkd's fashion_mnist takes torchvision's RandomCrop (with padding), "
-                          "RandomHorizontalFlip, ToTensor and Normalize");
+      context.Unsupported(*step, absl::StrCat(what, " ", name), takes);
       continue;
     }
     if (short_name == "ToTensor") {
@@ -59,7 +77,8 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
         KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
       }
       if (p != 0.5) {
-        context.Unsupported(*step, at + " with p != 0.5", "libkd's fashion_mnist flips with p 0.5");
+        context.Unsupported(*step, at + " with p != 0.5",
+                            absl::StrCat("libkd's ", dataset.key, " flips with p 0.5"));
       } else {
         Kwarg* flip = out->add_kwargs();
         flip->set_name("horizontal_flip");
@@ -67,13 +86,15 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
       }
     } else if (short_name == "RandomCrop") {
       const YamlValue* size = keys.Take("size");
-      const bool size_28 =
-          size != nullptr && ((size->kind == Kind::kInt && size->integer == 28) ||
+      const int64_t n = dataset.size;
+      const bool same_size =
+          size != nullptr && ((size->kind == Kind::kInt && size->integer == n) ||
                               (size->kind == Kind::kList && size->items.size() == 2 &&
-                               size->items[0]->integer == 28 && size->items[1]->integer == 28));
-      if (!size_28) {
+                               size->items[0]->integer == n && size->items[1]->integer == n));
+      if (!same_size) {
         context.Unsupported(size != nullptr ? *size : *step, at + ".size",
-                            "libkd's fashion_mnist crops the 28x28 image back to 28x28");
+                            absl::StrCat("libkd's ", dataset.key, " crops the ", n, "x", n,
+                                         " image back to ", n, "x", n));
       }
       if (const YamlValue* v = keys.Take("padding")) {
         KD_ASSIGN_OR_RETURN(int64_t padding, Context::Int(*v, at + ".padding"));
@@ -85,25 +106,31 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
       for (const char* name_of : {"mean", "std"}) {
         const YamlValue* v = keys.Take(name_of);
         if (v == nullptr) return Context::WrongType(*step, at + "." + name_of, "given");
-        const YamlValue* one = v;
+        std::vector<const YamlValue*> values = {v};
         if (v->kind == Kind::kList) {
-          if (v->items.size() != 1) {
-            return Context::WrongType(*v, at + "." + name_of, "one value (one channel)");
-          }
-          one = v->items[0].get();
+          values.clear();
+          for (const auto& item : v->items) values.push_back(item.get());
         }
-        KD_ASSIGN_OR_RETURN(double number, Context::Number(*one, at + "." + name_of));
+        if (static_cast<int>(values.size()) != dataset.channels) {
+          return Context::WrongType(*v, at + "." + name_of,
+                                    absl::StrCat(dataset.channels, " value(s), one per channel"));
+        }
         Kwarg* kwarg = out->add_kwargs();
         kwarg->set_name(name_of);
-        kwarg->set_number(number);
+        for (const YamlValue* one : values) {
+          KD_ASSIGN_OR_RETURN(double number, Context::Number(*one, at + "." + name_of));
+          if (dataset.channels == 1) {
+            kwarg->set_number(number);
+          } else {
+            kwarg->mutable_numbers()->add_values(number);
+          }
+        }
       }
     } else {
-      context.Unsupported(*step, at,
-                          "libkd's fashion_mnist takes torchvision's RandomCrop (with padding), "
-                          "RandomHorizontalFlip, ToTensor and Normalize");
+      context.Unsupported(*step, at, takes);
       continue;
     }
-    keys.Finish(context, "libkd's fashion_mnist has no such setting");
+    keys.Finish(context, absl::StrCat("libkd's ", dataset.key, " has no such setting"));
   }
   return absl::OkStatus();
 }
@@ -214,7 +241,11 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
               "random_offset and transform");
     return absl::OkStatus();
   }
-  if (name != "torchvision.datasets.FashionMNIST") {
+  const ImageDataset* image = nullptr;
+  for (const ImageDataset& d : kImageDatasets) {
+    if (name == d.torchvision) image = &d;
+  }
+  if (image == nullptr) {
     out->set_key(name);
     context.Unsupported(*key, absl::StrCat(what, " ", name),
                         "register a libkd dataset under a key (distill/data/dataset.h: "
@@ -222,7 +253,7 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
                             name + "\" as the key, which validation names");
     return absl::OkStatus();
   }
-  out->set_key("fashion_mnist");
+  out->set_key(image->key);
   Kwarg* split = out->add_kwargs();
   split->set_name("split");
   split->set_str("train");
@@ -234,17 +265,23 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
     KD_ASSIGN_OR_RETURN(std::string root, Context::String(*v, at + ".root"));
     root = ExpandUser(root);  // as torchvision does
     Kwarg* kwarg = out->add_kwargs();
-    kwarg->set_name("root");  // torchvision keeps the IDX files under <root>/FashionMNIST/raw
-    kwarg->set_str((std::filesystem::path(root) / "FashionMNIST" / "raw").string());
+    kwarg->set_name("root");  // fashion_mnist: torchvision keeps the IDX files under it
+    kwarg->set_str(*image->folder == '\0' ? root
+                                          : (std::filesystem::path(root) / image->folder).string());
   }
   if (const YamlValue* v = kw.Take("download"); v != nullptr && v->boolean) {
-    context.Note(*v, at + ".download",
-                 "left out: libkd reads local files (Debian's dataset-fashion-mnist, or root)");
+    context.Note(
+        *v, at + ".download",
+        std::string(image->channels == 1 ? "left out: libkd reads local files (Debian's "
+                                           "dataset-fashion-mnist, or root)"
+                                         : "left out: libkd reads the binary version's files under "
+                                           "root (tools/cifar_to_binary.py converts torchvision's "
+                                           "download)"));
   }
   if (const YamlValue* v = kw.Take("transform"); v != nullptr && v->kind != Kind::kNull) {
-    KD_RETURN_IF_ERROR(ImportTransforms(context, *v, at + ".transform", out));
+    KD_RETURN_IF_ERROR(ImportTransforms(context, *v, at + ".transform", *image, out));
   }
-  kw.Finish(context, "libkd's fashion_mnist takes train, root and transform");
+  kw.Finish(context, absl::StrCat("libkd's ", image->key, " takes train, root and transform"));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 // each) trains as the hand-written libkd config does; every method with an import rule trains
 // a stand-in pair for an epoch.
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -449,6 +450,48 @@ TEST_F(BoxTest, KnowledgeReviewsFusionsChainDeepestFirst) {
   EXPECT_THAT(sample->notes, Contains(HasSubstr("in_channel: taken as in_channels")));
   sample->config.mutable_run()->set_name(imported->config.run().name());
   ExpectSameConfig(sample->config, imported->config);
+}
+
+// A CIFAR-10 root in the binary version's layout: ten random training records (two a file) and
+// eight test records.
+std::string WriteCifar10(const std::string& name) {
+  const std::string root = RunDir(name), dir = root + "/cifar-10-batches-bin";
+  std::filesystem::create_directories(dir);
+  std::mt19937 random(0);
+  auto write = [&](const std::string& file, int64_t n) {
+    std::string records;
+    for (int64_t i = 0; i < n; ++i) {
+      records += static_cast<char>(random() % 10);  // the label byte
+      for (int p = 0; p < 3072; ++p) records += static_cast<char>(random() % 256);
+    }
+    ASSERT_THAT(WriteFileAtomically(dir + "/" + file, records), IsOk());
+  };
+  for (int f = 1; f <= 5; ++f) write(absl::StrCat("data_batch_", f, ".bin"), 2);
+  write("test_batch.bin", 8);
+  return root;
+}
+
+// torchdistill's CIFAR-10 form (torchvision's CIFAR10 with RandomCrop(32, 4),
+// RandomHorizontalFlip, ToTensor, a per-channel Normalize): libkd's cifar10 dataset with those
+// kwargs, trained on binary files written here.
+TEST_F(BoxTest, Cifar10ImportsAsLibkdsDataset) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("cifar10_kd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  DistillConfig config = imported->config;
+  ASSERT_EQ(config.datasets_size(), 2);
+  const DatasetConfig& train = config.datasets(0);
+  EXPECT_EQ(train.key(), "cifar10");
+  std::vector<std::string> kwargs;
+  for (const Kwarg& k : train.kwargs()) kwargs.push_back(k.name());
+  EXPECT_THAT(kwargs, ElementsAre("split", "root", "random_crop_padding", "horizontal_flip", "mean",
+                                  "std"));
+  EXPECT_EQ(train.kwargs(2).integer(), 4);
+  EXPECT_THAT(train.kwargs(5).numbers().values(), ElementsAre(0.24703223, 0.24348513, 0.26158784));
+  EXPECT_EQ(config.datasets(1).kwargs(0).str(), "test");
+  const std::string root = WriteCifar10("cifar10_files");
+  for (DatasetConfig& dataset : *config.mutable_datasets()) dataset.mutable_kwargs(1)->set_str(root);
+  RunIn(config, RunDir("cifar10"));
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
