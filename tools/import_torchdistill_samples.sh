@@ -9,7 +9,7 @@
 set -uo pipefail
 tool="$(dirname "$0")/../bazel-bin/tools/import_torchdistill"
 [[ -x "$tool" ]] || { echo "build it first: bazel build //tools:import_torchdistill" >&2; exit 2; }
-supply='ImageFolder|CIFAR10|CIFAR100|models\.(teacher|student)_model [A-Za-z_0-9]+ is not supported|kwargs\.(weights|pretrained) '
+supply='ImageFolder|models\.(teacher_model|student_model|model) [A-Za-z_0-9]+ is not supported|kwargs\.(weights|pretrained) '
 total=0; ok=0; only_supply=0; more=0; refused=0
 while IFS= read -r file; do
   total=$((total + 1))

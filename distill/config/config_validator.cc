@@ -114,6 +114,19 @@ class Validator : private internal::StageChecker {
           Add(sloc.Of("stop"), absl::StrCat("stop must be > start (", subset.start(), "), got ",
                                             subset.stop(), "; or 0 for the dataset's size"));
         }
+        if (subset.has_random_split()) {
+          const RandomSplitConfig& split = subset.random_split();
+          if (subset.start() != 0 || subset.stop() != 0) {
+            Add(sloc.Of("random_split"), "give start/stop or random_split, not both");
+          }
+          if (split.lengths().empty()) {
+            Missing(sloc.Nested("random_split"), "lengths", "");
+          } else if (split.part() < 0 || split.part() >= split.lengths_size()) {
+            Add(sloc.Nested("random_split").Of("part"),
+                absl::StrCat("part must be in [0, ", split.lengths_size(),
+                             "), one per length; got ", split.part()));
+          }
+        }
       }
     }
   }

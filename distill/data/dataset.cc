@@ -1,7 +1,9 @@
 #include "distill/data/dataset.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -108,6 +110,31 @@ class Subset final : public Dataset {
   int64_t start_, stop_;
 };
 
+// The samples `indices` (int64) of a dataset, in that order.
+class IndexedSubset final : public Dataset {
+ public:
+  IndexedSubset(std::shared_ptr<const Dataset> dataset, at::Tensor indices)
+      : dataset_(std::move(dataset)), indices_(std::move(indices)) {}
+
+  int64_t size() const override { return indices_.size(0); }
+  int64_t num_classes() const override { return dataset_->num_classes(); }
+  int64_t NumTransforms() const override { return dataset_->NumTransforms(); }
+  absl::StatusOr<at::Tensor> ListTargets() const override {
+    KD_ASSIGN_OR_RETURN(at::Tensor all, dataset_->ListTargets());
+    return all.index_select(0, indices_);
+  }
+
+ protected:
+  Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
+    Batch batch = dataset_->Get(indices_.index_select(0, indices), generator);
+    return {batch.samples.toTensor(), batch.targets.toTensor(), AddedSupp(batch)};
+  }
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  at::Tensor indices_;
+};
+
 }  // namespace
 
 Registry<DatasetWrapperFactory>& DatasetWrapperRegistry() {
@@ -136,6 +163,52 @@ absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset>
                                                    " samples: give 0 <= start < stop <= ", size));
   }
   return std::make_shared<Subset>(std::move(dataset), start, stop);
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> RandomSplitOf(std::shared_ptr<const Dataset> dataset,
+                                                       const std::vector<double>& lengths,
+                                                       int64_t seed, int part) {
+  const int64_t size = dataset->size();
+  if (lengths.empty() || part < 0 || part >= static_cast<int>(lengths.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("random_split: part ", part, " of ", lengths.size(), " lengths"));
+  }
+  // torch.utils.data.random_split's rules: fractions summing to 1, else counts.
+  std::vector<int64_t> counts;
+  double sum = 0;
+  for (double l : lengths) sum += l;
+  if (std::abs(sum - 1.0) <= 1e-9 && sum <= 1.0 + 1e-9) {
+    int64_t given = 0;
+    for (double l : lengths) {
+      if (l < 0 || l > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("random_split: a fraction must be in [0, 1], got ", l));
+      }
+      counts.push_back(static_cast<int64_t>(std::floor(size * l)));
+      given += counts.back();
+    }
+    for (int64_t i = 0; i < size - given; ++i) ++counts[i % counts.size()];
+  } else {
+    int64_t total = 0;
+    for (double l : lengths) {
+      if (l < 0 || l != std::floor(l)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "random_split: lengths are sample counts or fractions summing to 1; got ", l));
+      }
+      counts.push_back(static_cast<int64_t>(l));
+      total += counts.back();
+    }
+    if (total != size) {
+      return absl::InvalidArgumentError(absl::StrCat("random_split: the lengths sum to ", total,
+                                                     ", not the dataset's ", size, " samples"));
+    }
+  }
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const at::Tensor order = at::randperm(size, generator, at::TensorOptions().dtype(at::kLong));
+  int64_t offset = 0;
+  for (int i = 0; i < part; ++i) offset += counts[i];
+  return std::make_shared<IndexedSubset>(std::move(dataset),
+                                         order.slice(0, offset, offset + counts[part]).clone());
 }
 
 }  // namespace kd

@@ -108,6 +108,13 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key, cons
 absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
                                                   int64_t start, int64_t stop);
 
+// Part `part` of torch.utils.data.random_split(dataset, lengths, a generator seeded `seed`): the
+// same samples in the same order as Python's. `lengths`: sample counts summing to the dataset's
+// size, or fractions summing to 1 (torch's rounding). InvalidArgument naming the fault.
+absl::StatusOr<std::shared_ptr<Dataset>> RandomSplitOf(std::shared_ptr<const Dataset> dataset,
+                                                       const std::vector<double>& lengths,
+                                                       int64_t seed, int part);
+
 // What `batch` (a wrapped dataset's) adds to its supplementary dict besides "indices": the
 // entries a wrapper's Samples.supp passes on.
 c10::Dict<std::string, at::Tensor> AddedSupp(const Batch& batch);

@@ -93,6 +93,43 @@ TEST(DatasetGetTest, PutsTheIndicesInSupp) {
   EXPECT_TRUE(supp.at("indices").equal(indices));
 }
 
+// torch.utils.data.random_split's parts, the indices Python's gives for the same seed
+// (random_split(range(n), lengths, torch.Generator().manual_seed(42)), recorded from torch
+// 2.14.1): fractions rounded as torch rounds them, or counts. Synthetic sample i is of class i
+// (num_classes > n), so the targets are the indices.
+TEST(RandomSplitTest, PartsAreTorchsForTheSameSeed) {
+  struct Case {
+    int64_t n;
+    std::vector<double> lengths;
+    std::vector<std::vector<int64_t>> parts;
+  };
+  for (const Case& c : std::vector<Case>{
+           {10, {0.7, 0.3}, {{2, 6, 1, 8, 4, 5, 0}, {9, 3, 7}}},
+           {11, {0.9, 0.1}, {{6, 8, 9, 2, 1, 10, 0, 7, 3, 5}, {4}}},
+           {7, {4, 3}, {{1, 6, 3, 5}, {4, 0, 2}}}}) {
+    absl::StatusOr<std::shared_ptr<Dataset>> all = MakeDataset(
+        "synthetic", {{"num_samples", c.n}, {"num_classes", int64_t{100}}, {"height", int64_t{2}},
+                      {"width", int64_t{2}}});
+    ASSERT_THAT(all, IsOk());
+    for (int part = 0; part < 2; ++part) {
+      SCOPED_TRACE(absl::StrCat(c.n, " samples, part ", part));
+      absl::StatusOr<std::shared_ptr<Dataset>> split = RandomSplitOf(*all, c.lengths, 42, part);
+      ASSERT_THAT(split, IsOk());
+      EXPECT_TRUE((*split)->ListTargets()->equal(at::tensor(c.parts[part], at::kLong)));
+      const Batch batch = (*split)->Get(at::tensor({0}, at::kLong), uint64_t{0});
+      EXPECT_EQ(batch.targets.toTensor().item<int64_t>(), c.parts[part][0]);
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> all =
+      MakeDataset("synthetic", {{"num_samples", int64_t{7}}});
+  ASSERT_THAT(all, IsOk());
+  EXPECT_THAT(RandomSplitOf(*all, {4, 4}, 42, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the lengths sum to 8, not the dataset's 7 samples")));
+  EXPECT_THAT(RandomSplitOf(*all, {0.5, 0.5}, 42, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("part 2 of 2 lengths")));
+}
+
 // torchdistill's SSKDDatasetWrapper: each sample, then its rotations by 90, 180 and 270 degrees
 // counter-clockwise (PIL's Image.rotate: a 3x3 image's top-right pixel goes to the top left,
 // then the bottom left, then the bottom right), the targets and indices unchanged.

@@ -1,4 +1,5 @@
-// Registered CIFAR residual networks: "resnet20", "resnet32", "resnet56" (He et al. 2016) and
+// Registered CIFAR residual networks: "resnet20", "resnet32", "resnet44", "resnet56",
+// "resnet110", "resnet1202" (He et al. 2016; torchdistill's CIFAR ResNets) and
 // "wrn" (Zagoruyko & Komodakis 2016), with torchdistill's module paths and parameter names, so
 // its state dicts load by name. Convolutions start from Kaiming-normal (fan_out) weights and
 // batch norms from weight 1, bias 0, as in torchvision and torchdistill.
@@ -280,7 +281,16 @@ KD_REGISTER(
     ModelRegistry(), "resnet32", [](const Kwargs& k) { return MakeCifarResNet(32, k); },
     CifarResNetSpecs());
 KD_REGISTER(
+    ModelRegistry(), "resnet44", [](const Kwargs& k) { return MakeCifarResNet(44, k); },
+    CifarResNetSpecs());
+KD_REGISTER(
     ModelRegistry(), "resnet56", [](const Kwargs& k) { return MakeCifarResNet(56, k); },
+    CifarResNetSpecs());
+KD_REGISTER(
+    ModelRegistry(), "resnet110", [](const Kwargs& k) { return MakeCifarResNet(110, k); },
+    CifarResNetSpecs());
+KD_REGISTER(
+    ModelRegistry(), "resnet1202", [](const Kwargs& k) { return MakeCifarResNet(1202, k); },
     CifarResNetSpecs());
 
 KD_REGISTER(ModelRegistry(), "wrn", MakeWideResNet,
@@ -309,6 +319,11 @@ TorchdistillModelRule Wrn(int64_t depth, int64_t widen_factor) {
 KD_REGISTER(TorchdistillModelRules(), "wide_resnet40_4", Wrn(40, 4), kAnyKwargs);
 KD_REGISTER(TorchdistillModelRules(), "wide_resnet28_10", Wrn(28, 10), kAnyKwargs);
 KD_REGISTER(TorchdistillModelRules(), "wide_resnet16_8", Wrn(16, 8), kAnyKwargs);
+// torchdistill's wide_resnet(depth, k, dropout_p, num_classes): the depth and width given.
+KD_REGISTER(TorchdistillModelRules(), "wide_resnet",
+            (TorchdistillModelRule{.libkd_key = "wrn",
+                                   .renamed = {{"k", "widen_factor"}, {"dropout_p", "dropout"}}}),
+            kAnyKwargs);
 
 }  // namespace
 }  // namespace kd

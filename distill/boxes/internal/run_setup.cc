@@ -87,7 +87,11 @@ absl::StatusOr<std::map<std::string, std::shared_ptr<Dataset>>> MakeDatasets(
                                      absl::StrCat("dataset \"", dataset.key(), "\"")));
     const std::string field = absl::StrCat("dataset \"", dataset.id(), "\"");
     absl::StatusOr<std::shared_ptr<Dataset>> made = MakeDataset(dataset.key(), kwargs);
-    if (made.ok() && dataset.has_subset()) {
+    if (made.ok() && dataset.subset().has_random_split()) {
+      const RandomSplitConfig& split = dataset.subset().random_split();
+      made = RandomSplitOf(*std::move(made), {split.lengths().begin(), split.lengths().end()},
+                           split.seed(), split.part());
+    } else if (made.ok() && dataset.has_subset()) {
       made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
     }
     if (made.ok() && dataset.has_wrapper()) {

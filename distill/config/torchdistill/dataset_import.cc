@@ -3,6 +3,8 @@
 // others reported.
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -140,12 +142,6 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out) {
   if (value.kind != Kind::kCall || value.tag != "!import_call") {
-    if (value.Find("splits") != nullptr) {
-      context.Unsupported(value, what,
-                          "torchdistill 0.x's dataset format (splits, transform_configs): write "
-                          "each split as 1.x's !import_call");
-      return absl::OkStatus();
-    }
     return Context::WrongType(value, what, "an !import_call of a dataset");
   }
   KD_ASSIGN_OR_RETURN(Keys call, Keys::Of(&value, what));

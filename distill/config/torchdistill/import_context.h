@@ -135,6 +135,10 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                               bool teacher, StageModelConfig* out);
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out);
+// torchdistill 0.x's (and early 1.x's) dataset with `splits`: a libkd dataset per split, each
+// as the !import_call of torchvision.datasets.<key> it stands for.
+absl::Status ImportSplitDatasets(Context& context, const YamlValue& value, const std::string& what,
+                                 DistillConfig* config);
 absl::Status ImportStage(Context& context, const YamlValue& stage, const std::string& name,
                          const std::string& what, StageConfig* out);
 absl::Status ImportCriterion(Context& context, const YamlValue& criterion, const std::string& what,

@@ -39,6 +39,11 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
                               teacher ? "src_ckpt" : "dst_ckpt"));
     (teacher ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
   }
+  if (const YamlValue* experiment = keys.Take("experiment")) {  // torchdistill 0.x
+    context.Note(*experiment, what + ".experiment",
+                 "left out: it names torchdistill's output files; libkd's go to the run's folder "
+                 "(run.name)");
+  }
   if (key == nullptr) return Context::WrongType(model, what + ".key", "given");
   KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
   PluginConfig* native = out->mutable_native();
@@ -155,6 +160,10 @@ absl::Status ImportRoot(Context& context, const YamlValue& root, const ImportOpt
     if (datasets->kind != Kind::kMap) return Context::WrongType(*datasets, "datasets", "a mapping");
     for (const auto& [id, dataset] : datasets->entries) {
       if (id.starts_with("_")) continue;
+      if (dataset->kind == Kind::kMap && dataset->Find("splits") != nullptr) {
+        KD_RETURN_IF_ERROR(ImportSplitDatasets(context, *dataset, "datasets." + id, &config));
+        continue;
+      }
       DatasetConfig* out = config.add_datasets();
       out->set_id(id);
       KD_RETURN_IF_ERROR(ImportDataset(context, *dataset, "datasets." + id, out));

@@ -290,15 +290,15 @@ train:
     forward_hook:
       output: ['stem.-1', 'stem.-3', 'stem.-4', 'layer2.-2.x', '-1', 'head.-1', 'stem.1']
 )";
-  const std::vector<std::string> paths = {"",       "stem",   "stem.0", "stem.1",  "stem.2",
+  const std::vector<std::string> paths = {"",       "stem",     "stem.0",   "stem.1",     "stem.2",
                                           "layer2", "layer2.0", "layer2.1", "layer2.1.x", "head"};
   int calls = 0;
   absl::StatusOr<Import> imported =
       ImportText(kYaml, "n.yaml", {.module_paths = [&](const ModelConfig& model) {
-                                     ++calls;
-                                     EXPECT_EQ(model.native().key(), "fashion_cnn");
-                                     return paths;
-                                   }});
+                   ++calls;
+                   EXPECT_EQ(model.native().key(), "fashion_cnn");
+                   return paths;
+                 }});
   ASSERT_THAT(imported, IsOk());
   EXPECT_EQ(calls, 1);  // the student's; no teacher
   std::vector<std::string> hooked;
@@ -313,6 +313,62 @@ train:
   absl::StatusOr<Import> unresolved = ImportText(kYaml, "n.yaml");
   ASSERT_THAT(unresolved, IsOk());
   EXPECT_EQ(unresolved->config.train().student().forward_hooks(0).module_path(), "stem.-1");
+}
+
+// torchdistill 0.x's (and early 1.x's) datasets with splits, as its stored CIFAR samples have
+// them: each split as 1.x's !import_call would give it; a random_split a dataset per sub-split,
+// part i of the seeded split; 0.x's type/params/transform_params spelling as key/kwargs.
+TEST(ImporterTest, SplitDatasetsBecomeADatasetEach) {
+  constexpr char kYaml[] = R"(datasets:
+  cifar10:
+    name: &name 'cifar10'
+    key: 'CIFAR10'
+    root: &root '/data/cifar10'
+    splits:
+      dummy:
+        dataset_id: 'dummy'
+        kwargs: {root: *root, train: True, download: True}
+        random_split:
+          lengths: [0.9, 0.1]
+          generator_seed: 42
+          sub_splits:
+            - dataset_id: 'cifar10/train'
+              transform_configs:
+                - {key: 'RandomCrop', kwargs: {size: 32, padding: 4}}
+                - {key: 'ToTensor', kwargs: }
+            - dataset_id: 'cifar10/val'
+              transform_configs:
+                - {key: 'ToTensor', kwargs: }
+      test:
+        dataset_id: 'cifar10/test'
+        params:
+          root: *root
+          train: False
+          transform_params:
+            - {type: 'ToTensor', params: }
+            - {type: 'Normalize', params: {mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}}
+)";
+  absl::StatusOr<Import> imported = ImportText(kYaml, "s.yaml");
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  std::string datasets;
+  for (const DatasetConfig& d : imported->config.datasets()) {
+    std::string kwargs;
+    for (const Kwarg& k : d.kwargs()) absl::StrAppend(&kwargs, " ", k.name());
+    const RandomSplitConfig& split = d.subset().random_split();
+    absl::StrAppend(&datasets, d.id(), " ", d.key(), ":", kwargs,
+                    d.subset().has_random_split()
+                        ? absl::StrCat(" part ", split.part(), " of ", split.lengths_size(),
+                                       " seed ", split.seed())
+                        : "");
+    datasets += "\n";
+  }
+  EXPECT_EQ(datasets,
+            "cifar10/train cifar10: split root random_crop_padding part 0 of 2 seed 42\n"
+            "cifar10/val cifar10: split root part 1 of 2 seed 42\n"
+            "cifar10/test cifar10: split root mean std\n");
+  EXPECT_EQ(imported->config.datasets(0).kwargs(1).str(), "/data/cifar10");
+  EXPECT_EQ(imported->config.datasets(2).kwargs(0).str(), "test");
 }
 
 TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {

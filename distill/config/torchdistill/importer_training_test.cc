@@ -412,16 +412,16 @@ TEST_F(BoxTest, KnowledgeReviewsFusionsChainDeepestFirst) {
   for (const AuxiliaryModuleConfig& m : student.auxiliary_modules()) {
     std::string kwargs;
     for (const Kwarg& k : m.kwargs()) {
-      absl::StrAppend(&kwargs, " ", k.name(), "=",
-                      k.has_boolean() ? (k.boolean() ? "true" : "false")
-                                      : absl::StrCat(k.integer()));
+      absl::StrAppend(
+          &kwargs, " ", k.name(), "=",
+          k.has_boolean() ? (k.boolean() ? "true" : "false") : absl::StrCat(k.integer()));
     }
-    chain.push_back(absl::StrCat(m.name(), " ", m.key(), " on ", m.input().path(),
-                                 m.extra_inputs_size() > 0
-                                     ? absl::StrCat(" and ", m.extra_inputs(0).path(), "[",
-                                                    m.extra_inputs(0).element(), "]")
-                                     : "",
-                                 ":", kwargs));
+    chain.push_back(absl::StrCat(
+        m.name(), " ", m.key(), " on ", m.input().path(),
+        m.extra_inputs_size() > 0
+            ? absl::StrCat(" and ", m.extra_inputs(0).path(), "[", m.extra_inputs(0).element(), "]")
+            : "",
+        ":", kwargs));
   }
   EXPECT_THAT(chain,
               ElementsAre("abf0 AttentionBasedFusion on layer2.6: in_channels=8 mid_channels=16 "
@@ -490,8 +490,21 @@ TEST_F(BoxTest, Cifar10ImportsAsLibkdsDataset) {
   EXPECT_THAT(train.kwargs(5).numbers().values(), ElementsAre(0.24703223, 0.24348513, 0.26158784));
   EXPECT_EQ(config.datasets(1).kwargs(0).str(), "test");
   const std::string root = WriteCifar10("cifar10_files");
-  for (DatasetConfig& dataset : *config.mutable_datasets()) dataset.mutable_kwargs(1)->set_str(root);
+  for (DatasetConfig& dataset : *config.mutable_datasets())
+    dataset.mutable_kwargs(1)->set_str(root);
   RunIn(config, RunDir("cifar10"));
+  // Training on part of a seeded random split (what torchdistill's hyperparameter-tuning
+  // samples' random_split imports as), validating on the rest of it.
+  RandomSplitConfig* split = config.mutable_datasets(0)->mutable_subset()->mutable_random_split();
+  split->add_lengths(0.8);
+  split->add_lengths(0.2);
+  split->set_seed(42);
+  DatasetConfig held_out = config.datasets(0);
+  held_out.set_id("cifar10/val");
+  held_out.mutable_subset()->mutable_random_split()->set_part(1);
+  *config.add_datasets() = held_out;
+  config.mutable_train()->mutable_val_data_loader()->set_dataset_id("cifar10/val");
+  RunIn(config, RunDir("cifar10_split"));
 }
 
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
