@@ -222,6 +222,16 @@ const YamlValue* Keys::Take(const std::string& key) {
   return map_ == nullptr ? nullptr : map_->Find(key);
 }
 
+const YamlValue* Keys::TakeOr(Context& context, const std::string& key,
+                              const std::string& old_key) {
+  const YamlValue* v = Take(key);
+  const YamlValue* old = Take(old_key);
+  if (v != nullptr || old == nullptr) return v;
+  context.Note(*old, absl::StrCat(what_, ".", old_key),
+               absl::StrCat("torchdistill 0.x's name, taken as 1.x's ", key));
+  return old;
+}
+
 void Keys::Finish(Context& context, const std::string& why) {
   if (map_ == nullptr) return;
   for (const auto& [key, value] : map_->entries) {

@@ -110,6 +110,9 @@ class Keys {
   static absl::StatusOr<Keys> Of(const YamlValue* map, const std::string& what);
 
   const YamlValue* Take(const std::string& key);
+  // `key`, or else torchdistill 0.x's `old_key` for it (type for key, params for kwargs, factor
+  // for weight), with a note.
+  const YamlValue* TakeOr(Context& context, const std::string& key, const std::string& old_key);
   // Reports each key not taken: "<what>.<key> is not supported: <why>".
   void Finish(Context& context, const std::string& why);
 

@@ -81,6 +81,9 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
                   "exported package");
   }
   const YamlValue* kwargs = keys.Take("kwargs");
+  if (kwargs == nullptr && (kwargs = keys.Take("params")) != nullptr) {  // torchdistill 0.x
+    context.Note(*kwargs, what + ".params", "torchdistill 0.x's model kwargs, taken as 1.x's");
+  }
   if (kwargs != nullptr && kwargs->kind == Kind::kMap) {
     // torchvision's and torchdistill's download switches: libkd builds models without weights
     YamlValue rest = *kwargs;

@@ -371,6 +371,83 @@ TEST(ImporterTest, SplitDatasetsBecomeADatasetEach) {
   EXPECT_EQ(imported->config.datasets(2).kwargs(0).str(), "test");
 }
 
+// torchdistill 0.x's forms (a model's name and params, an optimizer's and a scheduler's type
+// and params, a criterion's org_term and sub_terms with params and factor) import as the same
+// config written in 1.x's form: 0.x's org term, KDLoss here, read the models' outputs and the
+// labels.
+TEST(ImporterTest, ZeroXFormsImportAsTheirOneXForms) {
+  constexpr char kZeroX[] = R"(models:
+  student_model: {name: 'resnet20', params: {num_classes: 10}}
+train:
+  num_epochs: 1
+  optimizer: {type: 'SGD', params: {lr: 0.1, momentum: 0.9}}
+  scheduler: {type: 'MultiStepLR', params: {milestones: [5], gamma: 0.1}}
+  criterion:
+    type: 'GeneralizedCustomLoss'
+    org_term:
+      criterion: {type: 'KDLoss', params: {temperature: 4.0, alpha: 0.5}}
+      factor: 1.0
+    sub_terms:
+      hint:
+        criterion: {type: 'MSELoss', params: {reduction: 'sum'}}
+        params:
+          input: {is_from_teacher: False, module_path: 'layer1', io: 'output'}
+          target: {is_from_teacher: True, module_path: 'layer1', io: 'output'}
+        factor: 0.5
+)";
+  constexpr char kOneX[] = R"(models:
+  student_model: {key: 'resnet20', kwargs: {num_classes: 10}}
+train:
+  num_epochs: 1
+  optimizer: {key: 'SGD', kwargs: {lr: 0.1, momentum: 0.9}}
+  scheduler: {key: 'MultiStepLR', kwargs: {milestones: [5], gamma: 0.1}}
+  criterion:
+    key: 'WeightedSumLoss'
+    kwargs:
+      sub_terms:
+        hint:
+          criterion: {key: 'MSELoss', kwargs: {reduction: 'sum'}}
+          criterion_wrapper:
+            key: 'SimpleLossWrapper'
+            kwargs:
+              input: {is_from_teacher: False, module_path: 'layer1', io: 'output'}
+              target: {is_from_teacher: True, module_path: 'layer1', io: 'output'}
+          weight: 0.5
+        org_term:
+          criterion:
+            key: 'KDLoss'
+            kwargs:
+              student_module_path: '.'
+              teacher_module_path: '.'
+              temperature: 4.0
+              alpha: 0.5
+          weight: 1.0
+)";
+  absl::StatusOr<Import> zero_x = ImportText(kZeroX, "c.yaml");
+  absl::StatusOr<Import> one_x = ImportText(kOneX, "c.yaml");
+  ASSERT_THAT(zero_x, IsOk());
+  ASSERT_THAT(one_x, IsOk());
+  EXPECT_THAT(zero_x->unsupported, IsEmpty());
+  EXPECT_THAT(one_x->unsupported, IsEmpty());
+  ExpectSameConfig(zero_x->config, one_x->config);
+  EXPECT_THAT(zero_x->notes, Contains(HasSubstr("torchdistill 0.x's form (type, org_term, "
+                                                "sub_terms), taken as 1.x's")));
+  // The org term of another loss: the student's output and the labels.
+  std::string ce = kZeroX;
+  ce.replace(ce.find("{type: 'KDLoss', params: {temperature: 4.0, alpha: 0.5}}"),
+             std::string("{type: 'KDLoss', params: {temperature: 4.0, alpha: 0.5}}").size(),
+             "{type: 'CrossEntropyLoss', params: {reduction: 'mean'}}");
+  absl::StatusOr<Import> with_ce = ImportText(ce, "c.yaml");
+  ASSERT_THAT(with_ce, IsOk());
+  const LossTermConfig& org = with_ce->config.train().criterion().terms(1);
+  EXPECT_EQ(org.name(), "org_term");
+  EXPECT_EQ(org.key(), "CrossEntropyLoss");
+  ASSERT_EQ(org.inputs_size(), 2);
+  EXPECT_EQ(org.inputs(0).source(), IoRef::STUDENT);
+  EXPECT_EQ(org.inputs(0).path(), "");
+  EXPECT_EQ(org.inputs(1).source(), IoRef::TARGETS);
+}
+
 TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {
   constexpr char kYaml[] = R"(models:
   teacher_model:

@@ -18,20 +18,6 @@ namespace {
 
 using Kind = YamlValue::Kind;
 
-// A value made here, placed where `at` is (for the reports).
-std::shared_ptr<YamlValue> Made(YamlValue::Kind kind, const YamlValue& at) {
-  auto v = std::make_shared<YamlValue>();
-  v->kind = kind;
-  v->file = at.file;
-  v->line = at.line;
-  v->column = at.column;
-  return v;
-}
-std::shared_ptr<YamlValue> MadeString(const std::string& text, const YamlValue& at) {
-  auto v = Made(Kind::kString, at);
-  v->text = text;
-  return v;
-}
 // !import_call {key: `key`, init: {kwargs: `kwargs`}} (no kwargs where null).
 std::shared_ptr<YamlValue> MadeCall(const std::string& key, const YamlValue* kwargs,
                                     const YamlValue& at) {

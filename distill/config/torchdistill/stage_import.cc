@@ -90,18 +90,17 @@ absl::StatusOr<std::string> KeyAndKwargs(Context& context, Keys& keys, const Yam
                                          const std::string& kind, const std::string& what,
                                          Config* out) {
   const YamlValue* key = keys.Take("key");
-  if (key == nullptr && at.Find("type") != nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(at.Where(), ": ", what,
-                     " is in torchdistill 0.x's form (type, params): libkd imports "
-                     "torchdistill 1.x's configs (key, kwargs), the form of torchdistill's "
-                     "configs/sample today"));
+  const char* kwargs_name = "kwargs";
+  if (key == nullptr && (key = keys.Take("type")) != nullptr) {  // torchdistill 0.x
+    context.Note(*key, what,
+                 "torchdistill 0.x's form (type, params), taken as 1.x's (key, kwargs)");
+    kwargs_name = "params";
   }
   if (key == nullptr) return Context::WrongType(at, what + ".key", "given");
   KD_ASSIGN_OR_RETURN(std::string name, Context::String(*key, what + ".key"));
   out->set_key(name);
-  KD_RETURN_IF_ERROR(
-      context.Kwargs(keys.Take("kwargs"), kind, name, what + ".kwargs", out->mutable_kwargs()));
+  KD_RETURN_IF_ERROR(context.Kwargs(keys.Take(kwargs_name), kind, name,
+                                    absl::StrCat(what, ".", kwargs_name), out->mutable_kwargs()));
   return name;
 }
 

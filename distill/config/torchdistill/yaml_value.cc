@@ -332,5 +332,28 @@ absl::StatusOr<std::shared_ptr<const YamlValue>> ReadTorchdistillYaml(const std:
   return ParseTorchdistillYaml(*text, path);
 }
 
+std::shared_ptr<YamlValue> Made(YamlValue::Kind kind, const YamlValue& at) {
+  auto v = std::make_shared<YamlValue>();
+  v->kind = kind;
+  v->file = at.file;
+  v->line = at.line;
+  v->column = at.column;
+  return v;
+}
+
+std::shared_ptr<YamlValue> MadeString(const std::string& text, const YamlValue& at) {
+  auto v = Made(YamlValue::Kind::kString, at);
+  v->text = text;
+  return v;
+}
+
+std::shared_ptr<YamlValue> MadeMap(
+    std::vector<std::pair<std::string, std::shared_ptr<const YamlValue>>> entries,
+    const YamlValue& at) {
+  auto v = Made(YamlValue::Kind::kMap, at);
+  v->entries = std::move(entries);
+  return v;
+}
+
 }  // namespace torchdistill
 }  // namespace kd

@@ -57,6 +57,14 @@ struct YamlValue {
 // dataset roots do).
 std::string ExpandUser(const std::string& path);
 
+// A value the importer makes (rewriting torchdistill 0.x's forms as 1.x's), placed where `at`
+// is, so that what it reports points there; a string; a map of `entries`.
+std::shared_ptr<YamlValue> Made(YamlValue::Kind kind, const YamlValue& at);
+std::shared_ptr<YamlValue> MadeString(const std::string& text, const YamlValue& at);
+std::shared_ptr<YamlValue> MadeMap(
+    std::vector<std::pair<std::string, std::shared_ptr<const YamlValue>>> entries,
+    const YamlValue& at);
+
 // Reads torchdistill YAML. InvalidArgument "file:line:col: ..." for a syntax error, an unknown
 // tag, a cyclic alias or a tag given the wrong node (a !join of a mapping). `file` names the
 // text in messages.
