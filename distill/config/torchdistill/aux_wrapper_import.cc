@@ -263,8 +263,9 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
       minimal.Finish(context, "a minimal model is its sequential list");
       continue;
     }
+    const std::string& name_of = kwarg;  // (a structured binding, which lambdas cannot capture)
     if (auto dropped = std::find_if(rule.dropped.begin(), rule.dropped.end(),
-                                    [&](const auto& d) { return d.first == kwarg; });
+                                    [&](const auto& d) { return d.first == name_of; });
         dropped != rule.dropped.end()) {
       context.Note(*value, absl::StrCat(what, ".kwargs.", kwarg), "left out: " + dropped->second);
       continue;
