@@ -86,6 +86,9 @@ ABSL_FLAG(int, peer_threads, 0,
 ABSL_FLAG(bool, teacher_extras, false,
           "leave the box's teacher cache and overlap at their defaults (AUTO): work the hand "
           "loop and torchdistill do not do (off by default: like for like)");
+ABSL_FLAG(bool, overlap, true,
+          "with --teacher_extras: false keeps the teacher cache only (overlap_teacher OFF), "
+          "so libkd runs on exactly --threads threads");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -322,8 +325,10 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
       absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum, steps,
       batch, epochs > 0 ? absl::StrCat(epochs, " epochs of Fashion-MNIST, flipped") : "synthetic",
       absl::GetFlag(FLAGS_threads), epochs > 0 ? peer_threads : 1,
-      absl::GetFlag(FLAGS_teacher_extras) ? "on (AUTO)" : "off", ratios[ratios.size() / 2],
-      static_cast<int>(ratios.size()), ratios.front(), ratios.back());
+      !absl::GetFlag(FLAGS_teacher_extras) ? "off"
+      : absl::GetFlag(FLAGS_overlap)       ? "on (AUTO)"
+                                           : "cache on (AUTO), overlap off",
+      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(), ratios.back());
   return 0;
 }
 
@@ -352,6 +357,8 @@ int Main() {
   }
   if (!absl::GetFlag(FLAGS_teacher_extras)) {  // the teacher on every row, on this thread
     config.mutable_train()->mutable_teacher_cache()->set_mode(TeacherCacheConfig::OFF);
+    config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+  } else if (!absl::GetFlag(FLAGS_overlap)) {
     config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
   }
   if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
