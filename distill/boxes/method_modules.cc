@@ -3,15 +3,12 @@
 // modules load:
 //   Regressor4VID           VID's variational regressor: (pred_mean, pred_var) for VIDLoss
 //   VarianceBranch4PAD      PAD's variance estimator: log-variances for PADL2Loss
-//   Linear4CRD              CRD's embedding: linear, then L_power-normalized, for CRDLoss
-//   Linear4CCKD             CCKD's embedding: a linear on the flattened value, for CCKDLoss
-//   ChannelSimilarityEmbed  ICKD's embedding: 3x3 conv + batch norm
 //   SSWrapper4SSKD          SSKD's self-supervision module, for AuxSSKDLoss and SSKDLoss
 //   Connector4DAB           DAB's connector: conv (+ batch norm)
 //   FeatureAdapter4KTAAD, AffinityAdapter4KTAAD  KTAAD's adapters, for KTALoss and AffinityLoss
-//   SRDModelWrapper         SRD's projector: spatial mean, linear, batch norm
-// Factor transfer's modules are in factor_transfer_modules.cc, knowledge review's fusion in
-// knowledge_review_modules.cc.
+// The embeddings and projectors losses compare (Linear4CRD, Linear4CCKD, ChannelSimilarityEmbed,
+// SRDModelWrapper) are in embedding_modules.cc, factor transfer's modules in
+// factor_transfer_modules.cc, knowledge review's fusion in knowledge_review_modules.cc.
 // torchdistill attaches them to a model through wrappers (VariationalDistributor4VID,
 // Student4KnowledgeReview, ...); here they are auxiliary modules of the stage's model, run on
 // its recorded values (and on earlier modules' outputs), trained with it and kept in the run's
@@ -144,72 +141,6 @@ Stack AffinityAdapter4Ktaad(const Kwargs& kwargs) {
   return stack;
 }
 
-// torchdistill's SRDModelWrapper's projector: the map averaged over its last two dimensions,
-// a linear if `out_features` > 0 (its linear_kwargs), then BatchNorm1d ("linear.*",
-// "norm_layer.*").
-class Projector4SrdImpl : public nn::Module {
- public:
-  Projector4SrdImpl(int64_t in, int64_t out)
-      : norm_layer_(register_module("norm_layer", nn::BatchNorm1d(out > 0 ? out : in))) {
-    if (out > 0) linear_ = register_module("linear", nn::Linear(in, out));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    at::Tensor z = x.mean(-1).mean(-1);
-    if (linear_) z = linear_->forward(z);
-    return norm_layer_->forward(z);
-  }
-
- private:
-  nn::BatchNorm1d norm_layer_;
-  nn::Linear linear_{nullptr};
-};
-TORCH_MODULE(Projector4Srd);
-
-// torchdistill's Normalizer4CRD (Linear4CRD's trainable part): the flattened value through a
-// linear, divided by its L_power norm over features ("linear.weight", "linear.bias").
-class Normalizer4CrdImpl : public nn::Module {
- public:
-  Normalizer4CrdImpl(int64_t in, int64_t out, double power)
-      : linear_(register_module("linear", nn::Linear(in, out))), power_(power) {}
-  at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor z = linear_->forward(x.flatten(1));
-    return z.div(z.pow(power_).sum(1, /*keepdim=*/true).pow(1.0 / power_));
-  }
-
- private:
-  nn::Linear linear_;
-  double power_;
-};
-TORCH_MODULE(Normalizer4Crd);
-
-// torchdistill's Linear4CCKD's linear, on the flattened value ("linear.weight", "linear.bias").
-class Linear4CckdImpl : public nn::Module {
- public:
-  Linear4CckdImpl(int64_t in, int64_t out)
-      : linear_(register_module("linear", nn::Linear(in, out))) {}
-  at::Tensor forward(const at::Tensor& x) { return linear_->forward(x.flatten(1)); }
-
- private:
-  nn::Linear linear_;
-};
-TORCH_MODULE(Linear4Cckd);
-
-// torchdistill's ChannelSimilarityEmbed: a bias-free 3x3 convolution (same padding) and a batch
-// norm ("conv2d.weight", "l2norm.*").
-class ChannelSimilarityEmbedImpl : public nn::Module {
- public:
-  ChannelSimilarityEmbedImpl(int64_t in, int64_t out)
-      : conv2d_(register_module("conv2d",
-                                nn::Conv2d(nn::Conv2dOptions(in, out, 3).padding(1).bias(false)))),
-        l2norm_(register_module("l2norm", nn::BatchNorm2d(out))) {}
-  at::Tensor forward(const at::Tensor& x) { return l2norm_->forward(conv2d_->forward(x)); }
-
- private:
-  nn::Conv2d conv2d_;
-  nn::BatchNorm2d l2norm_;
-};
-TORCH_MODULE(ChannelSimilarityEmbed);
-
 KD_REGISTER(AuxiliaryModuleRegistry(), "Regressor4VID",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(Regressor4Vid(
@@ -243,42 +174,6 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "Regressor4VID",
               return absl::OkStatus();
             });
 
-// torchdistill nests the linear's kwargs (linear_kwargs: {in_features, out_features}); they are
-// flat here.
-KD_REGISTER(AuxiliaryModuleRegistry(), "Linear4CRD",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(Normalizer4Crd(IntKwarg(kwargs, "in_features"),
-                                                  IntKwarg(kwargs, "out_features"),
-                                                  NumberKwarg(kwargs, "power")));
-            }),
-            {Channels("in_features", "the flattened value's size"),
-             Channels("out_features", "the embedding's size (CRDLoss's input_size)"),
-             PositiveNumberSpec("power", "the normalizing norm", 2.0)});
-KD_REGISTER(AuxiliaryModuleRegistry(), "Linear4CCKD",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(
-                  Linear4Cckd(IntKwarg(kwargs, "in_features"), IntKwarg(kwargs, "out_features")));
-            }),
-            {Channels("in_features", "the flattened value's size"),
-             Channels("out_features", "the embedding's size")});
-// torchdistill's wrappers of the two (//tools:import_torchdistill): the submodule their losses
-// name, the value they run on, their linear's kwargs (whose bias libkd's always has).
-KD_REGISTER(TorchdistillAuxRules(), "Linear4CCKD",
-            TorchdistillAuxRule{.name = "linear",
-                                .input_kwarg = "input_module",
-                                .flattened = {"linear_kwargs"},
-                                .true_by_default = {"bias"}},
-            kAnyKwargs);
-KD_REGISTER(TorchdistillAuxRules(), "Linear4CRD",
-            TorchdistillAuxRule{.name = "normalizer",
-                                .input_kwarg = "input_module_path",
-                                .flattened = {"linear_kwargs"},
-                                .true_by_default = {"bias"},
-                                .unneeded = {"empty"}},
-            kAnyKwargs);
-// torchdistill's VariationalDistributor4VID: a Regressor4VID per regressors entry, on the
-// student's value the entry names (its kwargs under "kwargs", or "regressor_kwargs" as
-// torchdistill's sample configs write them).
 // torchdistill's VarianceBranch4PAD: its "var_estimator" on the student's embedding, with the
 // checkpoint file it keeps between PAD's stages.
 KD_REGISTER(TorchdistillAuxRules(), "VarianceBranch4PAD",
@@ -286,22 +181,6 @@ KD_REGISTER(TorchdistillAuxRules(), "VarianceBranch4PAD",
                                 .name = "var_estimator",
                                 .input_kwarg = "input_module",
                                 .ckpt_kwarg = "var_estimator_ckpt"},
-            kAnyKwargs);
-// torchdistill's SRDModelWrapper computes its projector in a secondary forward and keeps nothing
-// of it: its SRDLoss reads the model's own features and logits.
-KD_REGISTER(TorchdistillAuxRules(), "SRDModelWrapper",
-            TorchdistillAuxRule{
-                .left_out = "its projector's output is read by nothing (torchdistill "
-                            "1.1.5's SRDModelWrapper computes and drops it; "
-                            "SRDLoss reads the model's own features)"},
-            kAnyKwargs);
-// torchdistill's Student4ICKD: a ChannelSimilarityEmbed per embeddings entry on the student's
-// value the entry names.
-KD_REGISTER(TorchdistillAuxRules(), "Student4ICKD",
-            TorchdistillAuxRule{.model_prefix = "student_model.",
-                                .modules_kwarg = "embeddings",
-                                .module_key = "ChannelSimilarityEmbed",
-                                .module_path_prefix = "embed_dict."},
             kAnyKwargs);
 // torchdistill's Connector4DAB: a connector per connectors entry (its conv2d_kwargs flat, its
 // bn2d_kwargs as uses_bn).
@@ -313,6 +192,9 @@ KD_REGISTER(TorchdistillAuxRules(), "Connector4DAB",
                                 .module_flattened = {"conv2d_kwargs"},
                                 .module_switches = {{"bn2d_kwargs", "uses_bn"}}},
             kAnyKwargs);
+// torchdistill's VariationalDistributor4VID: a Regressor4VID per regressors entry, on the
+// student's value the entry names (its kwargs under "kwargs", or "regressor_kwargs" as
+// torchdistill's sample configs write them).
 KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
             TorchdistillAuxRule{.model_prefix = "student_model.",
                                 .modules_kwarg = "regressors",
@@ -320,22 +202,6 @@ KD_REGISTER(TorchdistillAuxRules(), "VariationalDistributor4VID",
                                 .module_path_prefix = "regressor_dict.",
                                 .module_kwargs_names = {"kwargs", "regressor_kwargs"}},
             kAnyKwargs);
-KD_REGISTER(AuxiliaryModuleRegistry(), "ChannelSimilarityEmbed",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(ChannelSimilarityEmbed(IntKwarg(kwargs, "in_channels"),
-                                                          IntKwarg(kwargs, "out_channels")));
-            }),
-            {{.name = "in_channels",
-              .type = KwargType::kInteger,
-              .doc = "the feature map's channels",
-              .default_value = int64_t{512},
-              .min = 1},
-             {.name = "out_channels",
-              .type = KwargType::kInteger,
-              .doc = "the embedding's channels",
-              .default_value = int64_t{128},
-              .min = 1}});
-
 KD_REGISTER(AuxiliaryModuleRegistry(), "VarianceBranch4PAD",
             ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
               return nn::AnyModule(VarianceBranch4Pad(IntKwarg(kwargs, "feat_dim")));
@@ -387,17 +253,5 @@ KD_REGISTER(AuxiliaryModuleRegistry(), "AffinityAdapter4KTAAD",
               return nn::AnyModule(AffinityAdapter4Ktaad(kwargs));
             }),
             ConvSpecs(1, 0));
-KD_REGISTER(AuxiliaryModuleRegistry(), "SRDModelWrapper",
-            ([](const Kwargs& kwargs) -> absl::StatusOr<nn::AnyModule> {
-              return nn::AnyModule(
-                  Projector4Srd(IntKwarg(kwargs, "in_features"), IntKwarg(kwargs, "out_features")));
-            }),
-            {Channels("in_features", "the map's channels"),
-             {.name = "out_features",
-              .type = KwargType::kInteger,
-              .doc = "the linear's output (its linear_kwargs); 0: no linear",
-              .default_value = int64_t{0},
-              .min = 0}});
-
 }  // namespace
 }  // namespace kd

@@ -5,6 +5,7 @@
 #define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -146,6 +147,11 @@ absl::Status ImportStage(Context& context, const YamlValue& stage, const std::st
                          const std::string& what, StageConfig* out);
 absl::Status ImportCriterion(Context& context, const YamlValue& criterion, const std::string& what,
                              CriterionConfig* out);
+// torchdistill 0.x's criterion ({type, org_term, sub_terms}) as the 1.x WeightedSumLoss it stands
+// for (zero_x_criterion.cc).
+absl::StatusOr<std::shared_ptr<YamlValue>> ZeroXCriterionAsOneX(Context& context,
+                                                                const YamlValue& criterion,
+                                                                const std::string& what);
 absl::Status ImportLoader(Context& context, const YamlValue& loader, const std::string& what,
                           LoaderConfig* out);
 
