@@ -30,12 +30,11 @@
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --teacher=/tmp/t.pt
 //       --optimize_teacher    (one line)
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --peer_tcmalloc
-//       --fashion_mnist_epochs=3 --batch=16 --threads=1 [--teacher_extras]
+//       --fashion_mnist_epochs=3 --batch=16 --threads=1 [--teacher_extras [--overlap=false]]
 //   (--peers needs tools/install_deps.sh --peers)
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -46,16 +45,15 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
-#include <torch/optim/sgd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "distill/boxes/box.h"
+#include "distill/boxes/internal/hand_kd_loop.h"
 #include "distill/data/data_loader.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
@@ -95,8 +93,6 @@ ABSL_FLAG(bool, peers, false,
 
 namespace kd {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The run: one epoch of `samples` synthetic images, or with `epochs` > 0 that many epochs of
 // Fashion-MNIST's first `samples` training images, flipped at random.
@@ -173,52 +169,6 @@ double BoxEpoch(const DistillConfig& config) {
     std::exit(1);
   }
   return seconds;
-}
-
-// The same epoch by hand.
-double HandEpoch(int samples, int batch_size) {
-  auto teacher = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{16}}});
-  auto student = *MakeRegisteredModel("fashion_cnn", {{"width", int64_t{4}}});
-  auto dataset =
-      *MakeDataset("synthetic", {{"num_samples", int64_t{samples}}, {"num_classes", int64_t{10}}});
-  auto loader = *DataLoader::Create(
-      dataset, {.batch_size = batch_size, .shuffle = true, .drop_last = true, .seed = 1});
-  std::vector<at::Tensor> params;
-  for (const auto& [name, p] : student->NamedParameters()) params.push_back(p);
-  torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.05).momentum(0.9));
-  teacher->SetTraining(false);
-  student->SetTraining(true);
-  const double t = 4;
-  std::optional<torch::jit::Module> scripted;
-  if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
-    scripted = torch::jit::load(file);
-    scripted->eval();
-    if (absl::GetFlag(FLAGS_optimize_teacher)) {
-      torch::jit::Module frozen = torch::jit::freeze(*scripted);
-      scripted = torch::jit::optimize_for_inference(frozen);
-    }
-  }
-  const Clock::time_point start = Clock::now();
-  loader.SetEpoch(0);
-  for (int64_t i = 0; i < loader.num_batches(); ++i) {
-    const Batch batch = loader.GetBatch(i);
-    at::Tensor teacher_logits;
-    {
-      at::NoGradGuard no_grad;
-      teacher_logits = scripted ? scripted->forward({batch.samples}).toTensor()
-                                : teacher->Forward({batch.samples}).toTensor();
-    }
-    const at::Tensor s = student->Forward({batch.samples}).toTensor();
-    const at::Tensor soft = at::kl_div(at::log_softmax(s / t, 1),
-                                       at::softmax(teacher_logits / t, 1), at::Reduction::Sum) /
-                            s.size(0);
-    const at::Tensor loss =
-        0.5 * at::cross_entropy_loss(s, batch.targets.toTensor()) + 0.5 * t * t * soft;
-    loss.backward();
-    sgd.step();
-    sgd.zero_grad(true);
-  }
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
@@ -367,7 +317,7 @@ int Main() {
   }
   if (absl::GetFlag(FLAGS_peers)) return PeersMain(config, samples, batch);
   BoxEpoch(config);  // warm-up
-  HandEpoch(samples, batch);
+  HandKdEpoch(samples, batch, absl::GetFlag(FLAGS_teacher), absl::GetFlag(FLAGS_optimize_teacher));
   std::vector<double> ratios;
   double box_sum = 0, hand_sum = 0;
   for (int i = 0; i < absl::GetFlag(FLAGS_pairs); ++i) {
@@ -375,9 +325,11 @@ int Main() {
     double box = 0, hand = 0;
     if (i % 2 == 0) {
       box = BoxEpoch(config);
-      hand = HandEpoch(samples, batch);
+      hand = HandKdEpoch(samples, batch, absl::GetFlag(FLAGS_teacher),
+                         absl::GetFlag(FLAGS_optimize_teacher));
     } else {
-      hand = HandEpoch(samples, batch);
+      hand = HandKdEpoch(samples, batch, absl::GetFlag(FLAGS_teacher),
+                         absl::GetFlag(FLAGS_optimize_teacher));
       box = BoxEpoch(config);
     }
     box_sum += box;
