@@ -34,7 +34,8 @@ constexpr int64_t kPixels = 3 * 32 * 32;
 
 struct CifarFormat {
   const char* key;
-  const char* folder;  // under root
+  const char* folder;   // under root
+  const char* tarball;  // the binary version's download
   std::vector<std::string> train_files, test_files;
   int64_t label_bytes;  // the class is the last of them
   int64_t num_classes;
@@ -44,6 +45,7 @@ const CifarFormat& Cifar10() {
   static const CifarFormat* const format =
       new CifarFormat{"cifar10",
                       "cifar-10-batches-bin",
+                      "cifar-10-binary.tar.gz",
                       {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
                        "data_batch_4.bin", "data_batch_5.bin"},
                       {"test_batch.bin"},
@@ -52,8 +54,9 @@ const CifarFormat& Cifar10() {
   return *format;
 }
 const CifarFormat& Cifar100() {
-  static const CifarFormat* const format =
-      new CifarFormat{"cifar100", "cifar-100-binary", {"train.bin"}, {"test.bin"}, 2, 100};
+  static const CifarFormat* const format = new CifarFormat{
+      "cifar100", "cifar-100-binary", "cifar-100-binary.tar.gz", {"train.bin"}, {"test.bin"}, 2,
+      100};
   return *format;
 }
 
@@ -66,15 +69,14 @@ absl::StatusOr<std::pair<at::Tensor, at::Tensor>> ReadRecords(
     dir = root;
   }
   const int64_t record = format.label_bytes + kPixels;
-  std::string bytes;
+  std::vector<std::string> chunks;  // each file's records, copied once into the tensor
+  int64_t size = 0;
   for (const std::string& name : files) {
     const std::string path = (dir / name).string();
     absl::StatusOr<std::string> data = ReadFile(path);
     if (absl::IsNotFound(data.status())) {
       return absl::NotFoundError(absl::StrCat(
-          format.key, ": no file ", path, "; extract the binary version (",
-          format.key == std::string("cifar10") ? "cifar-10-binary.tar.gz"
-                                               : "cifar-100-binary.tar.gz",
+          format.key, ": no file ", path, "; extract the binary version (", format.tarball,
           ", https://www.cs.toronto.edu/~kriz/cifar.html) under the kwarg \"root\", or convert "
           "torchvision's download with tools/cifar_to_binary.py"));
     }
@@ -84,11 +86,16 @@ absl::StatusOr<std::pair<at::Tensor, at::Tensor>> ReadRecords(
                                               " bytes, not a whole number of ", record,
                                               "-byte records"));
     }
-    bytes += *data;
+    size += static_cast<int64_t>(data->size());
+    chunks.push_back(*std::move(data));
   }
-  const int64_t n = static_cast<int64_t>(bytes.size()) / record;
+  const int64_t n = size / record;
   at::Tensor all = at::empty({n, record}, at::kByte);
-  std::memcpy(all.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  uint8_t* to = all.data_ptr<uint8_t>();
+  for (const std::string& chunk : chunks) {
+    std::memcpy(to, chunk.data(), chunk.size());
+    to += chunk.size();
+  }
   at::Tensor labels = all.select(1, format.label_bytes - 1).to(at::kLong);
   at::Tensor images = all.slice(1, format.label_bytes).reshape({n, 3, 32, 32}).contiguous();
   return std::make_pair(std::move(images), std::move(labels));

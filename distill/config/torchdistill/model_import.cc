@@ -17,17 +17,14 @@ namespace {
 
 using Kind = YamlValue::Kind;
 
-// The hook that records `path`'s output, added if missing.
-void HookOutput(const std::string& path, StageModelConfig* out) {
+// The model's hook on `path` (one per path), added if missing.
+ForwardHookConfig* HookOn(const std::string& path, StageModelConfig* out) {
   for (ForwardHookConfig& h : *out->mutable_forward_hooks()) {
-    if (h.module_path() == path) {
-      h.set_requires_output(true);
-      return;
-    }
+    if (h.module_path() == path) return &h;
   }
   ForwardHookConfig* hook = out->add_forward_hooks();
   hook->set_module_path(path);
-  hook->set_requires_output(true);
+  return hook;
 }
 
 // torchdistill's `sequential`: the model's module paths in order, and its adaptations, "+name"
@@ -94,7 +91,7 @@ absl::Status ImportSequential(Context& context, const YamlValue& list, const Yam
     KD_RETURN_IF_ERROR(context.Kwargs(kwargs, "auxiliary_module", module_key, entry_what,
                                       module->mutable_kwargs()));
     module->mutable_input()->set_path(previous);
-    if (previous_is_model) HookOutput(previous, out);
+    if (previous_is_model) HookOn(previous, out)->set_requires_output(true);
     context.wrapped(teacher).aux_names[p] = name;
     previous = name;
     previous_is_model = false;
@@ -198,14 +195,7 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                        "left out: libkd records an auxiliary module's output under its name");
           continue;
         }
-        ForwardHookConfig* hook = nullptr;
-        for (ForwardHookConfig& h : *out->mutable_forward_hooks()) {
-          if (h.module_path() == path) hook = &h;
-        }
-        if (hook == nullptr) {
-          hook = out->add_forward_hooks();
-          hook->set_module_path(path);
-        }
+        ForwardHookConfig* hook = HookOn(path, out);
         (std::string(io) == "input" ? hook->set_requires_input(true)
                                     : hook->set_requires_output(true));
       }
