@@ -179,6 +179,8 @@ void Reporter::Epoch(const EpochReport& r) {
     out->set_saved_seconds(c.saved_seconds);
     out->set_overlapped(c.overlapped);
     out->set_overlap_off_reason(c.overlap_off_reason);
+    out->set_lookahead_rows(c.lookahead_rows);
+    out->set_lookahead_off_reason(c.lookahead_off_reason);
     const int64_t rows = c.hits + c.misses;
     if (rows > 0 && (c.on || c.hits > 0)) {
       cache += absl::StrFormat("; teacher cache %.0f%% hits, %.1f MB, %.1f s saved",
@@ -188,6 +190,12 @@ void Reporter::Epoch(const EpochReport& r) {
     }
     if (!c.on && !c.off_reason.empty() && c.off_reason != "teacher_cache mode OFF") {
       cache += absl::StrCat("; teacher cache off: ", c.off_reason);
+    }
+    if (c.on && c.lookahead_rows > 0) {
+      cache += absl::StrCat(", look-ahead ", c.lookahead_rows, " rows");
+    } else if (c.on && !c.overlapped && !c.lookahead_off_reason.empty() &&
+               c.lookahead_off_reason != "lookahead_rows 0") {
+      cache += absl::StrCat("; look-ahead off: ", c.lookahead_off_reason);
     }
     if (c.overlapped) cache += "; teacher overlapped";
   }

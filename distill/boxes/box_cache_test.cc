@@ -1,5 +1,6 @@
 // The teacher cache and the teacher's overlap in a box (StageConfig.teacher_cache,
-// overlap_teacher): runs with them equal runs without them, bit for bit, on Fashion-MNIST images with random flips and padded crops and a hooked teacher
+// overlap_teacher, teacher_cache.lookahead_rows): runs with them equal runs without them, bit
+// for bit, on Fashion-MNIST images with random flips and padded crops and a hooked teacher
 // feature; over its memory cap it spills and stays exact; a resumed run equals an
 // uninterrupted one; what cannot be exact is refused (mode ON) or left off (AUTO), saying why.
 #include <atomic>
@@ -163,6 +164,38 @@ TEST_F(BoxTest, TeacherCacheGivesTheWeightsOfTheRunWithout) {
   ASSERT_EQ(spilled.size(), 8u);
   EXPECT_GT(spilled.back().bytes_disk, 0);
   EXPECT_LE(spilled.back().bytes_memory, 1 << 20);
+  ExpectSameStudent(off, spill);
+}
+
+TEST_F(BoxTest, TeacherLookAheadGivesTheWeightsOfTheRunWithout) {
+  const std::string off = RunDir("off"), ahead = RunDir("ahead"), spill = RunDir("spill");
+  RunIn(Parse(Config(8, "teacher_cache { mode: OFF } overlap_teacher: OFF")), off);
+  // Without the overlap, the look-ahead's default: the teacher runs on the new samples of up
+  // to 128 rows of coming batches at once (here a whole epoch of 64).
+  const std::vector<TeacherCacheReport> with =
+      RunIn(Parse(Config(8, "overlap_teacher: OFF")), ahead);
+  ASSERT_EQ(with.size(), 8u);
+  int64_t hits = 0, misses = 0;
+  for (const TeacherCacheReport& r : with) {
+    EXPECT_TRUE(r.on) << r.off_reason;
+    EXPECT_EQ(r.lookahead_rows, 128) << r.lookahead_off_reason;
+    hits += r.hits;
+    misses += r.misses;
+  }
+  // Every row served or run, and the first batch (8 rows) run alone once more: the check
+  // that the teacher computes a row the same in the look-ahead's batch.
+  EXPECT_EQ(hits + misses, 8 * 64 + 8);
+  EXPECT_GT(hits, 10);
+  ExpectSameStudent(off, ahead);
+
+  // Windows of 3 batches, spilled past a 1 MiB cap: still the same student.
+  const std::vector<TeacherCacheReport> spilled = RunIn(
+      Parse(Config(8, "teacher_cache { mode: ON memory_mib: 1 lookahead_rows: 24 } "
+                      "overlap_teacher: OFF")),
+      spill);
+  ASSERT_EQ(spilled.size(), 8u);
+  EXPECT_EQ(spilled[0].lookahead_rows, 24);
+  EXPECT_GT(spilled.back().bytes_disk, 0);
   ExpectSameStudent(off, spill);
 }
 

@@ -37,6 +37,10 @@ struct TeacherCacheReport {
   int64_t bytes_disk = 0;
   double teacher_seconds = 0;  // in the teacher's forward
   double saved_seconds = 0;    // hits times the teacher's mean time per row
+  // TeacherCacheConfig.lookahead_rows: the most rows the teacher ran on at once for the
+  // misses of the coming batches (0: the step's batch alone), and why not.
+  int64_t lookahead_rows = 0;
+  std::string lookahead_off_reason;
   // StageConfig.overlap_teacher: whether the teacher ran ahead on a thread of its own, and why
   // not.
   bool overlapped = false;

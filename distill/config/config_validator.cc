@@ -245,6 +245,7 @@ class Validator : private internal::StageChecker {
     if (stage.has_teacher_cache()) {
       const ConfigLocator cache = loc.Nested("teacher_cache");
       AtLeast(cache, "memory_mib", stage.teacher_cache().memory_mib(), int64_t{0});
+      AtLeast(cache, "lookahead_rows", stage.teacher_cache().lookahead_rows(), 0);
       if (stage.teacher_cache().mode() == TeacherCacheConfig::ON) {
         const DatasetConfig* train = nullptr;
         for (const DatasetConfig& dataset : config.datasets()) {

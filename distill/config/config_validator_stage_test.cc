@@ -340,6 +340,9 @@ TEST(ConfigValidatorTest, TeacherCacheOnWhereItCannotBeExact) {
   const Lines negative = Replace(fine, 29, {R"(  teacher_cache { memory_mib: -1 })"});
   EXPECT_THAT(Validate(negative), ElementsAre(At(negative, 29, "memory_mib") +
                                               "memory_mib must be >= 0, got -1"));
+  const Lines behind = Replace(fine, 29, {R"(  teacher_cache { lookahead_rows: -4 })"});
+  EXPECT_THAT(Validate(behind), ElementsAre(At(behind, 29, "lookahead_rows") +
+                                            "lookahead_rows must be >= 0, got -4"));
 }
 
 }  // namespace

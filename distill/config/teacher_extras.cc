@@ -48,6 +48,10 @@ std::string TeacherOverlapObstacle(const StageConfig& stage, bool has_teacher) {
   if (std::string obstacle = TeacherObstacle(stage, has_teacher); !obstacle.empty()) {
     return obstacle;
   }
+  return PreForwardObstacle(stage);
+}
+
+std::string PreForwardObstacle(const StageConfig& stage) {
   const std::string pre_forward = ProcKey(stage, kPreForwardProcKind);
   if (!pre_forward.empty() && pre_forward != "default_pre_forward_process") {
     return absl::StrCat("the stage's pre_forward_proc \"", pre_forward,

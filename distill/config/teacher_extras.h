@@ -23,6 +23,10 @@ std::string TeacherCacheObstacle(const StageConfig& stage, bool has_teacher,
 // (it would run on the next batch before this one's step).
 std::string TeacherOverlapObstacle(const StageConfig& stage, bool has_teacher);
 
+// Why fetching the coming batches early would change the run ("" if nothing): a pre-forward
+// process other than the default (it would run on them before this batch's step).
+std::string PreForwardObstacle(const StageConfig& stage);
+
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_TEACHER_EXTRAS_H_

@@ -163,6 +163,7 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   }
   KD_RETURN_IF_ERROR(InFieldIfError("teacher_cache", SetUpTeacherCache(config, run_dir)));
   KD_RETURN_IF_ERROR(InFieldIfError("overlap_teacher", SetUpOverlap(config)));
+  SetUpLookahead(config);
   // Leak detection in the validation loop (memdiag).
   leaks_ = {};
   if (evaluation.has_memory_leak_detection()) {
@@ -288,10 +289,14 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
       if (call.valid()) call.wait();
     }
   } await_ahead{ahead};
+  // teacher_cache.lookahead_rows: batches fetched ahead, for the teacher to run on their unseen
+  // rows at once.
+  std::deque<Batch> queue;
+  int64_t fetched = 0;
   for (int64_t step = 0; step < steps; ++step) {
     Batch batch;
     if (!overlap_teacher_) {
-      KD_RETURN_IF_ERROR(next(batch));
+      KD_ASSIGN_OR_RETURN(batch, NextBatch(queue, fetched, steps, next));
     } else {
       if (step == 0) {
         KD_RETURN_IF_ERROR(next(upcoming));

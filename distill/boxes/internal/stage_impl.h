@@ -222,6 +222,16 @@ class Stage final : public StageRun, public TrainingContext {
   absl::Status SetUpTeacherCache(const StageConfig& config, const std::string& run_dir);
   // overlap_teacher: on, off with the reason (AUTO), or refused (ON).
   absl::Status SetUpOverlap(const StageConfig& config);
+  // TeacherCacheConfig.lookahead_rows: on, or off with the reason (after the two above).
+  void SetUpLookahead(const StageConfig& config);
+  // The step's batch: `queue`'s front, fetched (by `fetch`) if it is empty. With the
+  // look-ahead, where that batch has rows the cache has not seen, `queue` is filled with the
+  // epoch's coming batches up to lookahead_rows_ rows and the teacher run once on their unseen
+  // rows first. `fetched` counts the epoch's batches fetched, of `steps`.
+  absl::StatusOr<Batch> NextBatch(std::deque<Batch>& queue, int64_t& fetched, int64_t steps,
+                                  const std::function<absl::Status(Batch&)>& fetch);
+  // The teacher's forward on `rows` (no grad unless it trains) and its hooks' I/O dict.
+  absl::StatusOr<TeacherValues> TeacherForward(const Batch& rows);
   // The teacher's output and I/O dict for `batch` (through the cache, if on), before its
   // auxiliary modules.
   absl::StatusOr<TeacherValues> TeacherValuesOf(const Batch& batch);
@@ -270,6 +280,8 @@ class Stage final : public StageRun, public TrainingContext {
   std::string teacher_cache_off_;
   bool overlap_teacher_ = false;
   std::string overlap_off_;
+  int64_t lookahead_rows_ = 0;  // 0: off, for lookahead_off_
+  std::string lookahead_off_;
   // overlap_teacher: the values a thread computed for the batch Forward runs next.
   std::optional<TeacherValues> ready_teacher_;
   // overlap_teacher's thread; last, so that it is joined before what its tasks use goes.

@@ -21,6 +21,7 @@
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 #include "distill/boxes/amp.h"
+#include "distill/boxes/internal/batch_rows.h"
 #include "distill/boxes/internal/stage_impl.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/internal/teacher_cache.h"
@@ -29,20 +30,81 @@
 namespace kd {
 namespace box_internal {
 
+absl::StatusOr<TeacherValues> Stage::TeacherForward(const Batch& rows) {
+  TeacherValues values;
+  if (teacher_trains_) {
+    KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
+  } else {
+    at::NoGradGuard no_grad;
+    KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
+  }
+  KD_ASSIGN_OR_RETURN(values.io, teacher_hooks_.PopIoDict());
+  return values;
+}
+
 absl::StatusOr<TeacherValues> Stage::TeacherValuesOf(const Batch& batch) {
   RECORD_USER_SCOPE("teacher_forward");
-  auto forward = [this](const Batch& rows) -> absl::StatusOr<TeacherValues> {
-    TeacherValues values;
-    if (teacher_trains_) {
-      KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
-    } else {
-      at::NoGradGuard no_grad;
-      KD_ASSIGN_OR_RETURN(values.output, (*teacher_forward_)(*teacher_, rows));
-    }
-    KD_ASSIGN_OR_RETURN(values.io, teacher_hooks_.PopIoDict());
-    return values;
-  };
+  auto forward = [this](const Batch& rows) { return TeacherForward(rows); };
   return teacher_cache_ != nullptr ? teacher_cache_->Run(batch, forward) : forward(batch);
+}
+
+absl::StatusOr<Batch> Stage::NextBatch(std::deque<Batch>& queue, int64_t& fetched, int64_t steps,
+                                       const std::function<absl::Status(Batch&)>& fetch) {
+  auto front = [&]() {
+    Batch batch = std::move(queue.front());
+    queue.pop_front();
+    return batch;
+  };
+  if (queue.empty()) {
+    queue.emplace_back();
+    KD_RETURN_IF_ERROR(fetch(queue.back()));
+    ++fetched;
+  }
+  if (lookahead_rows_ == 0 || !teacher_cache_->HasMisses(queue.front())) return front();
+  int64_t rows = 0;
+  for (const Batch& batch : queue) rows += BatchRows(batch);
+  while (rows < lookahead_rows_ && fetched < steps) {
+    queue.emplace_back();
+    KD_RETURN_IF_ERROR(fetch(queue.back()));
+    ++fetched;
+    rows += BatchRows(queue.back());
+  }
+  RECORD_USER_SCOPE("teacher_forward");
+  std::vector<const Batch*> batches;
+  for (const Batch& batch : queue) batches.push_back(&batch);
+  std::optional<AutocastGuard> autocast;
+  Autocast(autocast);
+  absl::StatusOr<absl::Status> done = CallTorch(
+      [&] {
+        return teacher_cache_->Prefill(batches,
+                                       [this](const Batch& rows) { return TeacherForward(rows); });
+      },
+      absl::StatusCode::kInternal);
+  const absl::Status status = done.ok() ? *done : done.status();
+  if (status.ok()) return front();
+  return absl::Status(
+      status.code(), absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, ", the teacher on ",
+                                  rows, " rows of the coming batches of dataset \"", train_dataset_,
+                                  "\" (teacher_cache.lookahead_rows): ", status.message()));
+}
+
+void Stage::SetUpLookahead(const StageConfig& config) {
+  lookahead_rows_ = 0;
+  lookahead_off_.clear();
+  if (teacher_cache_ == nullptr) return;
+  const TeacherCacheConfig& cache = config.teacher_cache();
+  const int64_t rows = cache.has_lookahead_rows() ? cache.lookahead_rows() : 128;
+  if (rows == 0) {
+    lookahead_off_ = "lookahead_rows 0";
+  } else if (overlap_teacher_) {
+    lookahead_off_ = "the teacher overlaps the student's step on a thread of its own";
+  } else if (!device_.is_cpu()) {
+    lookahead_off_ = absl::StrCat("the teacher runs on ", device_.str());
+  } else if (std::string pre_forward = PreForwardObstacle(config); !pre_forward.empty()) {
+    lookahead_off_ = pre_forward;
+  } else {
+    lookahead_rows_ = rows;
+  }
 }
 
 TaskThread::TaskThread() : thread_([this] { Loop(); }) {}
@@ -193,6 +255,8 @@ std::optional<TeacherCacheReport> Stage::TakeTeacherCacheReport() {
   } else {
     report.off_reason = teacher_cache_off_;
   }
+  if (report.lookahead_off_reason.empty()) report.lookahead_off_reason = lookahead_off_;
+  if (report.lookahead_off_reason.empty()) report.lookahead_rows = lookahead_rows_;
   report.overlapped = overlap_teacher_;
   report.overlap_off_reason = overlap_off_;
   return report;

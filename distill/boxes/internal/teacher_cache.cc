@@ -16,58 +16,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "distill/boxes/internal/batch_rows.h"
 #include "distill/data/dataset.h"
 
 namespace kd {
 namespace box_internal {
-namespace {
-
-constexpr int kCheckRows = 2;  // hits recomputed beside a batch's misses
-
-// `batch` restricted to `rows`: samples, targets and every supp tensor with the batch's rows in
-// dimension 0 selected; anything else as it is.
-Batch SelectRows(const Batch& batch, const at::Tensor& rows, int64_t batch_rows) {
-  auto select = [&](const at::Tensor& t) {
-    return t.dim() > 0 && t.size(0) == batch_rows ? t.index_select(0, rows.to(t.device())) : t;
-  };
-  Batch out;
-  out.samples = select(batch.samples.toTensor());
-  out.targets =
-      batch.targets.isTensor() ? c10::IValue(select(batch.targets.toTensor())) : batch.targets;
-  if (batch.supp.isGenericDict()) {
-    c10::impl::GenericDict supp(c10::StringType::get(), c10::AnyType::get());
-    for (const auto& entry : batch.supp.toGenericDict()) {
-      supp.insert(entry.key(), entry.value().isTensor()
-                                   ? c10::IValue(select(entry.value().toTensor()))
-                                   : entry.value());
-    }
-    out.supp = supp;
-  } else {
-    out.supp = batch.supp;
-  }
-  return out;
-}
-
-// The batch's supp tensor `key` as int64 values, or NotFound.
-absl::StatusOr<std::vector<int64_t>> SuppValues(const Batch& batch, const char* key, int64_t rows) {
-  if (batch.supp.isGenericDict()) {
-    const auto dict = batch.supp.toGenericDict();
-    const auto it = dict.find(key);
-    if (it != dict.end() && it->value().isTensor()) {
-      const at::Tensor t = it->value().toTensor().to(at::kCPU, at::kLong).contiguous();
-      if (t.dim() == 1 && t.size(0) == rows) {
-        return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + rows);
-      }
-    }
-  }
-  return absl::NotFoundError(
-      absl::StrCat("teacher_cache: the batch has no supplementary \"", key, "\" of its ", rows,
-                   " rows: the cache keys on each sample's dataset index and transform (Dataset::"
-                   "NumTransforms); set the stage's teacher_cache { mode: OFF }"));
-}
-
-}  // namespace
-
 TeacherCache::TeacherCache(Options options) : options_(std::move(options)) {}
 
 TeacherCache::~TeacherCache() {
@@ -207,44 +160,73 @@ void TeacherCache::Load(int64_t slot, char* out) const {
               std::strerror(errno));
 }
 
+absl::StatusOr<TeacherValues> TeacherCache::Timed(const Forward& forward, const Batch& batch,
+                                                  int64_t rows) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TeacherValues> values = forward(batch);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats_.teacher_seconds += seconds;
+  stats_.misses += rows;
+  total_rows_ += rows;
+  total_seconds_ += seconds;
+  return values;
+}
+
+absl::Status TeacherCache::Refuse(const absl::Status& why) {
+  if (options_.required) return why;
+  disabled_reason_ = std::string(why.message());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> TeacherCache::Keys(const Batch& batch, int64_t rows) const {
+  KD_ASSIGN_OR_RETURN(std::vector<int64_t> keys, SuppValues(batch, "indices", rows));
+  if (options_.num_transforms > 1) {
+    KD_ASSIGN_OR_RETURN(std::vector<int64_t> transforms, SuppValues(batch, kTransformKey, rows));
+    for (int64_t r = 0; r < rows; ++r) keys[r] = keys[r] * options_.num_transforms + transforms[r];
+  }
+  return keys;
+}
+
+absl::StatusOr<bool> TeacherCache::Matches(const std::vector<at::Tensor>& fresh, int64_t first,
+                                           const std::vector<int64_t>& slots, int64_t rows) {
+  std::vector<char> cached(static_cast<size_t>(row_bytes_));
+  for (int64_t j = first; j < static_cast<int64_t>(slots.size()) + first; ++j) {
+    Load(slots[j - first], cached.data());
+    for (size_t i = 0; i < fields_.size(); ++i) {
+      const char* now = static_cast<const char*>(fresh[i].data_ptr()) + j * fields_[i].row_bytes;
+      if (std::memcmp(now, cached.data() + fields_[i].offset,
+                      static_cast<size_t>(fields_[i].row_bytes)) != 0) {
+        disabled_reason_ = absl::StrFormat(
+            "the teacher computed a sample differently in a batch of %d rows than when it was "
+            "cached (%s): its kernels depend on the batch, so the cache cannot be exact",
+            rows, fields_[i].path.empty() ? "its output" : fields_[i].path);
+        if (options_.required) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("teacher_cache: ", disabled_reason_,
+                           "; set the stage's teacher_cache { mode: OFF }"));
+        }
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forward& forward) {
-  using Clock = std::chrono::steady_clock;
-  auto timed = [&](const Batch& b, int64_t rows) -> absl::StatusOr<TeacherValues> {
-    const auto start = Clock::now();
-    absl::StatusOr<TeacherValues> values = forward(b);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    stats_.teacher_seconds += seconds;
-    stats_.misses += rows;
-    total_rows_ += rows;
-    total_seconds_ += seconds;
-    return values;
-  };
-  // Values the cache cannot hold: an error when it is required, else it turns itself off.
-  auto refuse = [&](const absl::Status& why) {
-    if (options_.required) return why;
-    disabled_reason_ = std::string(why.message());
-    return absl::OkStatus();
-  };
-  const int64_t rows = batch.samples.isTensor() ? batch.samples.toTensor().size(0) : 0;
-  if (!enabled() || rows < 2) return timed(batch, rows);  // a batch of one runs as it is
+  const int64_t rows = BatchRows(batch);
+  if (!enabled() || rows < 2) return Timed(forward, batch, rows);  // a batch of one as it is
 
   // A batch without the keys (one a caller of the step API built) runs as it is, unless the
   // cache is required.
-  absl::StatusOr<std::vector<int64_t>> indices = SuppValues(batch, "indices", rows);
-  absl::StatusOr<std::vector<int64_t>> transforms = options_.num_transforms > 1
-                                                        ? SuppValues(batch, kTransformKey, rows)
-                                                        : std::vector<int64_t>(rows, 0);
-  if (!indices.ok() || !transforms.ok()) {
-    if (options_.required) return !indices.ok() ? indices.status() : transforms.status();
-    return timed(batch, rows);
-  }
-  std::vector<int64_t> keys = *std::move(indices);
-  for (int64_t r = 0; r < rows; ++r) {
-    keys[r] = keys[r] * options_.num_transforms + (*transforms)[r];
+  absl::StatusOr<std::vector<int64_t>> keys = Keys(batch, rows);
+  if (!keys.ok()) {
+    if (options_.required) return keys.status();
+    return Timed(forward, batch, rows);
   }
   std::vector<int64_t> hit_slots(rows, -1), misses, hits;
   for (int64_t r = 0; r < rows; ++r) {
-    const auto it = slots_.find(keys[r]);
+    const auto it = slots_.find((*keys)[r]);
     if (it == slots_.end()) {
       misses.push_back(r);
     } else {
@@ -254,58 +236,51 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
   }
 
   if (hits.empty()) {  // the whole batch, as without the cache; its rows stored
-    KD_ASSIGN_OR_RETURN(TeacherValues values, timed(batch, rows));
+    KD_ASSIGN_OR_RETURN(TeacherValues values, Timed(forward, batch, rows));
     if (fields_.empty()) {
       if (absl::Status laid = Layout(values, rows); !laid.ok()) {
-        KD_RETURN_IF_ERROR(refuse(laid));
+        KD_RETURN_IF_ERROR(Refuse(laid));
         return values;
       }
     }
     absl::StatusOr<std::vector<at::Tensor>> fields = Flatten(values, rows);
     if (!fields.ok()) {
-      KD_RETURN_IF_ERROR(refuse(fields.status()));
+      KD_RETURN_IF_ERROR(Refuse(fields.status()));
       return values;
     }
-    for (int64_t r = 0; r < rows; ++r) Store(keys[r], *fields, r);
+    for (int64_t r = 0; r < rows; ++r) Store((*keys)[r], *fields, r);
     return values;
   }
 
   // The misses, with up to kCheckRows hits recomputed beside them (and at least two rows).
-  std::vector<int64_t> run_rows = misses;
+  std::vector<int64_t> run_rows = misses, check_slots;
   const size_t checks = std::min<size_t>(hits.size(), misses.empty() ? 0 : kCheckRows);
-  for (size_t i = 0; i < checks; ++i) run_rows.push_back(hits[i * hits.size() / checks]);
+  for (size_t i = 0; i < checks; ++i) {
+    run_rows.push_back(hits[i * hits.size() / checks]);
+    check_slots.push_back(hit_slots[run_rows.back()]);
+  }
+  int64_t unserved = 0;  // rows Prefill computed for this batch: not hits
+  for (int64_t r : hits) {
+    if (std::find(run_rows.begin() + static_cast<int64_t>(misses.size()), run_rows.end(), r) ==
+        run_rows.end()) {
+      unserved += static_cast<int64_t>(unserved_.erase((*keys)[r]));
+    }
+  }
   std::vector<at::Tensor> fresh;
   if (!run_rows.empty()) {
     const auto n = static_cast<int64_t>(run_rows.size());
-    const at::Tensor index = at::tensor(run_rows, at::kLong);
-    KD_ASSIGN_OR_RETURN(TeacherValues values, timed(SelectRows(batch, index, rows), n));
+    KD_ASSIGN_OR_RETURN(TeacherValues values,
+                        Timed(forward, SelectRows(batch, at::tensor(run_rows, at::kLong)), n));
     absl::StatusOr<std::vector<at::Tensor>> flat = Flatten(values, n);
     if (!flat.ok()) {
-      KD_RETURN_IF_ERROR(refuse(flat.status()));
-      return timed(batch, rows);  // this batch whole, as without the cache
+      KD_RETURN_IF_ERROR(Refuse(flat.status()));
+      return Timed(forward, batch, rows);  // this batch whole, as without the cache
     }
     fresh = *std::move(flat);
-    std::vector<char> cached(static_cast<size_t>(row_bytes_));
-    for (int64_t j = static_cast<int64_t>(misses.size()); j < n; ++j) {
-      Load(hit_slots[run_rows[j]], cached.data());
-      for (size_t i = 0; i < fields_.size(); ++i) {
-        const char* now = static_cast<const char*>(fresh[i].data_ptr()) + j * fields_[i].row_bytes;
-        if (std::memcmp(now, cached.data() + fields_[i].offset,
-                        static_cast<size_t>(fields_[i].row_bytes)) != 0) {
-          disabled_reason_ = absl::StrFormat(
-              "the teacher computed a sample differently in a batch of %d rows than when it "
-              "was cached (%s): its kernels depend on the batch, so the cache cannot be exact",
-              n, fields_[i].path.empty() ? "its output" : fields_[i].path);
-          if (options_.required) {
-            return absl::FailedPreconditionError(
-                absl::StrCat("teacher_cache: ", disabled_reason_,
-                             "; set the stage's teacher_cache { mode: OFF }"));
-          }
-          return timed(batch, rows);
-        }
-      }
-    }
-    for (size_t j = 0; j < misses.size(); ++j) Store(keys[misses[j]], fresh, j);
+    KD_ASSIGN_OR_RETURN(const bool same,
+                        Matches(fresh, static_cast<int64_t>(misses.size()), check_slots, n));
+    if (!same) return Timed(forward, batch, rows);
+    for (size_t j = 0; j < misses.size(); ++j) Store((*keys)[misses[j]], fresh, j);
   }
 
   // The batch's values: hits from the cache, misses from the fresh rows.
@@ -330,7 +305,7 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
                   static_cast<size_t>(fields_[i].row_bytes));
     }
   }
-  stats_.hits += static_cast<int64_t>(hits.size()) - static_cast<int64_t>(checks);
+  stats_.hits += static_cast<int64_t>(hits.size()) - static_cast<int64_t>(checks) - unserved;
   const c10::Device device = batch.samples.toTensor().device();
   if (!device.is_cpu()) {
     for (at::Tensor& t : out) t = t.to(device);
@@ -342,6 +317,7 @@ TeacherCacheReport TeacherCache::TakeStats() {
   TeacherCacheReport out = stats_;
   out.on = enabled();
   out.off_reason = disabled_reason_;
+  out.lookahead_off_reason = lookahead_off_reason_;
   out.saved_seconds =
       total_rows_ > 0 ? static_cast<double>(out.hits) * total_seconds_ / total_rows_ : 0.0;
   stats_.hits = stats_.misses = 0;

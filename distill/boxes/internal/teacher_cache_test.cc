@@ -107,6 +107,59 @@ TEST(TeacherCacheTest, MixedBatchRunsTheMissesAndTwoChecks) {
   EXPECT_EQ(stats.misses, 4 + 4);
 }
 
+TEST(TeacherCacheTest, LookAheadRunsTheNewRowsOfSeveralBatchesOnce) {
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 2, .memory_bytes = 1 << 20, .spill_path = "unused"});
+  // Sample 0 comes twice, transformed the same: run once.
+  const Batch b0 = MakeBatch({0, 1}, {0, 0}), b1 = MakeBatch({2, 3, 4}, {1, 1, 0}),
+              b2 = MakeBatch({5, 0}, {0, 0});
+  EXPECT_TRUE(cache.HasMisses(b0));
+  ASSERT_OK(cache.Prefill({&b0, &b1, &b2}, Calls(teacher)));
+  // The first batch alone (the first look-ahead's check), then the six new rows together.
+  EXPECT_EQ(teacher.rows_run, 2 + 6);
+  for (const Batch* batch : {&b0, &b1, &b2}) {
+    EXPECT_FALSE(cache.HasMisses(*batch));
+    ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(*batch, Calls(teacher)));
+    ExpectSameAsDirect(got, *batch, teacher);
+  }
+  EXPECT_EQ(teacher.rows_run, 8);
+  TeacherCacheReport stats = cache.TakeStats();
+  EXPECT_EQ(stats.hits, 1);  // sample 0 the second time; the others were run for their step
+  EXPECT_EQ(stats.misses, 8);
+  EXPECT_EQ(stats.lookahead_off_reason, "");
+
+  // New rows beside seen ones: the new rows and two seen ones, recomputed and compared.
+  const Batch b3 = MakeBatch({0, 6}, {1, 0}), b4 = MakeBatch({1, 2}, {0, 1});
+  ASSERT_OK(cache.Prefill({&b3, &b4}, Calls(teacher)));
+  EXPECT_EQ(teacher.rows_run, 8 + 2 + 2);
+  for (const Batch* batch : {&b3, &b4}) {
+    ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(*batch, Calls(teacher)));
+    ExpectSameAsDirect(got, *batch, teacher);
+  }
+  EXPECT_EQ(teacher.rows_run, 12);
+  stats = cache.TakeStats();
+  EXPECT_EQ(stats.hits + stats.misses, 4);  // each row served or run, once
+  EXPECT_TRUE(cache.enabled());
+}
+
+TEST(TeacherCacheTest, LookAheadOfABatchDependentTeacherTurnsItselfOff) {
+  FakeTeacher teacher;
+  teacher.batch_bias = 1e-3;
+  TeacherCache cache({.num_transforms = 1, .memory_bytes = 1 << 20, .spill_path = "unused"});
+  const Batch b0 = MakeBatch({0, 1}, {0, 0}), b1 = MakeBatch({2, 3}, {0, 0});
+  ASSERT_OK(cache.Prefill({&b0, &b1}, Calls(teacher)));
+  EXPECT_EQ(teacher.rows_run, 2 + 4);
+  EXPECT_TRUE(cache.HasMisses(b0));  // nothing stored
+  EXPECT_THAT(cache.TakeStats().lookahead_off_reason,
+              HasSubstr("differently in the look-ahead's batch of 4 rows than in the step's "
+                        "batch of 2"));
+  // Off for good; the batches run as they would without it.
+  ASSERT_OK(cache.Prefill({&b0, &b1}, Calls(teacher)));
+  EXPECT_EQ(teacher.rows_run, 6);
+  ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(b0, Calls(teacher)));
+  ExpectSameAsDirect(got, b0, teacher);
+}
+
 TEST(TeacherCacheTest, SpillsBeyondItsMemoryAndStaysExact) {
   const std::string spill = ::testing::TempDir() + "/teacher_cache.spill.bin";
   FakeTeacher teacher;
