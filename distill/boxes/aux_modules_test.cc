@@ -1,5 +1,6 @@
 #include "distill/boxes/aux_modules.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -238,6 +239,15 @@ void ExpectLikeThePeer(const c10::IValue& c, const std::vector<at::Tensor>& inpu
       buffers[prefixes[m] + item.key()] = item.value();
     }
   }
+  // A gradient's error is rounding on the scale of the backward, not of the gradient itself: a
+  // bias before a batch norm has a gradient of exactly 0 in exact arithmetic, and what both
+  // libraries compute for it is noise of the size of the other gradients' rounding (up to
+  // 1.4e-5 apart on a machine whose kernels round differently from the fixture's). So
+  // gradients are compared at 1e-5 of the largest gradient of the case.
+  double grad_scale = 0;
+  for (const auto& entry : At(c, "param_grads").toGenericDict()) {
+    grad_scale = std::max(grad_scale, entry.value().toTensor().abs().max().item<double>());
+  }
   for (const auto& [what, dict, actual] :
        {std::tuple{"gradient", "param_grads", &grads}, {"buffer", "buffers_after", &buffers}}) {
     EXPECT_EQ(actual->size(), At(c, dict).toGenericDict().size()) << what;
@@ -245,8 +255,11 @@ void ExpectLikeThePeer(const c10::IValue& c, const std::vector<at::Tensor>& inpu
       const std::string& name = entry.key().toStringRef();
       ASSERT_EQ(actual->count(name), 1u) << what << " " << name;
       const at::Tensor want = entry.value().toTensor();
-      EXPECT_THAT(c10::IValue(actual->at(name)), IValueNear(want, Tolerance(want)))
-          << what << " " << name;
+      const double tolerance = std::string(what) == "gradient"
+                                   ? std::max(Tolerance(want), 1e-5 * grad_scale)
+                                   : Tolerance(want);
+      EXPECT_THAT(c10::IValue(actual->at(name)), IValueNear(want, tolerance))
+          << what << " " << name << " (largest gradient of the case " << grad_scale << ")";
     }
   }
 }

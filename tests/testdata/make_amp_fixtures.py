@@ -7,15 +7,16 @@ Writes, next to this file:
   amp_data/                 64 random 28x28 images and labels as Fashion-MNIST's gzip IDX files
                             (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz)
   amp.expected.pt           {"bf16": {...}, "fp16": {...}, "fp32": {...}}, each the losses of the
-                            4 steps and the state dict after them; and "fp16_variants": a list of
-                            {"cpu": ..., "losses": ..., "state": ...}, fp16 recorded on other
-                            kinds of CPU
-fp16's CPU kernels round differently on different CPUs (a machine with AVX512-FP16 against an
-AMD EPYC without it: the step-1 loss 1.65e-4 apart, weights up to 0.017 after 4 steps, Python
-against Python), so fp16 is recorded per kind of CPU; bf16 and fp32 agreed across them. On a
-machine whose fp16 steps match none of the recordings, add its own:
+                            4 steps and the state dict after them; and "bf16_variants",
+                            "fp16_variants": lists of {"cpu": ..., "losses": ..., "state": ...},
+                            recorded on other kinds of CPU
+fp16's and bf16's CPU kernels round differently on different CPUs (fp16: a machine with
+AVX512-FP16 against an AMD EPYC without it, the step-1 loss 1.65e-4 apart, weights up to 0.017
+after 4 steps; bf16: another AMD EPYC, the step-1 loss 2.5e-4 apart, weights up to 0.034; Python
+against Python), so both are recorded per kind of CPU; fp32 agreed across them. On a machine
+whose steps match none of the recordings, add its own:
 
-  ~/.cache/libkd/venv/bin/python tests/testdata/make_amp_fixtures.py --add_fp16_variant
+  ~/.cache/libkd/venv/bin/python tests/testdata/make_amp_fixtures.py --add_variants
 The steps: batches of 16 in order, pixels / 255, cross-entropy, SGD(lr 0.1, momentum 0.9), one
 thread; bf16 and fp16 under torch.autocast("cpu"), fp16 with torch.amp.GradScaler("cpu").
 
@@ -96,19 +97,20 @@ def cpu_name():
     return platform.processor()
 
 
-def add_fp16_variant(model, images, labels):
-    """Appends this machine's fp16 steps to amp.expected.pt unless a recording equals them."""
+def add_variant(model, images, labels, precision):
+    """Appends this machine's steps in `precision` to amp.expected.pt unless a recording equals
+    them."""
     path = os.path.join(HERE, "amp.expected.pt")
     expected = torch.load(path)
-    mine = train(model, images, labels, "fp16")
-    variants = expected.setdefault("fp16_variants", [])
-    for recorded in [expected["fp16"]] + variants:
+    mine = train(model, images, labels, precision)
+    variants = expected.setdefault(precision + "_variants", [])
+    for recorded in [expected[precision]] + variants:
         if torch.equal(recorded["losses"], mine["losses"]):
-            print("this machine's fp16 steps are recorded already")
+            print("this machine's", precision, "steps are recorded already")
             return
     variants.append({"cpu": cpu_name(), **mine})
     torch.save(expected, path)
-    print("added fp16 of", cpu_name(), [round(v, 6) for v in mine["losses"].tolist()])
+    print("added", precision, "of", cpu_name(), [round(v, 6) for v in mine["losses"].tolist()])
 
 
 def main():
@@ -118,8 +120,9 @@ def main():
     generator = torch.Generator().manual_seed(1)
     images = torch.randint(0, 256, (64, 28, 28), dtype=torch.uint8, generator=generator)
     labels = torch.randint(0, 10, (64,), dtype=torch.uint8, generator=generator)
-    if "--add_fp16_variant" in sys.argv[1:]:
-        add_fp16_variant(model, images, labels)
+    if "--add_variants" in sys.argv[1:]:
+        for precision in ("bf16", "fp16"):
+            add_variant(model, images, labels, precision)
         return
     torch.jit.script(model).save(os.path.join(HERE, "amp_student.pt"))
     data = os.path.join(HERE, "amp_data")
