@@ -55,18 +55,17 @@ absl::StatusOr<Batch> Stage::NextBatch(std::deque<Batch>& queue, int64_t& fetche
     queue.pop_front();
     return batch;
   };
-  if (queue.empty()) {
+  auto fetch_one = [&]() {
     queue.emplace_back();
-    KD_RETURN_IF_ERROR(fetch(queue.back()));
     ++fetched;
-  }
+    return fetch(queue.back());
+  };
+  if (queue.empty()) KD_RETURN_IF_ERROR(fetch_one());
   if (lookahead_rows_ == 0 || !teacher_cache_->HasMisses(queue.front())) return front();
   int64_t rows = 0;
   for (const Batch& batch : queue) rows += BatchRows(batch);
   while (rows < lookahead_rows_ && fetched < steps) {
-    queue.emplace_back();
-    KD_RETURN_IF_ERROR(fetch(queue.back()));
-    ++fetched;
+    KD_RETURN_IF_ERROR(fetch_one());
     rows += BatchRows(queue.back());
   }
   RECORD_USER_SCOPE("teacher_forward");
@@ -93,7 +92,8 @@ void Stage::SetUpLookahead(const StageConfig& config) {
   lookahead_off_.clear();
   if (teacher_cache_ == nullptr) return;
   const TeacherCacheConfig& cache = config.teacher_cache();
-  const int64_t rows = cache.has_lookahead_rows() ? cache.lookahead_rows() : 128;
+  constexpr int64_t kDefaultRows = 128;  // the field's documented default
+  const int64_t rows = cache.has_lookahead_rows() ? cache.lookahead_rows() : kDefaultRows;
   if (rows == 0) {
     lookahead_off_ = "lookahead_rows 0";
   } else if (overlap_teacher_) {
