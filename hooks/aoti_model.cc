@@ -1,13 +1,19 @@
 #include "hooks/aoti_model.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <system_error>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -19,7 +25,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/escaping.h"
+#include "base/file_util.h"
 #include "base/nearest.h"
+#include "base/status_macros.h"
+#include "base/torch_archive.h"
 #include "base/torch_status.h"
 #include "google/protobuf/text_format.h"
 #include "hooks/aoti_manifest.pb.h"
@@ -29,31 +39,37 @@ namespace {
 
 constexpr char kManifestKey[] = "libkd.manifest";
 
-// The values of one call of a hooked module: its exported positional arguments, its output.
-struct Call {
-  std::vector<std::pair<int, size_t>> args;  // (argument number, index into the outputs)
-  std::optional<size_t> output;
+// A folder of libkd's own (in the system's temporary folder) that libtorch's loader extracts
+// a package into: removed whole when this goes, so a failed load leaves nothing behind (the
+// loader removes its own folder only when it was built).
+class ExtractionFolder {
+ public:
+  ExtractionFolder() = default;
+  explicit ExtractionFolder(std::string path) : path_(std::move(path)) {}
+  ExtractionFolder(ExtractionFolder&& other) noexcept : path_(std::exchange(other.path_, "")) {}
+  ExtractionFolder& operator=(ExtractionFolder&& other) noexcept {
+    std::swap(path_, other.path_);
+    return *this;
+  }
+  ~ExtractionFolder() {
+    std::error_code error;
+    if (!path_.empty()) std::filesystem::remove_all(path_, error);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 class AotiModel final : public Model {
  public:
   AotiModel(std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader, AotiManifest manifest,
-            std::string path)
-      : loader_(std::move(loader)), manifest_(std::move(manifest)), path_(std::move(path)) {
-    for (int i = 0; i < manifest_.values_size(); ++i) {
-      const AotiManifest::Value& v = manifest_.values(i);
-      std::vector<Call>& calls = calls_[v.path()];
-      if (calls.size() <= static_cast<size_t>(v.call())) calls.resize(v.call() + 1);
-      const size_t index = static_cast<size_t>(manifest_.num_model_outputs() + i);
-      if (v.io() == AotiManifest::Value::OUTPUT) {
-        calls[v.call()].output = index;
-      } else {
-        calls[v.call()].args.emplace_back(v.arg(), index);
-      }
-    }
-    for (auto& [path, calls] : calls_) {
-      for (Call& call : calls) std::sort(call.args.begin(), call.args.end());
-    }
+            std::string path, ExtractionFolder folder)
+      : folder_(std::move(folder)),
+        loader_(std::move(loader)),
+        manifest_(std::move(manifest)),
+        path_(std::move(path)) {
+    calls_ = aoti_internal::BuildCalls(manifest_);
   }
 
   std::string kind() const override { return "aoti"; }
@@ -84,7 +100,7 @@ class AotiModel final : public Model {
         hook.fn(args, result);
         continue;
       }
-      for (const Call& call : calls_.at(hook.path)) {
+      for (const aoti_internal::Call& call : calls_.at(hook.path)) {
         std::vector<c10::IValue> call_args;
         for (const auto& [arg, index] : call.args) call_args.push_back(outputs[index]);
         hook.fn(call_args, call.output ? c10::IValue(outputs[*call.output]) : c10::IValue());
@@ -124,7 +140,7 @@ class AotiModel final : public Model {
             "no module ", QuoteName(path), " in ", path_, "; ",
             Suggest(path, {manifest_.module_paths().begin(), manifest_.module_paths().end()})));
       }
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           path_, " was not exported with the values of ", QuoteName(path), " (exported: ", listed,
           "); re-export it with tools/export_teacher.py --hooks=", path, ":output,..."));
     }
@@ -144,10 +160,11 @@ class AotiModel final : public Model {
     HookFn fn;
   };
 
+  ExtractionFolder folder_;  // declared first: removed after the loader is gone
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
   AotiManifest manifest_;
   std::string path_;
-  std::map<std::string, std::vector<Call>> calls_;
+  std::map<std::string, std::vector<aoti_internal::Call>> calls_;
   std::map<int64_t, Hook> hooks_;
   int64_t next_id_ = 0;
   bool training_ = false;
@@ -167,7 +184,11 @@ std::vector<std::string> MissingCpuIsa(const std::string& isa_list,
 }
 
 bool CpuSupports(const std::string& isa) {
-  // The names Inductor writes (torch/_inductor/cpu_vec_isa.py), by the CPU's own flags.
+  // The names Inductor writes (torch/_inductor/cpu_vec_isa.py, upper-cased), by the CPU's own
+  // flags. A name not known here is taken as missing: a package whose kernels use an
+  // instruction set libkd cannot check would die of an illegal instruction, not fail cleanly.
+  if (isa == "INVALID_VEC_ISA") return true;  // Inductor's name for scalar code: runs anywhere
+#if defined(__x86_64__) || defined(__i386__)
   if (isa == "AVX2") return __builtin_cpu_supports("avx2");
   if (isa == "AVX512") {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -175,7 +196,97 @@ bool CpuSupports(const std::string& isa) {
   }
   if (isa == "AVX512_VNNI") return __builtin_cpu_supports("avx512vnni");
   if (isa == "AVX512_BF16") return __builtin_cpu_supports("avx512bf16");
-  return true;  // a name not known here: left to the loader
+  if (isa == "AMX_TILE") return __builtin_cpu_supports("amx-tile");
+#endif
+  return false;
+}
+
+absl::Status CheckManifest(const AotiManifest& manifest) {
+  std::vector<std::string> problems;
+  if (manifest.num_model_outputs() < 1 || manifest.num_model_outputs() > kMaxManifestOutputs) {
+    problems.push_back(absl::StrCat("num_model_outputs ", manifest.num_model_outputs(),
+                                    " is not in [1, ", kMaxManifestOutputs, "]"));
+  }
+  if (manifest.values_size() > kMaxManifestOutputs) {
+    problems.push_back(absl::StrCat(manifest.values_size(), " values, more than ",
+                                    kMaxManifestOutputs));
+  }
+  // Each call of a module has at least one value, so a call's number is below the count of
+  // values; an argument's number is below the most arguments a Python call takes.
+  for (int i = 0; i < manifest.values_size() && problems.size() < 3; ++i) {
+    const AotiManifest::Value& v = manifest.values(i);
+    if (v.path().empty()) problems.push_back(absl::StrCat("values[", i, "] has no path"));
+    if (v.call() < 0 || v.call() >= manifest.values_size()) {
+      problems.push_back(absl::StrCat("values[", i, "].call ", v.call(), " is not in [0, ",
+                                      manifest.values_size(), ")"));
+    }
+    if (v.arg() < 0 || v.arg() >= kMaxManifestArgs) {
+      problems.push_back(
+          absl::StrCat("values[", i, "].arg ", v.arg(), " is not in [0, ", kMaxManifestArgs, ")"));
+    }
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "its libkd manifest is out of range (", absl::StrJoin(problems, "; "),
+      "); re-export it with tools/export_teacher.py"));
+}
+
+std::map<std::string, std::vector<Call>> BuildCalls(const AotiManifest& manifest) {
+  std::map<std::string, std::vector<Call>> calls_by_path;
+  for (int i = 0; i < manifest.values_size(); ++i) {
+    const AotiManifest::Value& v = manifest.values(i);
+    std::vector<Call>& calls = calls_by_path[v.path()];
+    if (calls.size() <= static_cast<size_t>(v.call())) calls.resize(v.call() + 1);
+    const size_t index = static_cast<size_t>(manifest.num_model_outputs() + i);
+    if (v.io() == AotiManifest::Value::OUTPUT) {
+      calls[v.call()].output = index;
+    } else {
+      calls[v.call()].args.emplace_back(v.arg(), index);
+    }
+  }
+  for (auto& [path, calls] : calls_by_path) {
+    for (Call& call : calls) std::sort(call.args.begin(), call.args.end());
+  }
+  return calls_by_path;
+}
+
+absl::Status CheckPackageEntries(const std::string& path) {
+  KD_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path));
+  absl::StatusOr<TorchArchive> archive = InspectTorchArchive(bytes);
+  if (!archive.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not an AOTInductor package (", archive.status().message(),
+        "): make one with tools/export_teacher.py"));
+  }
+  if (archive->records.size() > static_cast<size_t>(kMaxPackageEntries)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds ", archive->records.size(), " entries, more than the ",
+                     kMaxPackageEntries, " a package extracts; re-export it"));
+  }
+  uint64_t total = 0;
+  for (const TorchArchive::Record& record : archive->records) {
+    // libtorch's loader writes each entry at <temp folder>/<name>: a name that climbs out of
+    // it, is absolute, or is a Windows path would be written wherever it points.
+    const absl::string_view name = record.name;
+    bool bad = name.empty() || name.front() == '/' || name.find('\\') != name.npos ||
+               name.find('\0') != name.npos;
+    for (absl::string_view part : absl::StrSplit(name, '/')) {
+      if (part == "..") bad = true;
+    }
+    if (bad) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": entry \"", absl::CEscape(name.substr(0, 200)),
+          "\" would be extracted outside the package's folder (an absolute name, a \"..\" or a "
+          "backslash); libkd does not open such a package: re-export it"));
+    }
+    total += record.uncompressed_size;
+    if (total > static_cast<uint64_t>(kMaxPackageExtractedBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": its entries extract to more than ", HumanBytes(kMaxPackageExtractedBytes),
+          "; libkd does not open such a package: re-export it"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace aoti_internal
@@ -185,6 +296,17 @@ namespace {
 // A package's compiled model links libtorch.so by name; a program linked against
 // libtorch_cpu.so alone (as libkd's are) has not loaded it, and dlopen of the model would not
 // find it. Loads the libtorch.so beside the libtorch_cpu.so this process runs, once.
+absl::StatusOr<ExtractionFolder> MakeExtractionFolder() {
+  std::error_code error;
+  const std::filesystem::path base = std::filesystem::temp_directory_path(error);
+  std::string pattern = ((error ? std::filesystem::path("/tmp") : base) / "libkd_aoti_XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot make a folder to extract the package in (",
+                                               pattern, "): ", std::strerror(errno)));
+  }
+  return ExtractionFolder(pattern);
+}
+
 void LoadLibtorchBySoname() {
   static const bool loaded = [] {
     Dl_info info;
@@ -218,6 +340,9 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                        "tools/export_teacher.py"));
     }
   }
+  // Every entry's name and the extracted size, read by libkd before libtorch's loader
+  // extracts anything.
+  KD_RETURN_IF_ERROR(aoti_internal::CheckPackageEntries(path));
   LoadLibtorchBySoname();
   // What the package was compiled for, checked before its code is loaded: a CPU package's
   // kernels use the compiling machine's instruction sets (a CPU without them would die of an
@@ -247,9 +372,28 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
           "): export it again on this machine, or on one no newer than it"));
     }
   }
+  // libtorch's loader extracts into a folder it makes under TMPDIR and leaves it behind when
+  // it fails: it is pointed at a folder of libkd's own, removed on every way out.
+  KD_ASSIGN_OR_RETURN(ExtractionFolder folder, MakeExtractionFolder());
   absl::StatusOr<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loader =
       internal::CallTorchWith(
           [&] {
+            static std::mutex tmpdir_mutex;  // TMPDIR is the process's: one load at a time
+            std::lock_guard<std::mutex> lock(tmpdir_mutex);
+            const char* old_tmpdir = std::getenv("TMPDIR");
+            const std::string saved = old_tmpdir != nullptr ? old_tmpdir : "";
+            ::setenv("TMPDIR", folder.path().c_str(), 1);
+            struct Restore {
+              bool had;
+              const std::string& value;
+              ~Restore() {
+                if (had) {
+                  ::setenv("TMPDIR", value.c_str(), 1);
+                } else {
+                  ::unsetenv("TMPDIR");
+                }
+              }
+            } restore{old_tmpdir != nullptr, saved};
             return std::make_unique<torch::inductor::AOTIModelPackageLoader>(
                 path, "model", options.single_threaded);
           },
@@ -273,7 +417,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                      ": its libkd manifest does not parse as kd.AotiManifest with "
                      "num_model_outputs >= 1; re-export it with tools/export_teacher.py"));
   }
-  return std::make_unique<AotiModel>(*std::move(loader), std::move(manifest), path);
+  if (absl::Status checked = aoti_internal::CheckManifest(manifest); !checked.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", checked.message()));
+  }
+  return std::make_unique<AotiModel>(*std::move(loader), std::move(manifest), path,
+                                     std::move(folder));
 }
 
 }  // namespace kd

@@ -17,12 +17,17 @@
 #ifndef LIBKD_HOOKS_AOTI_MODEL_H_
 #define LIBKD_HOOKS_AOTI_MODEL_H_
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "hooks/aoti_manifest.pb.h"
 #include "hooks/model.h"
 
 namespace kd {
@@ -46,8 +51,33 @@ namespace aoti_internal {
 // no to. Exposed for tests.
 std::vector<std::string> MissingCpuIsa(const std::string& isa_list,
                                        const std::function<bool(const std::string&)>& supports);
-// Whether this CPU has the instruction set Inductor names `isa` (unknown names: true).
+// Whether this CPU has the instruction set Inductor names `isa` (unknown names: false, so a
+// package compiled for an instruction set libkd cannot check is refused, not run into SIGILL).
 bool CpuSupports(const std::string& isa);
+
+// Bounds on what a package may ask for, checked before libtorch's loader sees it.
+inline constexpr int kMaxManifestOutputs = 1 << 16;  // model outputs, hooked values
+inline constexpr int kMaxManifestArgs = 256;         // positional arguments of one call
+inline constexpr int kMaxPackageEntries = 1 << 16;
+inline constexpr int64_t kMaxPackageExtractedBytes = int64_t{16} << 30;  // 16 GiB
+
+// The values of one call of a hooked module: its exported positional arguments (argument
+// number, index into the package's outputs), its output's index.
+struct Call {
+  std::vector<std::pair<int, size_t>> args;
+  std::optional<size_t> output;
+};
+// Each hooked path's calls, in order, from a manifest CheckManifest accepted.
+std::map<std::string, std::vector<Call>> BuildCalls(const AotiManifest& manifest);
+
+// OK if every value's call and argument number and the output counts are in range (a call of
+// -1 or 2e9 made the model index out of its vectors or allocate without end).
+absl::Status CheckManifest(const AotiManifest& manifest);
+
+// OK if the zip at `path` extracts inside its folder (no absolute entry name, no "..", no
+// backslash) to at most kMaxPackageExtractedBytes in at most kMaxPackageEntries entries;
+// InvalidArgument naming the file and the entry otherwise.
+absl::Status CheckPackageEntries(const std::string& path);
 
 }  // namespace aoti_internal
 }  // namespace kd

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -23,6 +24,7 @@ namespace {
 using ::kd::test::At;
 using ::kd::test::FixturePath;
 using ::kd::test::IValueNear;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Within 1e-5 of the expected values' scale (absolute for values up to 1).
@@ -119,7 +121,7 @@ TEST(AotiModelTest, PathsTheProgramDoesNotReturnAreNamed) {
       (*model)->AddHook("layer3", noop),
       StatusIs(absl::StatusCode::kNotFound, HasSubstr("did you mean \"layer1\" or \"layer2\"?")));
   EXPECT_THAT((*model)->AddHook("layer1", noop),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("was not exported with the values of \"layer1\""),
                              HasSubstr("\"layer1.0.relu\""),
                              HasSubstr("tools/export_teacher.py --hooks=layer1:output"))));
@@ -153,7 +155,8 @@ TEST(AotiModelTest, BadPackagesAreNamed) {
     std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
     auto truncated = LoadAotiModel(cut);
     EXPECT_THAT(truncated, StatusIs(absl::StatusCode::kInvalidArgument,
-                                    HasSubstr("cannot load the AOTInductor package")));
+                                    HasSubstr("is not an AOTInductor package (a zip archive cut "
+                                              "short")));
     if (!truncated.ok()) {
       EXPECT_EQ(std::string(truncated.status().message()).find('\n'), std::string::npos);
     }
@@ -183,7 +186,80 @@ TEST(AotiModelTest, InstructionSetsTheCpuLacks) {
               ::testing::ElementsAre("AVX512", "AVX512_VNNI"));
   EXPECT_THAT(aoti_internal::MissingCpuIsa("AVX2", only_avx2), ::testing::IsEmpty());
   EXPECT_THAT(aoti_internal::MissingCpuIsa("", only_avx2), ::testing::IsEmpty());
-  EXPECT_TRUE(aoti_internal::CpuSupports("NOT_AN_ISA"));  // left to the loader
+  // A name libkd cannot check is taken as missing: the package's kernels might use it.
+  EXPECT_FALSE(aoti_internal::CpuSupports("NOT_AN_ISA"));
+  EXPECT_FALSE(aoti_internal::CpuSupports("AVX10_2"));
+  EXPECT_TRUE(aoti_internal::CpuSupports("INVALID_VEC_ISA"));  // Inductor's scalar code
+  const std::string unknown = FixturePath("unknown_isa_aoti.pt2");
+  EXPECT_THAT(LoadAotiModel(unknown),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       unknown + " was compiled for instruction sets this CPU lacks (AVX10_2): "
+                                 "export it again on this machine, or on one no newer than it"));
+}
+
+// libtorch's loader leaves its extraction folder behind when it fails; libkd points it at a
+// folder of its own and removes that on every way out.
+TEST(AotiModelTest, AFailedLoadLeavesNoExtractionFolder) {
+  auto leftovers = [] {
+    int n = 0;
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("libkd_aoti_", 0) == 0 || name.rfind("aotinductor_", 0) == 0) ++n;
+    }
+    return n;
+  };
+  const int before = leftovers();
+  // A zip that passes libkd's checks and fails in the loader, after it made its folder.
+  EXPECT_THAT(LoadAotiModel(FixturePath("small_cnn.pt")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cannot load the AOTInductor package")));
+  EXPECT_EQ(leftovers(), before);
+  {
+    auto model = LoadAotiModel(FixturePath("small_cnn_aoti.pt2"));
+    ASSERT_THAT(model, IsOk());
+    EXPECT_EQ(leftovers(), before + 1);  // the loaded package's folder, while it lives
+  }
+  EXPECT_EQ(leftovers(), before);
+}
+
+// A package's entries are read by libkd before libtorch's loader extracts them: a name that
+// climbs out of the extraction folder refuses the package, and nothing is written there.
+TEST(AotiModelTest, EntriesOutsideTheExtractionFolderAreRefused) {
+  const std::string climb = FixturePath("climb_aoti.pt2");
+  EXPECT_THAT(
+      LoadAotiModel(climb),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               climb + ": entry \"data/aotinductor/model/../../../../libkd_climbed\" would be "
+                       "extracted outside the package's folder (an absolute name, a \"..\" or a "
+                       "backslash); libkd does not open such a package: re-export it"));
+  // The loader extracts under /tmp/XXXXXX: four levels up from data/aotinductor/model is /tmp.
+  EXPECT_FALSE(std::filesystem::exists("/tmp/libkd_climbed"));
+  EXPECT_FALSE(std::filesystem::exists("/libkd_climbed"));
+}
+
+// Manifest values out of range are refused at load (call -1 indexed before a vector, call 2e9
+// allocated two billion calls).
+TEST(AotiModelTest, ManifestValuesOutOfRangeAreRefused) {
+  for (const char* name : {"bad_call_aoti.pt2", "huge_call_aoti.pt2"}) {
+    const std::string path = FixturePath(name);
+    EXPECT_THAT(LoadAotiModel(path),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(path + ": its libkd manifest is out of range (values[0].call "),
+                               HasSubstr("); re-export it with tools/export_teacher.py"))));
+  }
+  AotiManifest manifest;
+  manifest.set_num_model_outputs(1);
+  manifest.add_values()->set_path("conv1");
+  EXPECT_THAT(aoti_internal::CheckManifest(manifest), IsOk());
+  manifest.mutable_values(0)->set_arg(-2);
+  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("values[0].arg -2 is not in [0, 256)")));
+  manifest.mutable_values(0)->set_arg(0);
+  manifest.set_num_model_outputs(0);
+  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_model_outputs 0 is not in [1, 65536]")));
 }
 
 }  // namespace
