@@ -208,8 +208,11 @@ absl::Status Stage::SetUpTeacherCache(const StageConfig& config, const std::stri
       .spill_path = (std::filesystem::path(dir) /
                      absl::StrCat("teacher_cache.", name_.empty() ? "stage" : name_,
                                   // each rank of a multi-process run spills to a file of its own
-                                  distributed() ? absl::StrCat(".rank", rank()) : "", ".bin"))
+                                  distributed() ? absl::StrCat(".rank", rank()) : "",
+                                  // in the shared temporary folder, a name of this process's
+                                  run_dir.empty() ? absl::StrCat(".pid", getpid()) : "", ".bin"))
                         .string(),
+      .disk_bytes = cache.disk_mib() * (int64_t{1} << 20),
       .required = cache.mode() == TeacherCacheConfig::ON});
   return absl::OkStatus();
 }

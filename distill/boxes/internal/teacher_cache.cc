@@ -1,6 +1,8 @@
 #include "distill/boxes/internal/teacher_cache.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
+#include "base/torch_archive.h"
 #include "distill/boxes/internal/batch_rows.h"
 #include "distill/data/dataset.h"
 
@@ -23,11 +27,52 @@ namespace kd {
 namespace box_internal {
 TeacherCache::TeacherCache(Options options) : options_(std::move(options)) {}
 
-TeacherCache::~TeacherCache() {
-  if (spill_fd_ >= 0) {
-    close(spill_fd_);
-    unlink(options_.spill_path.c_str());
+TeacherCache::~TeacherCache() { RemoveSpill(); }
+
+void TeacherCache::RemoveSpill() {
+  if (spill_fd_ < 0) return;
+  close(spill_fd_);
+  spill_fd_ = -1;
+  unlink(options_.spill_path.c_str());
+  spill_crc_.clear();
+  stats_.bytes_disk = 0;
+}
+
+void TeacherCache::Disable(std::string reason) {
+  disabled_reason_ = std::move(reason);
+  RemoveSpill();
+}
+
+absl::Status TeacherCache::OpenSpill() {
+  const std::string& path = options_.spill_path;
+  // A leftover of this run's own (a spill a killed run left) is a regular file: removed. A
+  // symbolic link or anything else in its place is refused, never written through.
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the spill file ", path, " is ",
+          S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file",
+          ", which libkd does not write through: remove it"));
+    }
+    unlink(path.c_str());
   }
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create the spill file ", path, ": ", std::strerror(errno)));
+  }
+  // The budget, fixed before the first row is written: the configured one, and never more
+  // than half of what the disk has free (checkpoints must still fit beside it).
+  struct statvfs fs;
+  int64_t budget = options_.disk_bytes > 0 ? options_.disk_bytes : INT64_MAX;
+  if (fstatvfs(fd, &fs) == 0) {
+    budget = std::min<int64_t>(budget, static_cast<int64_t>(fs.f_bavail) *
+                                           static_cast<int64_t>(fs.f_frsize) / 2);
+  }
+  spill_fd_ = fd;
+  spill_budget_ = budget;
+  return absl::OkStatus();
 }
 
 absl::Status TeacherCache::Layout(const TeacherValues& values, int64_t rows) {
@@ -133,15 +178,25 @@ void TeacherCache::Store(int64_t key, const std::vector<at::Tensor>& fields, int
   }
   if (slot >= memory_rows_) {
     if (spill_fd_ < 0) {
-      spill_fd_ = open(options_.spill_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (absl::Status opened = OpenSpill(); !opened.ok()) {
+        Disable(std::string(opened.message()));
+        return;
+      }
     }
-    const off_t at = static_cast<off_t>(slot - memory_rows_) * row_bytes_;
-    if (spill_fd_ < 0 ||
-        pwrite(spill_fd_, spill.data(), spill.size(), at) != static_cast<ssize_t>(spill.size())) {
-      disabled_reason_ = absl::StrCat("cannot write the spill file ", options_.spill_path, ": ",
-                                      std::strerror(errno));
+    const int64_t disk_slot = slot - memory_rows_;
+    if ((disk_slot + 1) * row_bytes_ > spill_budget_) {
+      Disable(absl::StrCat("the spill file ", options_.spill_path, " reached its budget of ",
+                           HumanBytes(spill_budget_),
+                           " (teacher_cache.disk_mib, at most half the disk's free space)"));
       return;
     }
+    const off_t at = static_cast<off_t>(disk_slot) * row_bytes_;
+    if (pwrite(spill_fd_, spill.data(), spill.size(), at) != static_cast<ssize_t>(spill.size())) {
+      Disable(absl::StrCat("cannot write the spill file ", options_.spill_path, ": ",
+                           std::strerror(errno)));
+      return;
+    }
+    spill_crc_.push_back(Crc32(absl::string_view(spill.data(), spill.size())));
     stats_.bytes_disk += row_bytes_;
   } else {
     stats_.bytes_memory += row_bytes_;
@@ -149,15 +204,33 @@ void TeacherCache::Store(int64_t key, const std::vector<at::Tensor>& fields, int
   slots_.emplace(key, slot);
 }
 
-void TeacherCache::Load(int64_t slot, char* out) const {
+absl::Status TeacherCache::Load(int64_t slot, char* out) {
   if (slot < memory_rows_) {
     std::memcpy(out, memory_.data() + slot * row_bytes_, static_cast<size_t>(row_bytes_));
-    return;
+    return absl::OkStatus();
   }
-  const off_t at = static_cast<off_t>(slot - memory_rows_) * row_bytes_;
-  TORCH_CHECK(pread(spill_fd_, out, static_cast<size_t>(row_bytes_), at) == row_bytes_,
-              "teacher_cache: cannot read back the spill file ", options_.spill_path, ": ",
-              std::strerror(errno));
+  const int64_t disk_slot = slot - memory_rows_;
+  const off_t at = static_cast<off_t>(disk_slot) * row_bytes_;
+  std::string why;
+  if (spill_fd_ < 0 || disk_slot >= static_cast<int64_t>(spill_crc_.size())) {
+    why = "its row is gone";
+  } else if (pread(spill_fd_, out, static_cast<size_t>(row_bytes_), at) != row_bytes_) {
+    why = absl::StrCat("cannot read it back: ", errno != 0 ? std::strerror(errno) : "cut short");
+  } else if (Crc32(absl::string_view(out, static_cast<size_t>(row_bytes_))) !=
+             spill_crc_[static_cast<size_t>(disk_slot)]) {
+    why = absl::StrCat("row ", disk_slot,
+                       " changed on disk after it was written (its CRC-32 differs)");
+  } else {
+    return absl::OkStatus();
+  }
+  const std::string reason = absl::StrCat("the spill file ", options_.spill_path, ": ", why);
+  Disable(reason);
+  if (options_.required) {
+    return absl::DataLossError(absl::StrCat("teacher_cache: ", reason,
+                                            "; the teacher's values are recomputed with "
+                                            "teacher_cache { mode: AUTO } or OFF"));
+  }
+  return absl::CancelledError(reason);  // off; the caller recomputes
 }
 
 absl::StatusOr<TeacherValues> TeacherCache::Timed(const Forward& forward, const Batch& batch,
@@ -175,7 +248,7 @@ absl::StatusOr<TeacherValues> TeacherCache::Timed(const Forward& forward, const 
 
 absl::Status TeacherCache::Refuse(const absl::Status& why) {
   if (options_.required) return why;
-  disabled_reason_ = std::string(why.message());
+  Disable(std::string(why.message()));
   return absl::OkStatus();
 }
 
@@ -192,15 +265,18 @@ absl::StatusOr<bool> TeacherCache::Matches(const std::vector<at::Tensor>& fresh,
                                            const std::vector<int64_t>& slots, int64_t rows) {
   std::vector<char> cached(static_cast<size_t>(row_bytes_));
   for (int64_t j = first; j < static_cast<int64_t>(slots.size()) + first; ++j) {
-    Load(slots[j - first], cached.data());
+    if (absl::Status loaded = Load(slots[j - first], cached.data()); !loaded.ok()) {
+      if (options_.required) return loaded;
+      return false;  // the cache is off: the batch is recomputed whole
+    }
     for (size_t i = 0; i < fields_.size(); ++i) {
       const char* now = static_cast<const char*>(fresh[i].data_ptr()) + j * fields_[i].row_bytes;
       if (std::memcmp(now, cached.data() + fields_[i].offset,
                       static_cast<size_t>(fields_[i].row_bytes)) != 0) {
-        disabled_reason_ = absl::StrFormat(
+        Disable(absl::StrFormat(
             "the teacher computed a sample differently in a batch of %d rows than when it was "
             "cached (%s): its kernels depend on the batch, so the cache cannot be exact",
-            rows, fields_[i].path.empty() ? "its output" : fields_[i].path);
+            rows, fields_[i].path.empty() ? "its output" : fields_[i].path));
         if (options_.required) {
           return absl::FailedPreconditionError(
               absl::StrCat("teacher_cache: ", disabled_reason_,
@@ -292,7 +368,10 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
   }
   std::vector<char> cached(static_cast<size_t>(row_bytes_));
   for (int64_t r : hits) {
-    Load(hit_slots[r], cached.data());
+    if (absl::Status loaded = Load(hit_slots[r], cached.data()); !loaded.ok()) {
+      if (options_.required) return loaded;
+      return Timed(forward, batch, rows);  // the cache is off: this batch whole, as without it
+    }
     for (size_t i = 0; i < fields_.size(); ++i) {
       std::memcpy(static_cast<char*>(out[i].data_ptr()) + r * fields_[i].row_bytes,
                   cached.data() + fields_[i].offset, static_cast<size_t>(fields_[i].row_bytes));

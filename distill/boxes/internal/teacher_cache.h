@@ -54,7 +54,14 @@ class TeacherCache {
     int64_t num_transforms = 1;
     // Rows beyond this many bytes go to `spill_path`.
     int64_t memory_bytes = 0;
+    // The spill file: created (never through a symbolic link; a regular file left by a killed
+    // run is replaced) when the first row goes to disk, removed when the cache turns off or
+    // goes. It may grow to `disk_bytes` (0: no bound of its own) and never past half of the
+    // disk's free space at that moment; a row past that turns the cache off. Each row's
+    // CRC-32 is kept in memory and checked on every read: a row changed on disk turns the
+    // cache off (an error when required), never serves other values.
     std::string spill_path;
+    int64_t disk_bytes = 0;
     // teacher_cache ON: values the cache cannot hold, or a failed check, are errors. Else
     // (AUTO) the cache turns itself off and says why.
     bool required = false;
@@ -118,7 +125,13 @@ class TeacherCache {
   absl::StatusOr<std::vector<at::Tensor>> Flatten(const TeacherValues& values, int64_t rows) const;
   TeacherValues Unflatten(std::vector<at::Tensor> fields) const;
   void Store(int64_t key, const std::vector<at::Tensor>& fields, int64_t row);
-  void Load(int64_t slot, char* out) const;
+  // The row at `slot` into `out`. A spilled row that cannot be read or fails its CRC-32 turns
+  // the cache off: DataLoss when it is required, else Cancelled (recompute the batch).
+  absl::Status Load(int64_t slot, char* out);
+  // Turns the cache off for the rest of the stage, saying why, and removes the spill file.
+  void Disable(std::string reason);
+  absl::Status OpenSpill();
+  void RemoveSpill();
 
   Options options_;
   std::vector<Field> fields_;
@@ -126,6 +139,8 @@ class TeacherCache {
   int64_t memory_rows_ = 0;   // the most rows memory holds
   std::vector<char> memory_;  // rows in memory, slot-major
   int spill_fd_ = -1;
+  int64_t spill_budget_ = 0;         // bytes, fixed when the spill file is made
+  std::vector<uint32_t> spill_crc_;  // per row on disk
   std::unordered_map<int64_t, int64_t> slots_;  // key -> slot (>= memory_rows_: on disk)
   std::unordered_set<int64_t> unserved_;        // stored by Prefill, not yet served: not hits
   bool lookahead_checked_ = false;

@@ -1,6 +1,8 @@
 #include "distill/boxes/internal/teacher_cache.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -178,6 +180,105 @@ TEST(TeacherCacheTest, SpillsBeyondItsMemoryAndStaysExact) {
     EXPECT_EQ(stats.bytes_disk, 5 * 40);
   }
   EXPECT_FALSE(std::filesystem::exists(spill));  // removed with the cache
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A symbolic link where the spill goes (planted in the run folder) is never written through:
+// its target keeps its bytes, the cache turns off saying why, and the values stay exact.
+TEST(TeacherCacheTest, ASymlinkInPlaceOfTheSpillIsNotWrittenThrough) {
+  const std::string dir = ::testing::TempDir() + "/spill_symlink";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string target = dir + "/precious.txt", spill = dir + "/teacher_cache.stage0.bin";
+  std::ofstream(target) << "a user's file\n";
+  std::filesystem::create_symlink(target, spill);
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 2, .memory_bytes = 3 * 40, .spill_path = spill});
+  const Batch first = MakeBatch({0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 0, 1, 0, 1, 0, 1});
+  ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(first, Calls(teacher)));
+  ExpectSameAsDirect(got, first, teacher);
+  EXPECT_EQ(ReadAll(target), "a user's file\n");
+  EXPECT_TRUE(std::filesystem::is_symlink(spill));
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_EQ(cache.TakeStats().off_reason,
+            "the spill file " + spill +
+                " is a symbolic link, which libkd does not write through: remove it");
+}
+
+// A regular file left where the spill goes (a killed run's) is replaced, and the rows read back.
+TEST(TeacherCacheTest, ALeftoverSpillIsReplaced) {
+  const std::string spill = ::testing::TempDir() + "/teacher_cache.leftover.bin";
+  std::ofstream(spill) << std::string(1000, 'x');
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 2, .memory_bytes = 3 * 40, .spill_path = spill});
+  const Batch first = MakeBatch({0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 0, 1, 0, 1, 0, 1});
+  ASSERT_OK(cache.Run(first, Calls(teacher)).status());
+  EXPECT_EQ(std::filesystem::file_size(spill), 5 * 40u);
+  ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(first, Calls(teacher)));
+  ExpectSameAsDirect(got, first, teacher);
+  EXPECT_TRUE(cache.enabled());
+}
+
+// The spill's budget: a row past it turns the cache off and removes the file; the run goes on
+// with the teacher's own values.
+TEST(TeacherCacheTest, ASpillPastItsBudgetTurnsTheCacheOffAndIsRemoved) {
+  const std::string spill = ::testing::TempDir() + "/teacher_cache.budget.bin";
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 2,
+                      .memory_bytes = 3 * 40,
+                      .spill_path = spill,
+                      .disk_bytes = 2 * 40});
+  const Batch first = MakeBatch({0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 0, 1, 0, 1, 0, 1});
+  ASSERT_OK_AND_ASSIGN(TeacherValues got, cache.Run(first, Calls(teacher)));
+  ExpectSameAsDirect(got, first, teacher);
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_FALSE(std::filesystem::exists(spill));
+  const TeacherCacheReport stats = cache.TakeStats();
+  EXPECT_EQ(stats.off_reason, "the spill file " + spill +
+                                  " reached its budget of 80 bytes (teacher_cache.disk_mib, at "
+                                  "most half the disk's free space)");
+  EXPECT_EQ(stats.bytes_disk, 0);
+  teacher.rows_run = 0;
+  ASSERT_OK_AND_ASSIGN(got, cache.Run(first, Calls(teacher)));
+  ExpectSameAsDirect(got, first, teacher);
+  EXPECT_EQ(teacher.rows_run, 8);  // off: the teacher runs every row
+}
+
+// A spilled row changed on disk mid-run (a checksum per row) is never served: the batch is
+// recomputed and the cache turns off; required, it is an error naming the row.
+TEST(TeacherCacheTest, ATamperedSpillRowIsNeverServed) {
+  for (const bool required : {false, true}) {
+    const std::string spill = ::testing::TempDir() + "/teacher_cache.tamper.bin";
+    FakeTeacher teacher;
+    TeacherCache cache({.num_transforms = 2,
+                        .memory_bytes = 3 * 40,
+                        .spill_path = spill,
+                        .required = required});
+    const Batch first = MakeBatch({0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 0, 1, 0, 1, 0, 1});
+    ASSERT_OK(cache.Run(first, Calls(teacher)).status());
+    {
+      std::fstream file(spill, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(40 + 3);  // row 1 on disk
+      file.put('\x5a');
+    }
+    absl::StatusOr<TeacherValues> got = cache.Run(first, Calls(teacher));
+    if (required) {
+      EXPECT_THAT(got.status(),
+                  StatusIs(absl::StatusCode::kDataLoss,
+                           HasSubstr("the spill file " + spill +
+                                     ": row 1 changed on disk after it was written")));
+    } else {
+      ASSERT_OK(got.status());
+      ExpectSameAsDirect(*got, first, teacher);
+      EXPECT_THAT(cache.TakeStats().off_reason, HasSubstr("row 1 changed on disk"));
+    }
+    EXPECT_FALSE(cache.enabled());
+    EXPECT_FALSE(std::filesystem::exists(spill));
+  }
 }
 
 TEST(TeacherCacheTest, BatchDependentTeacherTurnsItOff) {
