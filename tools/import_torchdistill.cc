@@ -21,6 +21,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
@@ -56,6 +57,18 @@ std::vector<std::string> ModulePaths(const ModelConfig& config, const std::strin
 int Run() {
   const std::string yaml = absl::GetFlag(FLAGS_yaml);
   if (yaml.empty()) return Fail(kTool, "--yaml is required (see --help)");
+  // The output is checked before anything is read: never the YAML itself, never through a
+  // link or into /dev (an --out of /dev/stdout would replace the machine's link with a file).
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (!out.empty()) {
+    if (SameFile(ResolveUserPath(out), ResolveUserPath(yaml))) {
+      return Fail(kTool, absl::StrCat("--out ", out, " is --yaml's file: the import would "
+                                      "overwrite what it reads; give --out a file of its own"));
+    }
+    if (absl::Status writable = CheckWritablePath(ResolveUserPath(out)); !writable.ok()) {
+      return Fail(kTool, absl::StrCat("--out: ", writable.message()));
+    }
+  }
   const std::string base_dir = std::filesystem::path(ResolveUserPath(yaml)).parent_path();
   absl::StatusOr<torchdistill::Import> imported = torchdistill::ImportFile(
       ResolveUserPath(yaml),
@@ -63,29 +76,31 @@ int Run() {
        .seed = absl::GetFlag(FLAGS_seed),
        .module_paths = [&](const ModelConfig& model) { return ModulePaths(model, base_dir); }});
   if (!imported.ok()) {
-    std::cerr << imported.status().message() << std::endl;
+    std::cerr << TerminalSafe(imported.status().message()) << std::endl;
     return 2;
   }
   std::string text;
   google::protobuf::TextFormat::PrintToString(imported->config, &text);
   text = "# Imported from " + yaml + " by //tools:import_torchdistill.\n" + text;
-  const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     std::cout << text << std::flush;
   } else if (absl::Status written = WriteFileAtomically(ResolveUserPath(out), text);
              !written.ok()) {
     return Fail(kTool, written.message());
   }
-  for (const std::string& note : imported->notes) std::cerr << "note: " << note << "\n";
-  for (const std::string& line : imported->unsupported) std::cerr << line << "\n";
+  // What the YAML's keys and values put in these lines is echoed, never obeyed.
+  for (const std::string& note : imported->notes) {
+    std::cerr << "note: " << TerminalSafe(note) << "\n";
+  }
+  for (const std::string& line : imported->unsupported) std::cerr << TerminalSafe(line) << "\n";
   bool invalid = false;
   absl::StatusOr<LoadedConfig> loaded = ParseConfig(text, out.empty() ? "<stdout>" : out);
   if (!loaded.ok()) {
-    std::cerr << loaded.status().message() << "\n";
+    std::cerr << TerminalSafe(loaded.status().message()) << "\n";
     invalid = true;
   } else {
     for (const ConfigProblem& problem : ValidateConfig(*loaded)) {
-      std::cerr << problem.ToString() << "\n";
+      std::cerr << TerminalSafe(problem.ToString()) << "\n";
       invalid |= problem.is_error();
     }
   }

@@ -47,4 +47,67 @@ mkfifo "$TEST_TMPDIR/fifo"
 expect_error "a FIFO" "fifo: is a FIFO (named pipe); libkd reads only regular files" --yaml="$TEST_TMPDIR/fifo"
 expect_error "no --yaml" "--yaml is required"
 
+# Issue 49: the output is never the input, never a link, never in /dev.
+cp "$data/at.yaml" "$TEST_TMPDIR/self.yaml"
+before=$(sha256sum <"$TEST_TMPDIR/self.yaml")
+expect_exact_error "--out is --yaml" "import_torchdistill: --out $TEST_TMPDIR/self.yaml is --yaml's file: the import would overwrite what it reads; give --out a file of its own" --yaml="$TEST_TMPDIR/self.yaml" --out="$TEST_TMPDIR/self.yaml"
+ln -s self.yaml "$TEST_TMPDIR/self_link.yaml"
+expect_exact_error "--out links to --yaml" "import_torchdistill: --out $TEST_TMPDIR/self_link.yaml is --yaml's file: the import would overwrite what it reads; give --out a file of its own" --yaml="$TEST_TMPDIR/self.yaml" --out="$TEST_TMPDIR/self_link.yaml"
+check "--out is --yaml: the YAML kept" test "$(sha256sum <"$TEST_TMPDIR/self.yaml")" = "$before"
+ln -s /dev/stdout "$TEST_TMPDIR/stdout_link"
+expect_exact_error "--out a link" "import_torchdistill: --out: $TEST_TMPDIR/stdout_link: is a symbolic link; libkd neither writes through a link nor replaces it: give the path of a file" --yaml="$data/at.yaml" --out="$TEST_TMPDIR/stdout_link"
+check "--out a link: still a link" test -L "$TEST_TMPDIR/stdout_link"
+expect_exact_error "--out in /dev" "import_torchdistill: --out: /dev/libkd_import.pbtxt: is in /dev, which holds the system's devices and state, not files; give the path of a file elsewhere" --yaml="$data/at.yaml" --out=/dev/libkd_import.pbtxt
+check "--out in /dev: nothing made" test ! -e /dev/libkd_import.pbtxt
+
+# Issue 49: YAML that would hang, take gigabytes, or import a wrong value. Each ends within
+# seconds, exit 2, one line.
+T="$TEST_TMPDIR"
+{
+  echo 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]'
+  prev=a
+  for n in b c d e f g h i; do
+    printf '%s: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n' $n $n $prev $prev $prev $prev $prev $prev $prev $prev $prev $prev
+    prev=$n
+  done
+  echo 'train: {num_epochs: 1}'
+} >"$T/laughs.yaml"
+expect_error "billion laughs" "values once its aliases are expanded (an alias repeated within aliases?); no config needs that many" --yaml="$T/laughs.yaml"
+{
+  echo 'a: &a !join [xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx, xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx]'
+  prev=a
+  for n in b c d e f g h i j k l m n o p q r s t u v w x y z; do
+    printf '%s: &%s !join [*%s, *%s]\n' $n $n $prev $prev
+    prev=$n
+  done
+} >"$T/join_bomb.yaml"
+expect_error "!join bomb" "!join makes a string of more than 65536 bytes; no config needs one" --yaml="$T/join_bomb.yaml"
+{
+  echo 'm0: &m0 {k0: 1, k1: 1, k2: 1, k3: 1, k4: 1, k5: 1, k6: 1, k7: 1, k8: 1, k9: 1}'
+  prev=m0
+  for i in $(seq 1 40); do
+    printf 'm%d: &m%d {<<: [*%s, *%s, *%s, *%s], x%d: *%s, y%d: *%s}\n' $i $i $prev $prev $prev $prev $i $prev $i $prev
+    prev=m$i
+  done
+} >"$T/merge_bomb.yaml"
+expect_error "merge-key bomb" "values once its aliases are expanded" --yaml="$T/merge_bomb.yaml"
+head -c $((60 << 20)) /dev/zero | tr '\0' x | { printf 'train:\n  name: '; cat; } >"$T/huge_scalar.yaml"
+expect_exact_error "a 60 MB scalar" "$T/huge_scalar.yaml: is 60.0 MiB, more than the 4.0 MiB this file may hold; check the path" --yaml="$T/huge_scalar.yaml"
+{ printf 'train:\n  name: '; head -c 100000 /dev/zero | tr '\0' x; echo; } >"$T/long_scalar.yaml"
+expect_exact_error "a 100 KB scalar" "$T/long_scalar.yaml:2:9: a scalar of 100000 bytes, more than the 65536 a config's value may hold" --yaml="$T/long_scalar.yaml"
+{ echo 'junk:'; seq -f '  k%.0f: 1' 1 200000; echo 'junk: 2'; } >"$T/many_keys.yaml"
+start=$SECONDS
+expect_exact_error "200,000 keys, one repeated" "$T/many_keys.yaml:200002:1: duplicate key \"junk\"" --yaml="$T/many_keys.yaml"
+check "200,000 keys: under 20 s" test $((SECONDS - start)) -lt 20
+printf 'train:\n  num_epochs: 4294967297\n' >"$T/big_int.yaml"
+expect_exact_error "an int32 field past its range" "$T/big_int.yaml:2:15: train.num_epochs 4294967297 is out of range: libkd takes -2147483648 to 2147483647" --yaml="$T/big_int.yaml"
+printf 'train:\n  num_epochs: 99999999999999999999\n' >"$T/huge_int.yaml"
+expect_exact_error "an integer past 64 bits" "$T/huge_int.yaml:2:15: integer 99999999999999999999 does not fit in 64 bits" --yaml="$T/huge_int.yaml"
+printf 'train:\n  num_epochs: 1\n---\ntrain:\n  num_epochs: 2\n' >"$T/two_docs.yaml"
+expect_exact_error "a second document" "$T/two_docs.yaml:4:1: a second YAML document; torchdistill reads one (PyYAML's load refuses more): keep one config a file" --yaml="$T/two_docs.yaml"
+printf 'train:\n  num_epochs: 1\n  "\\e[31mred\\e[0m": 1\n' >"$T/escape.yaml"
+"$tool" --yaml="$T/escape.yaml" >/dev/null 2>"$T/escape.err"
+check "control bytes: none reach the terminal" test "$(tr -d '\n' <"$T/escape.err" | LC_ALL=C grep -c $'\x1b')" -eq 0
+check "control bytes: shown escaped" grep -qF '\x1b[31mred' "$T/escape.err"
+
 finish import_torchdistill_test

@@ -39,11 +39,9 @@ std::string InstallerVenv() {
   return absl::StrCat(home != nullptr ? home : "", "/.cache/libkd/venv");
 }
 
-int Fail(absl::string_view tool, absl::string_view message) {
-  // One line, and no terminal control: a newline becomes a space, other control bytes (an
-  // ANSI escape in a module path given on the command line) are shown as \xNN, not obeyed.
+std::string TerminalSafe(absl::string_view text) {
   std::string line;
-  for (const char c : message) {
+  for (const char c : text) {
     const unsigned char u = static_cast<unsigned char>(c);
     if (c == '\n') {
       line += ' ';
@@ -53,7 +51,11 @@ int Fail(absl::string_view tool, absl::string_view message) {
       line += c;
     }
   }
-  std::cerr << tool << ": " << line << std::endl;
+  return line;
+}
+
+int Fail(absl::string_view tool, absl::string_view message) {
+  std::cerr << tool << ": " << TerminalSafe(message) << std::endl;
   return 2;
 }
 

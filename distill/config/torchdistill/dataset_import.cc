@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -180,11 +181,11 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
                           "init: {args: [start, stop]}}");
       return absl::OkStatus();
     }
-    KD_ASSIGN_OR_RETURN(int64_t first, Context::Int(*range_args->items[0], at + ".indices start"));
+    KD_ASSIGN_OR_RETURN(int64_t first, Context::Int(*range_args->items[0], at + ".indices start", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
     if (range_args->items.size() == 1) {
       out->mutable_subset()->set_stop(first);
     } else {
-      KD_ASSIGN_OR_RETURN(int64_t stop, Context::Int(*range_args->items[1], at + ".indices stop"));
+      KD_ASSIGN_OR_RETURN(int64_t stop, Context::Int(*range_args->items[1], at + ".indices stop", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
       if (first != 0) out->mutable_subset()->set_start(first);
       out->mutable_subset()->set_stop(stop);
     }
@@ -219,7 +220,7 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
       }
     }
     if (const YamlValue* v = kw.Take("random_offset")) {
-      KD_ASSIGN_OR_RETURN(int64_t seed, Context::Int(*v, at + ".random_offset"));
+      KD_ASSIGN_OR_RETURN(int64_t seed, Context::Int(*v, at + ".random_offset", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
       Kwarg* kwarg = out->add_kwargs();
       kwarg->set_name("seed");
       kwarg->set_integer(seed);

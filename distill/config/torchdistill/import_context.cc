@@ -67,8 +67,14 @@ void Context::UnsupportedPlugin(const YamlValue& at, const std::string& what,
   }
 }
 
-absl::StatusOr<int64_t> Context::Int(const YamlValue& v, const std::string& what) {
+absl::StatusOr<int64_t> Context::Int(const YamlValue& v, const std::string& what, int64_t min,
+                                     int64_t max) {
   if (v.kind != Kind::kInt) return WrongType(v, what, "an integer");
+  if (v.integer < min || v.integer > max) {
+    return absl::InvalidArgumentError(absl::StrCat(v.Where(), ": ", what, " ", v.text,
+                                                   " is out of range: libkd takes ", min, " to ",
+                                                   max));
+  }
   return v.integer;
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -79,7 +80,11 @@ class Context {
   // InvalidArgument "file:line:col: <what> must be <expected>, not <what it is>".
   static absl::Status WrongType(const YamlValue& v, const std::string& what,
                                 const std::string& expected);
-  static absl::StatusOr<int64_t> Int(const YamlValue& v, const std::string& what);
+  // An integer in [min, max] (by default int32's range, the range of libkd's counts and
+  // sizes): out of it, an error naming the bound, never a value cut to fit.
+  static absl::StatusOr<int64_t> Int(const YamlValue& v, const std::string& what,
+                                     int64_t min = std::numeric_limits<int32_t>::min(),
+                                     int64_t max = std::numeric_limits<int32_t>::max());
   static absl::StatusOr<double> Number(const YamlValue& v, const std::string& what);
   static absl::StatusOr<bool> Bool(const YamlValue& v, const std::string& what);
   static absl::StatusOr<std::string> String(const YamlValue& v, const std::string& what);

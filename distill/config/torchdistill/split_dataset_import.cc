@@ -6,6 +6,7 @@
 // (SubsetConfig.random_split, torch's own indices).
 #include <initializer_list>
 #include <memory>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -100,7 +101,7 @@ absl::Status ImportRandomSplit(Context& context, const std::string& class_name,
     split.add_lengths(value);
   }
   if (seed != nullptr && seed->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(int64_t s, Context::Int(*seed, what + ".generator_seed"));
+    KD_ASSIGN_OR_RETURN(int64_t s, Context::Int(*seed, what + ".generator_seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
     split.set_seed(s);
   } else {
     context.Unsupported(random_split, what + " without generator_seed",

@@ -1,21 +1,28 @@
 #include "distill/config/torchdistill/yaml_value.h"
 
+#include <cerrno>
 #include <charconv>
+#include <cstdint>
+#include <functional>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <regex>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/file_util.h"
+#include "base/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kd {
@@ -131,10 +138,29 @@ class Converter {
         return Error(node, "cyclic alias: the value anchored here contains an alias to itself");
       }
     }
-    if (stack_.size() > 256) return Error(node, "nested more than 256 levels deep");
+    if (stack_.size() > kMaxYamlDepth) {
+      return Error(node, absl::StrCat("nested more than ", kMaxYamlDepth, " levels deep"));
+    }
+    // An aliased node is the anchored node itself (yaml-cpp shares it), so its position in the
+    // text names it: each is converted once and shared, as PyYAML shares the object. A billion
+    // laughs (an alias doubling at each of 30 anchors) is then 30 conversions, and the count
+    // of values it stands for is bounded below.
+    const bool memo = node.Type() != YAML::NodeType::Null &&
+                      node.Type() != YAML::NodeType::Undefined && node.Mark().pos >= 0;
+    const MemoKey key{node.Mark().pos, static_cast<int>(node.Type()), node.Tag()};
+    if (memo) {
+      if (auto it = memo_.find(key); it != memo_.end()) {
+        KD_RETURN_IF_ERROR(Expand(node, it->second.second));
+        return it->second.first;
+      }
+    }
     stack_.push_back(node);
+    const int64_t before = expanded_;
     absl::StatusOr<std::shared_ptr<const YamlValue>> value = ConvertNode(node);
     stack_.pop_back();
+    if (!value.ok()) return value;
+    KD_RETURN_IF_ERROR(Expand(node, 1));
+    if (memo) memo_.emplace(key, std::make_pair(*value, expanded_ - before));
     return value;
   }
 
@@ -173,7 +199,14 @@ class Converter {
               node, absl::StrCat(tag, " takes a ", OneOf(tag, kStringTags) ? "sequence" : "mapping",
                                  ", not a scalar"));
         }
-        std::shared_ptr<YamlValue> value = Scalar(node, tag);
+        if (node.Scalar().size() > kMaxYamlString) {
+          return Error(node, absl::StrCat("a scalar of ", node.Scalar().size(),
+                                          " bytes, more than the ", kMaxYamlString,
+                                          " a config's value may hold"));
+        }
+        absl::StatusOr<std::shared_ptr<YamlValue>> scalar = Scalar(node, tag);
+        if (!scalar.ok()) return scalar.status();
+        std::shared_ptr<YamlValue> value = *std::move(scalar);
         if (tag == "!expanduser") value->text = ExpandUser(value->text);
         if (tag == "!abspath") value->text = std::filesystem::absolute(value->text).string();
         if (custom) value->kind = YamlValue::Kind::kString;
@@ -195,6 +228,12 @@ class Converter {
             }
             parts.push_back(PythonStr(*item));
           }
+          size_t length = 0;
+          for (const std::string& part : parts) length += part.size() + 1;
+          if (length > kMaxYamlString) {
+            return Error(node, absl::StrCat(tag, " makes a string of more than ",
+                                            kMaxYamlString, " bytes; no config needs one"));
+          }
           auto value = New(node, YamlValue::Kind::kString);
           value->text = tag == "!join" ? absl::StrJoin(parts, "") : PathJoin(parts);
           return std::shared_ptr<const YamlValue>(value);
@@ -214,6 +253,7 @@ class Converter {
         auto value = New(node, custom ? YamlValue::Kind::kCall : YamlValue::Kind::kMap);
         value->tag = custom ? tag : "";
         std::vector<std::pair<std::string, std::shared_ptr<const YamlValue>>> merged;
+        std::unordered_set<std::string> keys;  // a hash set: 200,000 keys were quadratic
         for (auto it = node.begin(); it != node.end(); ++it) {
           if (!it->first.IsScalar()) {
             return Error(it->first, "a mapping key must be a scalar here");
@@ -233,21 +273,23 @@ class Converter {
             }
             continue;
           }
-          for (const auto& [name, _] : value->entries) {
-            if (name == key) return Error(it->first, absl::StrCat("duplicate key \"", key, "\""));
+          if (!keys.insert(key).second) {
+            return Error(it->first, absl::StrCat("duplicate key \"", absl::CHexEscape(key.substr(0, 80)), "\""));
           }
           value->entries.emplace_back(key, *std::move(v));
         }
         for (auto& entry : merged) {
-          if (value->Find(entry.first) == nullptr) value->entries.push_back(std::move(entry));
+          if (keys.insert(entry.first).second) value->entries.push_back(std::move(entry));
         }
+        KD_RETURN_IF_ERROR(Expand(node, static_cast<int64_t>(merged.size())));
         return std::shared_ptr<const YamlValue>(value);
       }
     }
     return Error(node, "unreadable YAML node");
   }
 
-  std::shared_ptr<YamlValue> Scalar(const YAML::Node& node, const std::string& tag) const {
+  absl::StatusOr<std::shared_ptr<YamlValue>> Scalar(const YAML::Node& node,
+                                                    const std::string& tag) const {
     const std::string& s = node.Scalar();
     auto value = New(node, YamlValue::Kind::kString);
     value->text = s;
@@ -268,7 +310,14 @@ class Converter {
       }
       std::string body = digits.substr(start + (base == 16 || base == 2 ? 2 : 0));
       value->kind = YamlValue::Kind::kInt;
-      value->integer = std::strtoll(body.c_str(), nullptr, base) * (digits[0] == '-' ? -1 : 1);
+      errno = 0;
+      const unsigned long long magnitude = std::strtoull(body.c_str(), nullptr, base);
+      const bool negative = digits[0] == '-';
+      if (errno == ERANGE || magnitude > static_cast<unsigned long long>(INT64_MAX) + negative) {
+        return Error(node, absl::StrCat("integer ", s, " does not fit in 64 bits"));
+      }
+      value->integer = negative ? static_cast<int64_t>(0ULL - magnitude)
+                                : static_cast<int64_t>(magnitude);
     } else if (std::regex_match(s, FloatPattern())) {
       value->kind = YamlValue::Kind::kFloat;
       const std::string lower = absl::AsciiStrToLower(absl::StrReplaceAll(s, {{"_", ""}}));
@@ -298,8 +347,39 @@ class Converter {
     return ExpandUser(path);
   }
 
+  // Counts `values` more values in the document as its aliases expand it: past
+  // kMaxYamlValues, an error (the importer walks what aliases stand for).
+  absl::Status Expand(const YAML::Node& node, int64_t values) {
+    expanded_ += values;
+    if (expanded_ > kMaxYamlValues) {
+      return Error(node, absl::StrCat("the document stands for more than ", kMaxYamlValues,
+                                      " values once its aliases are expanded (an alias "
+                                      "repeated within aliases?); no config needs that many"));
+    }
+    return absl::OkStatus();
+  }
+
+  struct MemoKey {
+    int pos;
+    int type;
+    std::string tag;
+    bool operator==(const MemoKey& o) const {
+      return pos == o.pos && type == o.type && tag == o.tag;
+    }
+  };
+  struct MemoHash {
+    size_t operator()(const MemoKey& k) const {
+      return std::hash<int>()(k.pos) * 31 + std::hash<int>()(k.type) * 7 +
+             std::hash<std::string>()(k.tag);
+    }
+  };
+
   std::string file_;
   std::vector<YAML::Node> stack_;
+  // Converted nodes by their place in the text, with the count of values each stands for.
+  std::unordered_map<MemoKey, std::pair<std::shared_ptr<const YamlValue>, int64_t>, MemoHash>
+      memo_;
+  int64_t expanded_ = 0;
 };
 
 }  // namespace
@@ -308,7 +388,15 @@ absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std
                                                                        const std::string& file) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      const YAML::Mark at = documents[1].Mark();
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ":", at.line + 1, ":", at.column + 1,
+          ": a second YAML document; torchdistill reads one (PyYAML's load refuses more): "
+          "keep one config a file"));
+    }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
@@ -327,7 +415,7 @@ absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std
 
 absl::StatusOr<std::shared_ptr<const YamlValue>> ReadTorchdistillYaml(const std::string& path) {
   // Regular files only, capped as every config (a FIFO or a folder is refused by name).
-  absl::StatusOr<std::string> text = ReadFile(path, kMaxTextBytes);
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxYamlBytes);
   if (!text.ok()) return text.status();
   return ParseTorchdistillYaml(*text, path);
 }

@@ -65,9 +65,18 @@ std::shared_ptr<YamlValue> MadeMap(
     std::vector<std::pair<std::string, std::shared_ptr<const YamlValue>>> entries,
     const YamlValue& at);
 
+// Bounds on what a torchdistill YAML may hold (its configs are a few KB): the file, one
+// scalar or joined string, nesting, and the values the document stands for once its aliases
+// are expanded (each anchored node is converted once and shared, so a "billion laughs" costs
+// nothing to read, but the importer walks what it stands for).
+inline constexpr int64_t kMaxYamlBytes = int64_t{4} << 20;  // 4 MiB
+inline constexpr size_t kMaxYamlString = size_t{1} << 16;   // 64 KiB
+inline constexpr size_t kMaxYamlDepth = 256;
+inline constexpr int64_t kMaxYamlValues = 1000000;
+
 // Reads torchdistill YAML. InvalidArgument "file:line:col: ..." for a syntax error, an unknown
-// tag, a cyclic alias or a tag given the wrong node (a !join of a mapping). `file` names the
-// text in messages.
+// tag, a cyclic alias, a tag given the wrong node (a !join of a mapping), a second document,
+// an integer beyond 64 bits, or past the bounds above. `file` names the text in messages.
 absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std::string& text,
                                                                        const std::string& file);
 absl::StatusOr<std::shared_ptr<const YamlValue>> ReadTorchdistillYaml(const std::string& path);
