@@ -35,18 +35,18 @@ absl::StatusOr<c10::Device> ParseDevice(absl::string_view spec) {
   c10::Device device = *parsed;
   if (device.is_cpu()) return c10::Device(c10::kCPU);
   if (!CudaBackendLinked()) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "device ", spec, ": this binary has no CUDA backend (libtorch_cuda is not loaded: link "
         "@libtorch//:cuda, with torch's CUDA libraries installed)"));
   }
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (count == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "device ", spec, ": no CUDA device is available here (no GPU, or no driver); use cpu"));
   }
   const int64_t index = device.has_index() ? device.index() : 0;
   if (index >= count) {
-    return absl::FailedPreconditionError(absl::StrCat("device ", spec, ": there are only ",
+    return absl::InvalidArgumentError(absl::StrCat("device ", spec, ": there are only ",
                                                       count, " CUDA device(s), cuda:0 to cuda:",
                                                       count - 1));
   }

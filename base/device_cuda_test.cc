@@ -19,7 +19,7 @@ TEST(DeviceCudaTest, BackendIsLinked) { EXPECT_TRUE(CudaBackendLinked()); }
 #else
 TEST(DeviceCudaTest, LeanInstallHasNoBackend) {
   EXPECT_FALSE(CudaBackendLinked());
-  EXPECT_THAT(ParseDevice("cuda"), StatusIs(absl::StatusCode::kFailedPrecondition,
+  EXPECT_THAT(ParseDevice("cuda"), StatusIs(absl::StatusCode::kInvalidArgument,
                                             HasSubstr("this binary has no CUDA backend")));
 }
 #endif
@@ -29,7 +29,7 @@ TEST(DeviceCudaTest, AvailabilityMatchesDeviceCount) {
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (count == 0) {
     EXPECT_THAT(ParseDevice("cuda"),
-                StatusIs(absl::StatusCode::kFailedPrecondition,
+                StatusIs(absl::StatusCode::kInvalidArgument,
                          HasSubstr("cuda: no CUDA device is available here")));
     return;
   }
@@ -38,7 +38,7 @@ TEST(DeviceCudaTest, AvailabilityMatchesDeviceCount) {
                 IsOkAndHolds(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
   }
   EXPECT_THAT(ParseDevice(absl::StrCat("cuda:", count)),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("there are only")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("there are only")));
 }
 
 }  // namespace

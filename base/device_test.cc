@@ -26,7 +26,7 @@ TEST(DeviceTest, MalformedIsInvalidArgument) {
 TEST(DeviceTest, CudaWithoutBackendSaysHowToLinkIt) {
   ASSERT_FALSE(CudaBackendLinked());
   EXPECT_THAT(ParseDevice("cuda:0"),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("cuda:0: this binary has no CUDA backend (libtorch_cuda is not "
                                  "loaded: link @libtorch//:cuda")));
 }

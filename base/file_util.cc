@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 
 namespace kd {
@@ -122,18 +123,37 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
 
 absl::Status CheckWritablePath(const std::string& path) {
   // Only a regular file is replaced: renaming over a FIFO or a device node (/dev/null, as root)
-  // would put a regular file in its place.
+  // would put a regular file in its place, and renaming over a symbolic link (/dev/stdout)
+  // would replace the link, so neither is written.
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is ", FileKind(st.st_mode),
-                     "; libkd writes only regular files (replacing them whole): give the path of "
-                     "a file"));
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path,
+                       ": is a symbolic link; libkd neither writes through a link nor replaces "
+                       "it: give the path of a file"));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": is ", FileKind(st.st_mode),
+                       "; libkd writes only regular files (replacing them whole): give the path "
+                       "of a file"));
+    }
   }
   const std::string dir(Dirname(path));
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot write it: its folder ", dir, " does not exist"));
+  }
+  // The kernel's and the devices' folders hold no files of the user's.
+  std::error_code error;
+  const std::string real = std::filesystem::canonical(dir, error).string();
+  for (const char* system : {"/dev", "/proc", "/sys"}) {
+    if (!error && (real == system || absl::StartsWith(real, absl::StrCat(system, "/")))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": is in ", system, ", which holds the system's devices and state, not files; "
+          "give the path of a file elsewhere"));
+    }
   }
   return absl::OkStatus();
 }
@@ -141,7 +161,12 @@ absl::Status CheckWritablePath(const std::string& path) {
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
   if (absl::Status writable = CheckWritablePath(path); !writable.ok()) return writable;
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new file of its own: a leftover of the same name (a killed process of the same pid, or
+  // a link planted there) is removed, never written through.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) {
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  }
   if (fd < 0) {
     // Named by the file asked for, not the temporary one beside it.
     const int err = errno;
@@ -194,6 +219,19 @@ bool SameFile(const std::string& a, const std::string& b) {
   const std::filesystem::path pb = std::filesystem::weakly_canonical(b, error);
   if (error) return a == b;
   return pa == pb;
+}
+
+bool IsWithinFolder(const std::string& path, const std::string& folder) {
+  std::error_code error;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(path, error);
+  if (error) return false;
+  const std::filesystem::path real_folder = std::filesystem::weakly_canonical(folder, error);
+  if (error) return false;
+  auto p = real.begin();
+  for (auto f = real_folder.begin(); f != real_folder.end() && !f->empty(); ++f, ++p) {
+    if (p == real.end() || *p != *f) return false;
+  }
+  return true;
 }
 
 std::string ResolveAgainst(const std::string& base, const std::string& path) {

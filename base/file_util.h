@@ -48,6 +48,10 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
 // symbolic links included), else the same path once made absolute and normalized.
 bool SameFile(const std::string& a, const std::string& b);
 
+// Whether `path` is `folder` or lies inside it, by their real places (links and `..`
+// resolved as far as they exist).
+bool IsWithinFolder(const std::string& path, const std::string& folder);
+
 // `path` taken from `base` (a config's relative paths from the folder it is run in): unchanged
 // when it is empty or absolute, or when `base` is empty.
 std::string ResolveAgainst(const std::string& base, const std::string& path);

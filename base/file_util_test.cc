@@ -79,6 +79,60 @@ TEST(FileUtilTest, OnlyRegularFilesAreReplaced) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is a folder")));
 }
 
+// A symbolic link is neither written through nor replaced (a link to /dev/stdout, as root,
+// would have put a file in place of the machine's /dev/stdout), and nothing is written into
+// /dev, /proc or /sys, whatever a link's target is.
+TEST(FileUtilTest, LinksAndSystemFoldersAreNotWritten) {
+  const std::string target = TempPath("link_target.txt");
+  ASSERT_THAT(WriteFileAtomically(target, "kept"), IsOk());
+  const std::string link = TempPath("out_link");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  EXPECT_THAT(WriteFileAtomically(link, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       link + ": is a symbolic link; libkd neither writes through a link nor "
+                              "replaces it: give the path of a file"));
+  struct stat st;
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_THAT(ReadFile(target), IsOkAndHolds("kept"));
+  // A link planted where the temporary file goes (its name is predictable: <file>.tmp.<pid>)
+  // is removed, not written through.
+  const std::string out = TempPath("out_planted.bin");
+  const std::string planted = out + ".tmp." + std::to_string(::getpid());
+  ::unlink(planted.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), planted.c_str()), 0);
+  EXPECT_THAT(WriteFileAtomically(out, "new"), IsOk());
+  EXPECT_THAT(ReadFile(out), IsOkAndHolds("new"));
+  EXPECT_THAT(ReadFile(target), IsOkAndHolds("kept"));
+  EXPECT_THAT(CheckWritablePath("/dev/libkd_out.pt"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "/dev/libkd_out.pt: is in /dev, which holds the system's devices and "
+                       "state, not files; give the path of a file elsewhere"));
+  EXPECT_THAT(CheckWritablePath("/proc/self/libkd_out.pt"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(": is in /proc, ")));
+  // A link to a folder in /dev: the folder's real place counts.
+  const std::string dev_link = TempPath("dev_link");
+  ::unlink(dev_link.c_str());
+  ASSERT_EQ(::symlink("/dev/shm", dev_link.c_str()), 0);
+  EXPECT_THAT(CheckWritablePath(dev_link + "/out.pt"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(": is in /dev, ")));
+}
+
+TEST(FileUtilTest, WithinAFolderByRealPlaces) {
+  const std::string dir = TempPath("within");
+  ::mkdir(dir.c_str(), 0755);
+  EXPECT_TRUE(IsWithinFolder(dir, dir));
+  EXPECT_TRUE(IsWithinFolder(dir + "/a/b.pt", dir));
+  EXPECT_TRUE(IsWithinFolder(dir + "/../within/x", dir));
+  EXPECT_FALSE(IsWithinFolder(dir + "/../x", dir));
+  EXPECT_FALSE(IsWithinFolder(dir + "2/x", dir));  // a sibling sharing the name's start
+  const std::string link = TempPath("within_link");
+  ::unlink(link.c_str());
+  ASSERT_EQ(::symlink(dir.c_str(), link.c_str()), 0);
+  EXPECT_TRUE(IsWithinFolder(link + "/x", dir));
+}
+
 TEST(FileUtilTest, OnlyRegularFilesAreRead) {
   // /dev/zero would be read until bad_alloc; a FIFO would block open() until a writer came.
   EXPECT_THAT(ReadFile("/dev/zero"),

@@ -127,8 +127,16 @@ absl::Status Profiler::Transit(ProfilerAction prev, const ProfilerAction* next) 
     // Written in a side folder and renamed, so a reader never sees half a trace.
     const std::filesystem::path side = std::filesystem::path(options_.output_dir) / ".writing";
     std::error_code error;
+    // libtorch's save opens the file as it is: never through a symbolic link planted as the
+    // side folder or the partial file (a leftover of a killed run is removed first).
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(side, error))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "profiler: ", side.string(), " is a symbolic link; libkd does not write through it: "
+          "remove it"));
+    }
     std::filesystem::create_directories(side, error);
     const std::string partial = (side / std::filesystem::path(path).filename()).string();
+    std::filesystem::remove(partial, error);  // a link is removed, not followed
     KD_RETURN_IF_ERROR(CallTorch([&] { k.result->save(partial); }));
     std::filesystem::rename(partial, path, error);
     if (error) {

@@ -1,6 +1,7 @@
 #include "tensorboard/event_writer.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,12 +57,26 @@ const std::vector<double>& DefaultBucketLimits() {
 }
 
 absl::StatusOr<std::unique_ptr<EventWriter>> EventWriter::Open(const std::string& dir) {
+  // Something other than a folder in its place (a file, a FIFO, a symbolic link, a loop of
+  // them) is the user's to remove: bad input, never written through.
+  struct stat st;
+  if (lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TensorBoard folder ", dir, ": ",
+        S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a file",
+        " is in its place; libkd writes events only into a folder of its own: remove it, or "
+        "give --tensorboard=false"));
+  }
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error || !std::filesystem::is_directory(dir)) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    const bool in_the_way = error == std::errc::not_a_directory ||
+                            error == std::errc::file_exists ||
+                            error == std::errc::too_many_symbolic_link_levels;
+    const std::string message = absl::StrCat(
         "TensorBoard folder ", dir,
-        ": cannot create it: ", error ? error.message() : "a file of that name is in the way"));
+        ": cannot create it: ", error ? error.message() : "a file of that name is in the way");
+    return in_the_way ? absl::InvalidArgumentError(message) : absl::UnavailableError(message);
   }
   char host[256] = "localhost";
   gethostname(host, sizeof(host) - 1);

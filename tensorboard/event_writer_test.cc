@@ -4,6 +4,9 @@
 // //tools:tensorboard_test.
 #include "tensorboard/event_writer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -113,12 +116,33 @@ TEST(EventWriterTest, DefaultBucketsAreTensorboards) {
   EXPECT_DOUBLE_EQ(limits[775], 1e-12);
 }
 
+// Something in the folder's place is bad input (exit 2 from the tools), never written through.
 TEST(EventWriterTest, AFolderInTheWayIsOneError) {
-  const std::string file = std::string(std::getenv("TEST_TMPDIR")) + "/a_file";
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string file = tmp + "/a_file";
   std::ofstream(file) << "x";
   EXPECT_THAT(EventWriter::Open(file),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       ::testing::HasSubstr("a_file: cannot create it: Not a directory")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "TensorBoard folder " + file +
+                           ": a file is in its place; libkd writes events only into a folder of "
+                           "its own: remove it, or give --tensorboard=false"));
+  EXPECT_THAT(EventWriter::Open(file + "/tb"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("a_file/tb: cannot create it: Not a directory")));
+  const std::string fifo = tmp + "/a_fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(EventWriter::Open(fifo), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                ::testing::HasSubstr(": a FIFO is in its place")));
+  const std::string loop = tmp + "/a_loop";
+  ASSERT_EQ(symlink(loop.c_str(), loop.c_str()), 0);
+  EXPECT_THAT(EventWriter::Open(loop),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr(": a symbolic link is in its place")));
+  // A link to a real folder elsewhere is not followed either.
+  const std::string elsewhere = tmp + "/elsewhere", link = tmp + "/tb_link";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0755), 0);
+  ASSERT_EQ(symlink(elsewhere.c_str(), link.c_str()), 0);
+  EXPECT_THAT(EventWriter::Open(link), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

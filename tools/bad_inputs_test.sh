@@ -53,6 +53,25 @@ sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "tests/../test
   "$kd" >"$T/dst_is_teacher.pbtxt"
 sed "s|  dst_ckpt: \"runs/fashion_mnist_kd/student.pt\"|  dst_ckpt: \"$T/dst_is_config.pbtxt\"|" \
   "$kd" >"$T/dst_is_config.pbtxt"
+# Issue 49's: stage names that are paths or too long for a file name.
+two="$configs/fashion_mnist_two_stage.pbtxt"
+sed 's/^  name: "hint"$/  name: "..\/..\/..\/x"/' "$two" >"$T/stage_path.pbtxt"
+sed 's/^  name: "hint"$/  name: "a\/b"/' "$two" >"$T/stage_slash.pbtxt"
+sed "s/^  name: \"hint\"$/  name: \"$(printf 'x%.0s' $(seq 300))\"/" "$two" >"$T/stage_long.pbtxt"
+# Outputs onto inputs the check did not know: the memory snapshot on the config, a checkpoint
+# into the dataset's folder.
+sed "s|^evaluation {|evaluation {\n  memory_leak_detection { snapshot_path: \"$T/snap_is_config.pbtxt\" }|" \
+  "$kd" >"$T/snap_is_config.pbtxt"
+sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/usr/share/datasets/fashion-mnist/student.pt"|' \
+  "$kd" >"$T/dst_in_data.pbtxt"
+sed 's|^  every_n_epochs: 4$|  every_n_epochs: 4\n  dir: "../../elsewhere"|' "$kd" >"$T/ckpt_climbs.pbtxt"
+sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/proc/self/student.pt"|' "$kd" >"$T/dst_in_proc.pbtxt"
+# Exit 2 for bad input: something in the place of tb/, a last.pt that is a link loop, a CUDA
+# device on a machine without one (skipped where a GPU is).
+mkdir -p "$T/tb_file_run" && printf 'x' >"$T/tb_file_run/tb"
+mkdir -p "$T/tb_fifo_run" && mkfifo "$T/tb_fifo_run/tb"
+mkdir -p "$T/loop_resume/ckpt" && ln -s last.pt "$T/loop_resume/ckpt/last.pt"
+sed 's|^run {|run {\n  device: "cuda:0"|' "$configs/fashion_mnist_student.pbtxt" >"$T/cuda_device.pbtxt"
 # Bounds that scale with the machine: C cores, M = 4 per core.
 C=$(getconf _NPROCESSORS_ONLN)
 M=$((4 * C))
@@ -96,4 +115,16 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
   done <"$table"
   check "$name: has rows" test "$n" -gt 0
 done
+# A CUDA device where there is none: bad input (exit 2), from the config and from the flag.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  for how in config flag; do
+    if [[ $how == config ]]; then args=(--config="$T/cuda_device.pbtxt" --run_dir="$T/cuda_$how")
+    else args=(--config="$configs/fashion_mnist_student.pbtxt" --run_dir="$T/cuda_$how" --device=cuda:0); fi
+    line=$(cd "$root" && timeout 60 "$root/tools/distill" "${args[@]}" 2>&1 >/dev/null </dev/null); rc=$?
+    check "cuda:0 without a GPU ($how): exit 2" test "$rc" -eq 2
+    want="distill: $([[ $how == config ]] && echo run.device || echo --device): device cuda:0: no CUDA device is available here (no GPU, or no driver); use cpu"
+    check "cuda:0 without a GPU ($how): the line" test "$line" = "$want"
+  done
+fi
+
 finish bad_inputs_test

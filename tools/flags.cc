@@ -56,6 +56,13 @@ absl::Status CheckFlagArgument(const std::vector<std::string>& args, size_t* i,
   const absl::string_view body = Body(arg);
   const size_t eq = body.find('=');
   const absl::string_view name = body.substr(0, eq);
+  if (name == "fromenv" || name == "tryfromenv") {
+    // absl's reader of flags from the environment exits 1 on its own errors, outside the
+    // tools' one-line contract; libkd's tools take flags on the command line or in a file.
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "--", name, " is not supported: give the flags on the command line or in a file "
+        "(--flagfile=FILE, one --name=value a line)"));
+  }
   if (IsBuiltinFlag(name)) return absl::OkStatus();
   absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
   if (flag == nullptr && absl::StartsWith(name, "no") && eq == absl::string_view::npos) {

@@ -82,6 +82,10 @@ void Reporter::Written(const absl::Status& status) {
   tb_.reset();
 }
 
+void Reporter::TbScalar(const std::string& tag, double value, int64_t step) {
+  if (tb_ != nullptr) Written(tb_->Scalar(tag, value, step));
+}
+
 Reporter::~Reporter() {
   for (auto& [tensor, hook] : grad_hooks_) tensor.remove_hook(hook);
 }
@@ -107,6 +111,7 @@ void Reporter::Histograms(Model& student, const std::string& stage, int64_t epoc
       }
       if (!values.defined()) continue;
       const at::Tensor flat = values.detach().to(at::kCPU, at::kFloat).contiguous().view({-1});
+      if (tb_ == nullptr) return;  // a failed write turned TensorBoard off
       Written(tb_->Histogram(absl::StrCat(stage, grads ? "/grads/" : "/params/", name),
                              absl::Span<const float>(flat.data_ptr<float>(), flat.numel()), epoch));
     }
@@ -134,12 +139,12 @@ void Reporter::Step(const StepReport& r) {
     const int64_t global = (r.epoch - 1) * r.steps_per_epoch + r.step;
     stage_steps_ = std::max(stage_steps_, r.epoch * r.steps_per_epoch);
     const int64_t at = stage_offset_ + global;
-    Written(tb_->Scalar(r.stage + "/loss", r.loss, at));
+    TbScalar(r.stage + "/loss", r.loss, at);
     for (const auto& [name, value] : r.terms) {
-      Written(tb_->Scalar(absl::StrCat(r.stage, "/terms/", name), value, at));
+      TbScalar(absl::StrCat(r.stage, "/terms/", name), value, at);
     }
-    Written(tb_->Scalar(r.stage + "/lr", r.lr, at));
-    Written(tb_->Scalar(r.stage + "/samples_per_second", r.samples_per_second, at));
+    TbScalar(r.stage + "/lr", r.lr, at);
+    TbScalar(r.stage + "/samples_per_second", r.samples_per_second, at);
   }
   const double eta = static_cast<double>(r.steps_per_epoch - r.step) * r.seconds_per_step;
   const int width = 24;
@@ -202,13 +207,13 @@ void Reporter::Epoch(const EpochReport& r) {
   jsonl_ << Json(line) << std::endl;
   if (tb_ != nullptr) {
     const std::string prefix = r.stage + "/epoch/";
-    Written(tb_->Scalar(prefix + "train_loss", r.train_loss, r.epoch));
+    TbScalar(prefix + "train_loss", r.train_loss, r.epoch);
     for (const auto& [name, value] : r.metrics) {
-      Written(tb_->Scalar(prefix + "val_" + name, value, r.epoch));
+      TbScalar(prefix + "val_" + name, value, r.epoch);
     }
-    Written(tb_->Scalar(prefix + "lr", r.lr, r.epoch));
-    Written(tb_->Scalar(prefix + "seconds", r.seconds, r.epoch));
-    Written(tb_->Scalar(prefix + "samples_per_second", r.samples_per_second, r.epoch));
+    TbScalar(prefix + "lr", r.lr, r.epoch);
+    TbScalar(prefix + "seconds", r.seconds, r.epoch);
+    TbScalar(prefix + "samples_per_second", r.samples_per_second, r.epoch);
   }
   std::vector<std::string> metrics;
   for (const auto& [name, value] : r.metrics) {

@@ -54,6 +54,9 @@ class Reporter {
  private:
   // Scalars and text that fail to write are reported once and then left off: the run goes on.
   void Written(const absl::Status& status);
+  // One scalar, if TensorBoard is still on (a failed write turns it off mid-way through a
+  // report's scalars: each write checks).
+  void TbScalar(const std::string& tag, double value, int64_t step);
 
   std::string job_;
   bool tty_;

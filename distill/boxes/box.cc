@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <system_error>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -167,7 +168,10 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
       !config_.checkpoint().resume_from().empty()
           ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
           : (options_.resume ? LastPath() : "");
-  if (!resume_path.empty() && fs::exists(resume_path)) {
+  // Whether something is there, link or not: a link that loops or dangles is read and named
+  // by the reader (fs::exists would throw on a loop).
+  std::error_code present_error;
+  if (!resume_path.empty() && fs::exists(fs::symlink_status(resume_path, present_error))) {
     KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
     first_stage = static_cast<size_t>(resume->at("stage").toInt());
     if (first_stage >= stages_.size()) {

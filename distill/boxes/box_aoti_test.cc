@@ -129,7 +129,7 @@ TEST_F(BoxTest, APackageTeacherHookedWhereItWasNotExported) {
                                                                   "\"")}}),
           "train {", Stage("kd", 1, stage), "}")),
       {.run_dir = RunDir("aoti_unexported")});
-  EXPECT_THAT(box, StatusIs(absl::StatusCode::kFailedPrecondition,
+  EXPECT_THAT(box, StatusIs(absl::StatusCode::kInvalidArgument,
                             AllOf(HasSubstr("teacher: forward_hooks[0] (\"layer1\")"),
                                   HasSubstr("exported: \"layer1.0.relu\", \"layer2\""),
                                   HasSubstr("tools/export_teacher.py --hooks=layer1:output"))));

@@ -554,7 +554,7 @@ TEST_F(BoxTest, DeviceIdsNameTheProcesssOneDevice) {
   // The one entry is the device: a CUDA device on this CPU machine is refused as run.device is.
   if (!at::hasCUDA()) {
     EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("ids_cuda"), .device_ids = {"cuda:0"}}),
-                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("run.device")));
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("run.device")));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/file_util.h"
+#include "base/status_macros.h"
 
 namespace kd {
 namespace {
@@ -68,7 +69,51 @@ std::vector<fs::path> FilesIn(const std::string& dir) {
   return files;
 }
 
+// Takes the lock file in `folder` (its pid written for others' messages): the descriptor, or
+// AlreadyExists naming the holder's pid.
+absl::StatusOr<int> Lock(const std::string& folder, const std::string& what) {
+  const std::string lock_path = (fs::path(folder) / RunFolder::kLockName).string();
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Unwritable(absl::StrCat(what, " ", folder), errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buffer[32] = {};
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK) return Unwritable(lock_path, err);
+    const std::string holder(absl::StripAsciiWhitespace(std::string(buffer, n > 0 ? n : 0)));
+    return absl::AlreadyExistsError(absl::StrCat(
+        what, " ", folder, " is in use by another run (pid ", holder.empty() ? "?" : holder,
+        "); wait for it to end, or give another ",
+        what == "run folder" ? "--run_dir" : "checkpoint.dir"));
+  }
+  const std::string pid = absl::StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int err = errno;
+    ::close(fd);
+    return Unwritable(lock_path, err);
+  }
+  return fd;
+}
+
 }  // namespace
+
+bool IsRunCheckpoint(const std::string& filename, const std::vector<std::string>& stage_names) {
+  if (filename == "last.pt" || filename == "best.pt") return true;
+  if (!absl::EndsWith(filename, ".pt")) return false;
+  const std::string stem = filename.substr(0, filename.size() - 3);
+  for (const std::string& stage : stage_names) {
+    if (stem == stage) return true;
+    const std::string prefix = stage + "_epoch";
+    if (absl::StartsWith(stem, prefix) && stem.size() > prefix.size() &&
+        std::all_of(stem.begin() + static_cast<int64_t>(prefix.size()), stem.end(),
+                    [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
+      return true;
+    }
+  }
+  return false;
+}
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
                                            const RunFolderOptions& options) {
@@ -82,29 +127,18 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
   }
   // The lock: flock is released with the descriptor, so a killed run never leaves the folder
   // locked; the pid in the file is only for the message.
-  const std::string lock_path = (fs::path(path) / kLockName).string();
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return Unwritable(absl::StrCat("run folder ", path), errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    char buffer[32] = {};
-    const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
-    ::close(fd);
-    if (err != EWOULDBLOCK) return Unwritable(lock_path, err);
-    const std::string holder(absl::StripAsciiWhitespace(std::string(buffer, n > 0 ? n : 0)));
-    return absl::AlreadyExistsError(absl::StrCat(
-        "run folder ", path, " is in use by another run (pid ", holder.empty() ? "?" : holder,
-        "); wait for it to end, or give another --run_dir"));
-  }
+  KD_ASSIGN_OR_RETURN(const int fd, Lock(path, "run folder"));
   RunFolder folder(path, fd);
-  const std::string pid = absl::StrCat(::getpid(), "\n");
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
-    return Unwritable(lock_path, errno);
-  }
 
   const std::string ckpt_dir =
       options.checkpoint_dir.empty() ? (fs::path(path) / "ckpt").string() : options.checkpoint_dir;
+  // A checkpoint folder elsewhere is claimed too: two runs sharing one would mix checkpoints.
+  if (!IsWithinFolder(ckpt_dir, path)) {
+    fs::create_directories(ckpt_dir, error);
+    if (fs::is_directory(ckpt_dir, error)) {
+      KD_ASSIGN_OR_RETURN(folder.checkpoint_fd_, Lock(ckpt_dir, "checkpoint folder"));
+    }
+  }
   // Temporary files a killed writer left between write and rename.
   for (const std::string& dir : {path, ckpt_dir}) {
     for (const fs::path& file : FilesIn(dir)) {
@@ -124,7 +158,8 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
   std::vector<fs::path> checkpoints = FilesIn(ckpt_dir);
   std::sort(checkpoints.begin(), checkpoints.end());
   for (const fs::path& file : checkpoints) {
-    if (file.extension() == ".pt" && !IsInput(file.string(), options.inputs)) {
+    if (IsRunCheckpoint(file.filename().string(), options.stage_names) &&
+        !IsInput(file.string(), options.inputs)) {
       earlier.push_back(file);
     }
   }
@@ -158,6 +193,15 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
   if (::access(ckpt_dir.c_str(), W_OK) != 0) {
     return Unwritable(absl::StrCat("checkpoint folder ", ckpt_dir), errno);
   }
+  // Checkpoints are written by WriteFileAtomically: what it would refuse at the first
+  // checkpoint (the folder in /dev, /proc or /sys, a link in last.pt's place) is refused now.
+  for (const char* name : {"last.pt", "best.pt"}) {
+    if (absl::Status writable = CheckWritablePath((fs::path(ckpt_dir) / name).string());
+        absl::IsInvalidArgument(writable)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint folder ", ckpt_dir, ": ", writable.message()));
+    }
+  }
   for (const char* name : kRunFiles) {
     const std::string file = (fs::path(path) / name).string();
     struct stat st;
@@ -173,19 +217,24 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
 }
 
 RunFolder::RunFolder(RunFolder&& other) noexcept
-    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      checkpoint_fd_(std::exchange(other.checkpoint_fd_, -1)) {}
 
 RunFolder& RunFolder::operator=(RunFolder&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);
+    if (checkpoint_fd_ >= 0) ::close(checkpoint_fd_);
     path_ = std::move(other.path_);
     fd_ = std::exchange(other.fd_, -1);
+    checkpoint_fd_ = std::exchange(other.checkpoint_fd_, -1);
   }
   return *this;
 }
 
 RunFolder::~RunFolder() {
   if (fd_ >= 0) ::close(fd_);
+  if (checkpoint_fd_ >= 0) ::close(checkpoint_fd_);
 }
 
 }  // namespace kd

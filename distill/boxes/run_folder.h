@@ -9,8 +9,12 @@
 //   is held for the claim's life; a second run is refused naming the holder's pid, and the lock
 //   goes with the process however it ends (a kill included);
 // - an earlier run is never mixed into this one: a folder holding one (metrics.jsonl,
-//   summary.json or checkpoints) is refused unless the run resumes it or overwrites it, and
-//   overwriting removes those files first (never a file the run reads);
+//   summary.json or checkpoints of the names the run writes: last.pt, best.pt, <stage>.pt,
+//   <stage>_epoch<N>.pt) is refused unless the run resumes it or overwrites it, and
+//   overwriting removes those files first (never a file the run reads, never another file in
+//   the checkpoint folder: a user's own models there are left alone);
+// - a checkpoint folder outside the run folder is locked as the run folder is, so two runs
+//   never share one;
 // - the files the run will write are writable (the checkpoint folder is created);
 // - temporary files a killed writer left (`<file>.tmp.<pid>` of a pid no longer running) are
 //   removed.
@@ -34,7 +38,12 @@ struct RunFolderOptions {
   std::string checkpoint_dir;
   // Files the run reads (models, checkpoints, the config): never removed by `overwrite`.
   std::vector<std::string> inputs;
+  // The names of the run's stages: its checkpoints are <stage>.pt and <stage>_epoch<N>.pt.
+  std::vector<std::string> stage_names;
 };
+
+// Whether `filename` (in a checkpoint folder) is a checkpoint a run of these stages writes.
+bool IsRunCheckpoint(const std::string& filename, const std::vector<std::string>& stage_names);
 
 class RunFolder {
  public:
@@ -61,6 +70,7 @@ class RunFolder {
 
   std::string path_;
   int fd_ = -1;
+  int checkpoint_fd_ = -1;  // the checkpoint folder's lock, when it is outside the run folder
 };
 
 }  // namespace kd

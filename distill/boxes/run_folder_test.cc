@@ -105,6 +105,46 @@ TEST(RunFolderTest, EarlierRunIsRefusedUnlessResumedOrOverwritten) {
   EXPECT_THAT(RunFolder::Claim(dir, {.inputs = {dir + "/ckpt/teacher.pt"}}), IsOk());
 }
 
+// --overwrite removes only what a run of these stages writes: a user's own models in the
+// checkpoint folder are neither an earlier run nor removed.
+TEST(RunFolderTest, OverwriteRemovesOnlyTheRunsOwnCheckpoints) {
+  const std::string dir = FreshDir("own_checkpoints");
+  for (const char* name : {"last.pt", "best.pt", "kd.pt", "kd_epoch3.pt", "hint_epoch10.pt",
+                           "my_model.pt", "kd_epochX.pt", "teacher_v2.pt"}) {
+    Touch(dir + "/ckpt/" + name);
+  }
+  const RunFolderOptions options = {.overwrite = true, .stage_names = {"hint", "kd"}};
+  ASSERT_THAT(RunFolder::Claim(dir, options), IsOk());
+  for (const char* gone : {"last.pt", "best.pt", "kd.pt", "kd_epoch3.pt", "hint_epoch10.pt"}) {
+    EXPECT_FALSE(fs::exists(dir + "/ckpt/" + gone)) << gone;
+  }
+  for (const char* kept : {"my_model.pt", "kd_epochX.pt", "teacher_v2.pt"}) {
+    EXPECT_TRUE(fs::exists(dir + "/ckpt/" + kept)) << kept;
+  }
+  // What is left is no earlier run.
+  EXPECT_THAT(RunFolder::Claim(dir, {.stage_names = {"hint", "kd"}}), IsOk());
+  EXPECT_TRUE(IsRunCheckpoint("stage0_epoch12.pt", {"stage0"}));
+  EXPECT_FALSE(IsRunCheckpoint("stage0_epoch.pt", {"stage0"}));
+  EXPECT_FALSE(IsRunCheckpoint("stage1.pt", {"stage0"}));
+}
+
+// A checkpoint folder outside the run folder is claimed with it: a second run with its own run
+// folder but the same checkpoint.dir is refused, naming the holder.
+TEST(RunFolderTest, ASharedCheckpointFolderIsLocked) {
+  const std::string shared = FreshDir("shared_ckpt");
+  const std::string a = FreshDir("run_a"), b = FreshDir("run_b");
+  absl::StatusOr<RunFolder> first = RunFolder::Claim(a, {.checkpoint_dir = shared});
+  ASSERT_THAT(first, IsOk());
+  EXPECT_THAT(RunFolder::Claim(b, {.checkpoint_dir = shared}),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       absl::StrCat("checkpoint folder ", shared, " is in use by another run (pid ",
+                                    ::getpid(), "); wait for it to end, or give another "
+                                    "checkpoint.dir")));
+  // The run folder b is free again for a run with a checkpoint folder of its own.
+  *first = RunFolder::Claim(FreshDir("run_c")).value();
+  EXPECT_THAT(RunFolder::Claim(b, {.checkpoint_dir = shared}), IsOk());
+}
+
 // A kill between a checkpoint's write and its rename leaves <file>.tmp.<pid>; the next claim
 // removes those whose writer is gone and keeps a live writer's.
 TEST(RunFolderTest, StaleTemporariesAreRemoved) {

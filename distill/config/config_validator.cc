@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/registry.h"
@@ -22,6 +24,20 @@
 
 namespace kd {
 namespace {
+
+// A name that becomes part of a file or folder name in the run folder: not a path (no '/' or
+// '\\', not "." or ".."), no control characters, and short enough that the longest file made
+// from it ("teacher_cache.<name>.rank<N>.bin") stays under the file system's 255 bytes.
+constexpr size_t kMaxPlainName = 200;
+constexpr char kPlainNameRule[] =
+    "(no '/' or '\\', not '.' or '..', no control characters, at most 200 bytes)";
+bool IsPlainName(const std::string& name) {
+  return name != "." && name != ".." && name.size() <= kMaxPlainName &&
+         std::none_of(name.begin(), name.end(), [](char c) {
+           const unsigned char u = static_cast<unsigned char>(c);
+           return c == '/' || c == '\\' || u < 0x20 || u == 0x7f;
+         });
+}
 
 using internal::RecordedIo;
 using internal::StageContext;
@@ -71,18 +87,11 @@ class Validator : private internal::StageChecker {
   void CheckRun(const RunConfig& run, const ConfigLocator& loc) {
     // run.name names the folder runs/<name>: a plain name, never a path out of runs/ (UTF-8
     // is checked with the other strings).
-    if (!run.name().empty()) {
-      const bool plain = run.name() != "." && run.name() != ".." &&
-                         std::none_of(run.name().begin(), run.name().end(), [](char c) {
-                           const unsigned char u = static_cast<unsigned char>(c);
-                           return c == '/' || c == '\\' || u < 0x20 || u == 0x7f;
-                         });
-      if (!plain) {
-        Add(loc.Of("name"), absl::StrCat("run.name \"", absl::CHexEscape(run.name()),
-                                         "\" must be a plain name (no '/', not '.' or '..', no "
-                                         "control characters): it names the folder "
-                                         "runs/<name>; give a folder elsewhere as run_dir"));
-      }
+    if (!run.name().empty() && !IsPlainName(run.name())) {
+      Add(loc.Of("name"), absl::StrCat("run.name \"", absl::CHexEscape(run.name().substr(0, 80)),
+                                       "\" must be a plain name ", kPlainNameRule,
+                                       ": it names the folder runs/<name>; give a folder "
+                                       "elsewhere as run_dir"));
     }
     CheckDevice(run.device(), loc, "device");
     AtLeast(loc, "log_every_n_steps", run.log_every_n_steps(), 0);
@@ -153,6 +162,12 @@ class Validator : private internal::StageChecker {
       const bool named = !stage.name().empty();
       const std::string name = named ? stage.name() : absl::StrCat("stage", i);
       const TextPosition at = named ? loc.Of("name") : loc.self();
+      if (named && !IsPlainName(name)) {
+        Add(at, absl::StrCat("stage name \"", absl::CHexEscape(name.substr(0, 80)),
+                             "\" must be a plain name ", kPlainNameRule,
+                             ": it names the stage's files in the run folder (its checkpoint, "
+                             "its teacher cache's spill)"));
+      }
       if (auto [it, inserted] = names.try_emplace(name, at); !inserted) {
         Add(at, absl::StrCat("duplicate stage name \"", name, "\"",
                              named ? "" : absl::StrCat(" (stage ", i, "'s default name)"),
@@ -246,6 +261,7 @@ class Validator : private internal::StageChecker {
       const ConfigLocator cache = loc.Nested("teacher_cache");
       AtLeast(cache, "memory_mib", stage.teacher_cache().memory_mib(), int64_t{0});
       AtLeast(cache, "lookahead_rows", stage.teacher_cache().lookahead_rows(), 0);
+      AtLeast(cache, "disk_mib", stage.teacher_cache().disk_mib(), int64_t{0});
       if (stage.teacher_cache().mode() == TeacherCacheConfig::ON) {
         const DatasetConfig* train = nullptr;
         for (const DatasetConfig& dataset : config.datasets()) {
@@ -367,6 +383,20 @@ class Validator : private internal::StageChecker {
       Add(loc.Of("save_best"), "save_best needs evaluation (DistillConfig.evaluation is unset)");
     }
     CheckFile(checkpoint.resume_from(), loc, "resume_from");
+    // checkpoint.dir is taken from the run folder: a ".." would put the run's checkpoints
+    // (and what --overwrite removes) outside it. A folder elsewhere is given absolute.
+    if (const std::string& dir = checkpoint.dir();
+        !dir.empty() && !absl::StartsWith(dir, "/")) {
+      for (absl::string_view part : absl::StrSplit(dir, '/')) {
+        if (part == "..") {
+          Add(loc.Of("dir"), absl::StrCat("checkpoint.dir \"", absl::CHexEscape(dir),
+                                          "\" climbs out of the run folder with \"..\"; give a "
+                                          "folder inside it, or an absolute path for one "
+                                          "elsewhere"));
+          break;
+        }
+      }
+    }
   }
 
   std::map<std::string, TextPosition> dataset_ids_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,12 +61,17 @@ const CifarFormat& Cifar100() {
   return *format;
 }
 
+constexpr int64_t kMaxCifarFileBytes = int64_t{256} << 20;
+
 // The split's records, read from its files under root/<folder> (or root itself).
 absl::StatusOr<std::pair<at::Tensor, at::Tensor>> ReadRecords(
     const CifarFormat& format, const std::string& root, const std::vector<std::string>& files) {
+  // error_code forms: a symbolic-link loop or a name too long under root is an error of
+  // ReadFile's below, not an uncaught std::filesystem_error.
+  std::error_code error;
   std::filesystem::path dir = std::filesystem::path(root) / format.folder;
-  if (!std::filesystem::exists(dir / files[0]) &&
-      std::filesystem::exists(std::filesystem::path(root) / files[0])) {
+  if (!std::filesystem::exists(dir / files[0], error) &&
+      std::filesystem::exists(std::filesystem::path(root) / files[0], error)) {
     dir = root;
   }
   const int64_t record = format.label_bytes + kPixels;
@@ -73,7 +79,8 @@ absl::StatusOr<std::pair<at::Tensor, at::Tensor>> ReadRecords(
   int64_t size = 0;
   for (const std::string& name : files) {
     const std::string path = (dir / name).string();
-    absl::StatusOr<std::string> data = ReadFile(path);
+    // The largest file of either version is CIFAR-100's train.bin (154 MB).
+    absl::StatusOr<std::string> data = ReadFile(path, kMaxCifarFileBytes);
     if (absl::IsNotFound(data.status())) {
       return absl::NotFoundError(absl::StrCat(
           format.key, ": no file ", path, "; extract the binary version (", format.tarball,

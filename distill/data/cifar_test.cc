@@ -1,6 +1,7 @@
 // "cifar10" and "cifar100" on small binary files written here: records, labels (CIFAR-100's
 // fine one), the per-channel Normalize, the crop-and-flip transforms, and bad files.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
@@ -144,6 +145,29 @@ TEST(CifarTest, BadFilesAndKwargsSayWhat) {
   EXPECT_THAT(MakeDataset("cifar10", {{"root", root}, {"mean", std::vector<double>{0.5}}}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("mean takes 3 values (red, green, blue); got 1")));
+}
+
+// Roots a hostile or careless user gives: a symbolic-link loop, a root longer than a path may
+// be, and a batch file far larger than any CIFAR file. Each is an error naming it, not an
+// uncaught std::filesystem_error or bad_alloc.
+TEST(CifarTest, BadRootsAndHugeFilesAreErrors) {
+  const std::string dir = ::testing::TempDir() + "/c10_roots";
+  mkdir(dir.c_str(), 0755);
+  const std::string loop = dir + "/loop";
+  unlink(loop.c_str());
+  ASSERT_EQ(symlink(loop.c_str(), loop.c_str()), 0);
+  EXPECT_THAT(MakeDataset("cifar10", {{"root", loop}, {"split", "test"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("symbolic links form a loop")));
+  const std::string long_root = "/" + std::string(5000, 'r');
+  EXPECT_THAT(MakeDataset("cifar10", {{"root", long_root}, {"split", "test"}}).status(),
+              ::testing::Not(IsOk()));
+  const std::string root = WriteCifar10("c10_huge");
+  const std::string huge = root + "/cifar-10-batches-bin/test_batch.bin";
+  ASSERT_EQ(truncate(huge.c_str(), int64_t{300} << 20), 0);  // sparse: no disk used
+  EXPECT_THAT(MakeDataset("cifar10", {{"root", root}, {"split", "test"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("test_batch.bin: is 300.0 MiB, more than the 256.0 MiB this file "
+                                 "may hold")));
 }
 
 }  // namespace

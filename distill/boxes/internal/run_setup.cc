@@ -75,6 +75,12 @@ RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptio
   if (!config.checkpoint().resume_from().empty()) {
     folder.inputs.push_back(ResolveAgainst(options.base_dir, config.checkpoint().resume_from()));
   }
+  // The stages' names as the box names them (stage<i> when unnamed): their checkpoints.
+  const std::vector<const StageConfig*> stages = StagesInRunOrder(config);
+  for (size_t i = 0; i < stages.size(); ++i) {
+    folder.stage_names.push_back(stages[i]->name().empty() ? absl::StrCat("stage", i)
+                                                           : stages[i]->name());
+  }
   return folder;
 }
 

@@ -1,10 +1,13 @@
 #include "distill/config/internal/output_files.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "distill/config/config_loader.h"
@@ -42,6 +45,20 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
     add(inputs, config.checkpoint().resume_from(), root.Nested("checkpoint"), "checkpoint",
         "resume_from");
   }
+  // A dataset's string kwargs that name a file or a folder that exists (its root, a file of
+  // its own): an output there, or inside that folder, would write into the data.
+  for (int i = 0; i < config.datasets_size(); ++i) {
+    const DatasetConfig& dataset = config.datasets(i);
+    for (int k = 0; k < dataset.kwargs_size(); ++k) {
+      const Kwarg& kwarg = dataset.kwargs(k);
+      if (kwarg.value_case() != Kwarg::kStr || kwarg.str().empty()) continue;
+      std::error_code error;
+      if (!std::filesystem::exists(ResolveUserPath(kwarg.str()), error)) continue;
+      inputs.push_back({ResolveUserPath(kwarg.str()),
+                        absl::StrCat("datasets[", i, "] (\"", dataset.id(), "\") ", kwarg.name()),
+                        root.Nested("datasets", i).Nested("kwargs", k).Of("str")});
+    }
+  }
   // The stages' models: dst_ckpt files are written; a src_ckpt is read, unless a stage's
   // dst_ckpt writes it (a hint stage's student read by the next stage).
   const std::vector<LocatedStage> stages = StagesInRunOrder(config, root);
@@ -62,14 +79,38 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
     }
   }
   outputs.insert(outputs.end(), stage_outputs.begin(), stage_outputs.end());
+  // The memory snapshot (evaluation.memory_leak_detection.snapshot_path).
+  add(outputs, config.evaluation().memory_leak_detection().snapshot_path(),
+      root.Nested("evaluation").Nested("memory_leak_detection"),
+      "evaluation.memory_leak_detection", "snapshot_path");
   for (size_t o = 0; o < outputs.size(); ++o) {
     const File& out = outputs[o];
+    // One problem an output: the first input it would overwrite or write into, else what the
+    // writer would refuse at the end of the run (a link, a FIFO or a device in its place, a
+    // folder in /dev, /proc or /sys), refused now, before the first step.
+    bool found = false;
     for (const File& in : inputs) {
       if (SameFile(out.path, in.path)) {
         checker.Add(out.at, absl::StrCat(out.field, " \"", out.path, "\" is ", in.field,
                                          in.field == "the config itself" ? "" : "'s file",
                                          ": the run would overwrite what it reads; give ",
                                          out.field, " a file of its own"));
+        found = true;
+        break;
+      }
+      std::error_code error;
+      if (std::filesystem::is_directory(in.path, error) && IsWithinFolder(out.path, in.path)) {
+        checker.Add(out.at, absl::StrCat(out.field, " \"", out.path, "\" is inside ", in.field,
+                                         "'s folder: the run would write into the data it reads; "
+                                         "give ", out.field, " a file elsewhere"));
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      if (absl::Status writable = CheckWritablePath(out.path);
+          absl::IsInvalidArgument(writable)) {
+        checker.Add(out.at, absl::StrCat(out.field, ": ", writable.message()));
       }
     }
     for (size_t p = 0; p < o; ++p) {

@@ -1,6 +1,8 @@
-// The files a config makes a run write, against those it reads: a dst_ckpt that is a model's
-// file, a src_ckpt, resume_from or the config itself (by identity: links and `..` included), or
-// another dst_ckpt, is a problem at its field.
+// The files a config makes a run write (dst_ckpt files, the memory snapshot), against those it
+// reads: an output that is a model's file, a src_ckpt, resume_from, the config itself or a
+// dataset's file (by identity: links and `..` included), that lies inside a dataset's folder
+// (a string kwarg naming an existing folder, as its root), or that is another output, is a
+// problem at its field.
 #ifndef LIBKD_DISTILL_CONFIG_INTERNAL_OUTPUT_FILES_H_
 #define LIBKD_DISTILL_CONFIG_INTERNAL_OUTPUT_FILES_H_
 
