@@ -145,9 +145,13 @@ absl::Status CheckWritablePath(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot write it: its folder ", dir, " does not exist"));
   }
+  return CheckNotInSystemFolder(path);
+}
+
+absl::Status CheckNotInSystemFolder(const std::string& path) {
   // The kernel's and the devices' folders hold no files of the user's.
   std::error_code error;
-  const std::string real = std::filesystem::canonical(dir, error).string();
+  const std::string real = std::filesystem::weakly_canonical(path, error).string();
   for (const char* system : {"/dev", "/proc", "/sys"}) {
     if (!error && (real == system || absl::StartsWith(real, absl::StrCat(system, "/")))) {
       return absl::InvalidArgumentError(absl::StrCat(

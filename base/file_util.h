@@ -36,8 +36,14 @@ std::string HumanBytes(int64_t bytes);
 
 // OK if WriteFileAtomically could put a file at `path`: nothing there or a regular file
 // (InvalidArgument for a FIFO, a device or a folder: only regular files are replaced), in a
-// folder that exists (NotFound naming `path` and the folder). For checks before work starts.
+// folder that exists (NotFound naming `path` and the folder) and is not in /dev, /proc or /sys
+// (CheckNotInSystemFolder); a symbolic link in its place is refused too. For checks before
+// work starts.
 absl::Status CheckWritablePath(const std::string& path);
+
+// InvalidArgument if `path` (a file or folder to be made) is in /dev, /proc or /sys once its
+// links are resolved as far as they exist: they hold devices and kernel state, no files.
+absl::Status CheckNotInSystemFolder(const std::string& path);
 
 // Writes `data` to a temporary file next to `path`, flushes it to disk, and renames it over
 // `path`, so a reader (or a crash) sees either the old file or the new one, never a mix.

@@ -66,6 +66,8 @@ sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/usr/share/da
   "$kd" >"$T/dst_in_data.pbtxt"
 sed 's|^  every_n_epochs: 4$|  every_n_epochs: 4\n  dir: "../../elsewhere"|' "$kd" >"$T/ckpt_climbs.pbtxt"
 sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/proc/self/student.pt"|' "$kd" >"$T/dst_in_proc.pbtxt"
+sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"|' \
+  "$kd" >"$T/dst_is_data.pbtxt"
 # Exit 2 for bad input: something in the place of tb/, a last.pt that is a link loop, a CUDA
 # device on a machine without one (skipped where a GPU is).
 mkdir -p "$T/tb_file_run" && printf 'x' >"$T/tb_file_run/tb"

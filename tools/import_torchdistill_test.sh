@@ -95,6 +95,9 @@ head -c $((60 << 20)) /dev/zero | tr '\0' x | { printf 'train:\n  name: '; cat; 
 expect_exact_error "a 60 MB scalar" "$T/huge_scalar.yaml: is 60.0 MiB, more than the 4.0 MiB this file may hold; check the path" --yaml="$T/huge_scalar.yaml"
 { printf 'train:\n  name: '; head -c 100000 /dev/zero | tr '\0' x; echo; } >"$T/long_scalar.yaml"
 expect_exact_error "a 100 KB scalar" "$T/long_scalar.yaml:2:9: a scalar of 100000 bytes, more than the 65536 a config's value may hold" --yaml="$T/long_scalar.yaml"
+# (an implicit key is at most 1024 characters in YAML: a long one is an explicit "? key".)
+{ printf 'train:\n  ? '; head -c 100000 /dev/zero | tr '\0' k; printf '\n  : 1\n'; } >"$T/long_key.yaml"
+expect_exact_error "a 100 KB key" "$T/long_key.yaml:2:5: a key of 100000 bytes, more than the 65536 a config's key may hold" --yaml="$T/long_key.yaml"
 { echo 'junk:'; seq -f '  k%.0f: 1' 1 200000; echo 'junk: 2'; } >"$T/many_keys.yaml"
 start=$SECONDS
 expect_exact_error "200,000 keys, one repeated" "$T/many_keys.yaml:200002:1: duplicate key \"junk\"" --yaml="$T/many_keys.yaml"

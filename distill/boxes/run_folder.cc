@@ -117,6 +117,14 @@ bool IsRunCheckpoint(const std::string& filename, const std::vector<std::string>
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
                                            const RunFolderOptions& options) {
+  // Nothing is made in /dev, /proc or /sys: checked before either folder is created.
+  for (const std::string& folder : {path, options.checkpoint_dir}) {
+    if (folder.empty()) continue;
+    if (absl::Status outside = CheckNotInSystemFolder(folder); !outside.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          folder == path ? "run folder " : "checkpoint folder ", outside.message()));
+    }
+  }
   std::error_code error;
   fs::create_directories(path, error);
   if (error || !fs::is_directory(path)) {

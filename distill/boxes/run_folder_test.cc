@@ -145,6 +145,20 @@ TEST(RunFolderTest, ASharedCheckpointFolderIsLocked) {
   EXPECT_THAT(RunFolder::Claim(b, {.checkpoint_dir = shared}), IsOk());
 }
 
+// Nothing is made in /dev, /proc or /sys: refused before any folder is created.
+TEST(RunFolderTest, SystemFoldersAreRefusedBeforeAnythingIsMade) {
+  EXPECT_THAT(RunFolder::Claim("/dev/shm/libkd_run_folder_test"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "run folder /dev/shm/libkd_run_folder_test: is in /dev, which holds the "
+                       "system's devices and state, not files; give the path of a file "
+                       "elsewhere"));
+  EXPECT_FALSE(fs::exists("/dev/shm/libkd_run_folder_test"));
+  const std::string dir = FreshDir("system_ckpt");
+  EXPECT_THAT(RunFolder::Claim(dir, {.checkpoint_dir = "/proc/self/libkd_ckpt"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("checkpoint folder /proc/self/libkd_ckpt: is in /proc")));
+}
+
 // A kill between a checkpoint's write and its rename leaves <file>.tmp.<pid>; the next claim
 // removes those whose writer is gone and keeps a live writer's.
 TEST(RunFolderTest, StaleTemporariesAreRemoved) {

@@ -3,9 +3,13 @@
 // config_validator_stage_test.cc.
 #include "distill/config/config_validator.h"
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_summary.h"
@@ -450,6 +454,30 @@ TEST(ConfigValidatorTest, DatasetWrappersAreRegistryKeys) {
 TEST(ConfigValidatorTest, EveryConfigPluginKindIsCheckedHere) {
   // This test links a registry of every kind, so nothing goes unchecked.
   EXPECT_THAT(UncheckedPluginKinds(), IsEmpty());
+}
+
+// An output into a dataset's folder: refused directly in it or onto one of its files; a run
+// folder below it (data in the working directory, runs/ beside it) is the user's choice.
+TEST(ConfigValidatorTest, OutputsIntoADatasetsFolder) {
+  const std::string data = std::string(std::getenv("TEST_TMPDIR")) + "/data_root";
+  std::filesystem::create_directories(data + "/runs");
+  std::ofstream(data + "/train.bin") << "x";
+  auto with = [&](const std::string& dst) {
+    Lines lines = Replace(kBase, 2,
+                          {absl::StrCat(R"(datasets { id: "train" key: "fashion_mnist" kwargs { )",
+                                        R"(name: "root" str: ")", data, R"(" } })")});
+    return Replace(lines, 5,
+                   {absl::StrCat(R"(student { native { key: "fashion_cnn" } dst_ckpt: ")", dst,
+                                 R"(" })")});
+  };
+  const std::string message =
+      "\" is inside datasets[0] (\"train\") root's folder: the run would write into the data it "
+      "reads; give student.dst_ckpt a file elsewhere";
+  EXPECT_THAT(Validate(with(data + "/student.pt")),
+              ElementsAre(HasSubstr(absl::StrCat(data, "/student.pt", message))));
+  EXPECT_THAT(Validate(with(data + "/train.bin")),
+              ElementsAre(HasSubstr(absl::StrCat(data, "/train.bin", message))));
+  EXPECT_THAT(Validate(with(data + "/runs/student.pt")), IsEmpty());
 }
 
 }  // namespace

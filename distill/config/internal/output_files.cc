@@ -98,8 +98,12 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
         found = true;
         break;
       }
+      // Into a dataset's folder: a file directly in it, or one that is already there at any
+      // depth (one of the data's own files); a run folder below it is the user's choice.
       std::error_code error;
-      if (std::filesystem::is_directory(in.path, error) && IsWithinFolder(out.path, in.path)) {
+      if (std::filesystem::is_directory(in.path, error) && IsWithinFolder(out.path, in.path) &&
+          (SameFile(std::filesystem::path(out.path).parent_path().string(), in.path) ||
+           std::filesystem::exists(out.path, error))) {
         checker.Add(out.at, absl::StrCat(out.field, " \"", out.path, "\" is inside ", in.field,
                                          "'s folder: the run would write into the data it reads; "
                                          "give ", out.field, " a file elsewhere"));

@@ -259,6 +259,10 @@ class Converter {
             return Error(it->first, "a mapping key must be a scalar here");
           }
           const std::string key = it->first.Scalar();
+          if (key.size() > kMaxYamlString) {
+            return Error(it->first, absl::StrCat("a key of ", key.size(), " bytes, more than the ",
+                                                 kMaxYamlString, " a config's key may hold"));
+          }
           absl::StatusOr<std::shared_ptr<const YamlValue>> v = Convert(it->second);
           if (!v.ok()) return v.status();
           if (key == "<<" && it->first.Tag() == "?") {  // a merge key: its entries, unless given
