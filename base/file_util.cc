@@ -35,6 +35,7 @@ absl::Status ErrnoStatus(int err, absl::string_view what, const std::string& pat
     case EPERM:
       return absl::PermissionDeniedError(message);
     case EISDIR:
+    case ENAMETOOLONG:
       return absl::InvalidArgumentError(message);
     default:
       return absl::UnavailableError(message);
@@ -150,10 +151,15 @@ absl::Status CheckWritablePath(const std::string& path) {
 
 absl::Status CheckNotInSystemFolder(const std::string& path) {
   // The kernel's and the devices' folders hold no files of the user's.
+  // By the path as written (/proc/self/cwd/x leads elsewhere, but through the kernel's
+  // folder) and by its real place once links are resolved.
   std::error_code error;
+  const std::string written = std::filesystem::absolute(path, error).lexically_normal().string();
   const std::string real = std::filesystem::weakly_canonical(path, error).string();
   for (const char* system : {"/dev", "/proc", "/sys"}) {
-    if (!error && (real == system || absl::StartsWith(real, absl::StrCat(system, "/")))) {
+    const std::string prefix = absl::StrCat(system, "/");
+    if (written == system || absl::StartsWith(written, prefix) ||
+        (!error && (real == system || absl::StartsWith(real, prefix)))) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": is in ", system, ", which holds the system's devices and state, not files; "
           "give the path of a file elsewhere"));

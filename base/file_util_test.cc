@@ -111,6 +111,9 @@ TEST(FileUtilTest, LinksAndSystemFoldersAreNotWritten) {
                        "state, not files; give the path of a file elsewhere"));
   EXPECT_THAT(CheckWritablePath("/proc/self/libkd_out.pt"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(": is in /proc, ")));
+  // A path through /proc that leads elsewhere (/proc/self/cwd is the working directory).
+  EXPECT_THAT(CheckWritablePath("/proc/self/cwd/libkd_out.pt"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(": is in /proc, ")));
   // A link to a folder in /dev: the folder's real place counts.
   const std::string dev_link = TempPath("dev_link");
   ::unlink(dev_link.c_str());

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <system_error>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "base/status_macros.h"
 #include "base/torch_archive.h"
 #include "base/torch_status.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "hooks/aoti_manifest.pb.h"
 
@@ -70,6 +72,7 @@ class AotiModel final : public Model {
         manifest_(std::move(manifest)),
         path_(std::move(path)) {
     calls_ = aoti_internal::BuildCalls(manifest_);
+    module_paths_.insert(manifest_.module_paths().begin(), manifest_.module_paths().end());
   }
 
   std::string kind() const override { return "aoti"; }
@@ -129,12 +132,17 @@ class AotiModel final : public Model {
       absl::string_view path, HookFn fn,
       HookValues /*values: outputs are the program's own*/) override {
     if (!path.empty() && calls_.count(std::string(path)) == 0) {
+      // The first exported paths (a package may export thousands: the message stays a line).
+      constexpr size_t kListed = 8;
       std::vector<std::string> exported;
-      for (const auto& [p, calls] : calls_) exported.push_back(p);
-      const bool known = std::find(manifest_.module_paths().begin(), manifest_.module_paths().end(),
-                                   path) != manifest_.module_paths().end();
-      const std::string listed =
+      for (const auto& [p, calls] : calls_) {
+        if (exported.size() == kListed) break;
+        exported.push_back(p);
+      }
+      const bool known = module_paths_.count(std::string(path)) > 0;
+      std::string listed =
           exported.empty() ? "none" : absl::StrCat("\"", absl::StrJoin(exported, "\", \""), "\"");
+      if (calls_.size() > kListed) absl::StrAppend(&listed, " and ", calls_.size() - kListed, " more");
       if (!known) {
         return absl::NotFoundError(absl::StrCat(
             "no module ", QuoteName(path), " in ", path_, "; ",
@@ -165,6 +173,7 @@ class AotiModel final : public Model {
   AotiManifest manifest_;
   std::string path_;
   std::map<std::string, std::vector<aoti_internal::Call>> calls_;
+  std::unordered_set<std::string> module_paths_;  // the manifest's, for lookups
   std::map<int64_t, Hook> hooks_;
   int64_t next_id_ = 0;
   bool training_ = false;
@@ -206,6 +215,12 @@ absl::Status CheckManifest(const AotiManifest& manifest) {
   if (manifest.num_model_outputs() < 1 || manifest.num_model_outputs() > kMaxManifestOutputs) {
     problems.push_back(absl::StrCat("num_model_outputs ", manifest.num_model_outputs(),
                                     " is not in [1, ", kMaxManifestOutputs, "]"));
+  }
+  if (manifest.module_paths_size() > kMaxManifestOutputs ||
+      manifest.module_types_size() > kMaxManifestOutputs) {
+    problems.push_back(absl::StrCat(std::max(manifest.module_paths_size(),
+                                             manifest.module_types_size()),
+                                    " module paths or types, more than ", kMaxManifestOutputs));
   }
   if (manifest.values_size() > kMaxManifestOutputs) {
     problems.push_back(absl::StrCat(manifest.values_size(), " values, more than ",
@@ -307,6 +322,29 @@ absl::StatusOr<ExtractionFolder> MakeExtractionFolder() {
   return ExtractionFolder(pattern);
 }
 
+// `fn()` with TMPDIR set to `folder` (restored after, however fn ends). TMPDIR is the
+// process's: one such call at a time.
+template <typename Fn>
+auto WithTmpdir(const ExtractionFolder& folder, Fn fn) {
+  static std::mutex tmpdir_mutex;
+  std::lock_guard<std::mutex> lock(tmpdir_mutex);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  const std::string saved = old_tmpdir != nullptr ? old_tmpdir : "";
+  struct Restore {
+    bool had;
+    const std::string& value;
+    ~Restore() {
+      if (had) {
+        ::setenv("TMPDIR", value.c_str(), 1);
+      } else {
+        ::unsetenv("TMPDIR");
+      }
+    }
+  } restore{old_tmpdir != nullptr, saved};
+  ::setenv("TMPDIR", folder.path().c_str(), 1);
+  return fn();
+}
+
 void LoadLibtorchBySoname() {
   static const bool loaded = [] {
     Dl_info info;
@@ -347,9 +385,16 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
   // What the package was compiled for, checked before its code is loaded: a CPU package's
   // kernels use the compiling machine's instruction sets (a CPU without them would die of an
   // illegal instruction), a CUDA package needs a GPU.
+  // libtorch's loader extracts into a folder it makes under TMPDIR and leaves it behind when
+  // it fails (its metadata reader too): both are pointed at a folder of libkd's own, removed
+  // on every way out.
+  KD_ASSIGN_OR_RETURN(ExtractionFolder folder, MakeExtractionFolder());
   absl::StatusOr<std::unordered_map<std::string, std::string>> target = internal::CallTorchWith(
       [&] {
-        return torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(path, "model");
+        return WithTmpdir(folder, [&] {
+          return torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(path,
+                                                                                     "model");
+        });
       },
       [&](const std::exception& e) {
         return absl::InvalidArgumentError(
@@ -372,32 +417,14 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
           "): export it again on this machine, or on one no newer than it"));
     }
   }
-  // libtorch's loader extracts into a folder it makes under TMPDIR and leaves it behind when
-  // it fails: it is pointed at a folder of libkd's own, removed on every way out.
-  KD_ASSIGN_OR_RETURN(ExtractionFolder folder, MakeExtractionFolder());
   absl::StatusOr<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loader =
       internal::CallTorchWith(
           [&] {
-            static std::mutex tmpdir_mutex;  // TMPDIR is the process's: one load at a time
-            std::lock_guard<std::mutex> lock(tmpdir_mutex);
-            const char* old_tmpdir = std::getenv("TMPDIR");
-            const std::string saved = old_tmpdir != nullptr ? old_tmpdir : "";
-            ::setenv("TMPDIR", folder.path().c_str(), 1);
-            struct Restore {
-              bool had;
-              const std::string& value;
-              ~Restore() {
-                if (had) {
-                  ::setenv("TMPDIR", value.c_str(), 1);
-                } else {
-                  ::unsetenv("TMPDIR");
-                }
-              }
-            } restore{old_tmpdir != nullptr, saved};
-            return std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-                path, "model", options.single_threaded);
-          },
-          [&](const std::exception& e) {
+            return WithTmpdir(folder, [&] {
+              return std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+                  path, "model", options.single_threaded);
+            });
+          },          [&](const std::exception& e) {
             return absl::InvalidArgumentError(
                 absl::StrCat(path, ": cannot load the AOTInductor package: ", TorchErrorLine(e)));
           });
@@ -410,8 +437,13 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                                                    "\"): export it with tools/export_teacher.py"));
   }
   AotiManifest manifest;
-  if (!google::protobuf::TextFormat::ParseFromString(it->second, &manifest) ||
-      manifest.num_model_outputs() < 1) {
+  // Parsed without protobuf's own error log (a second line on stderr): the message says it.
+  struct Silent : google::protobuf::io::ErrorCollector {
+    void AddError(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
+  } silent;
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&silent);
+  if (!parser.ParseFromString(it->second, &manifest) || manifest.num_model_outputs() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(path,
                      ": its libkd manifest does not parse as kd.AotiManifest with "

@@ -215,6 +215,9 @@ TEST(AotiModelTest, AFailedLoadLeavesNoExtractionFolder) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("cannot load the AOTInductor package")));
   EXPECT_EQ(leftovers(), before);
+  // Metadata libtorch's reader cannot parse: it fails after extracting the files.
+  EXPECT_THAT(LoadAotiModel(FixturePath("cut_metadata_aoti.pt2")).status(), ::testing::Not(IsOk()));
+  EXPECT_EQ(leftovers(), before);
   {
     auto model = LoadAotiModel(FixturePath("small_cnn_aoti.pt2"));
     ASSERT_THAT(model, IsOk());
@@ -256,6 +259,11 @@ TEST(AotiModelTest, ManifestValuesOutOfRangeAreRefused) {
   EXPECT_THAT(aoti_internal::CheckManifest(manifest),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("values[0].arg -2 is not in [0, 256)")));
   manifest.mutable_values(0)->set_arg(0);
+  for (int i = 0; i < 70000; ++i) manifest.add_module_paths("m" + std::to_string(i));
+  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("70000 module paths or types, more than 65536")));
+  manifest.clear_module_paths();
   manifest.set_num_model_outputs(0);
   EXPECT_THAT(aoti_internal::CheckManifest(manifest),
               StatusIs(absl::StatusCode::kInvalidArgument,

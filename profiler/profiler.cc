@@ -1,9 +1,12 @@
 #include "profiler/profiler.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -16,6 +19,7 @@
 #include <torch/cuda.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/file_util.h"
 #include "base/status_macros.h"
 #include "base/torch_status.h"
 
@@ -51,6 +55,10 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Create(const ProfilerOptions
   if (options.output_dir.empty()) {
     return absl::InvalidArgumentError("profiler: output_dir is required (where traces go)");
   }
+  // Nothing is made in /dev, /proc or /sys; a link in the folder's place is not followed.
+  if (absl::Status outside = CheckNotInSystemFolder(options.output_dir); !outside.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("profiler: ", outside.message()));
+  }
   std::error_code error;
   std::filesystem::create_directories(options.output_dir, error);
   if (error || !std::filesystem::is_directory(options.output_dir)) {
@@ -58,15 +66,21 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Create(const ProfilerOptions
         "profiler: cannot create the trace directory ", options.output_dir, ": ",
         error ? error.message() : "it is not a directory", "; pass a writable directory"));
   }
-  // Writable? (A probe file, since permission bits say nothing to root.)
-  const std::string probe = (std::filesystem::path(options.output_dir) / ".libkd_probe").string();
-  if (std::FILE* f = std::fopen(probe.c_str(), "w"); f != nullptr) {
-    std::fclose(f);
-    std::filesystem::remove(probe, error);
-  } else {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "profiler: cannot write in ", options.output_dir, "; pass a writable directory"));
+  // Writable? A probe file of this process's own (permission bits say nothing to root), made
+  // new: never through a link or into a FIFO someone left there.
+  const std::string probe = (std::filesystem::path(options.output_dir) /
+                             absl::StrCat(".libkd_probe.", ::getpid()))
+                                .string();
+  const int fd = ::open(probe.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("profiler: cannot write in ",
+                                                      options.output_dir, " (",
+                                                      std::strerror(errno),
+                                                      "); pass a writable directory"));
   }
+  ::close(fd);
+  ::unlink(probe.c_str());
   std::unique_ptr<Profiler> profiler(new Profiler(options));
   profiler->kineto_ = std::make_unique<Kineto>(Kineto{
       .config = ProfilerConfig(ProfilerState::KINETO, options.record_shapes, options.profile_memory,

@@ -3,8 +3,12 @@
 // of libkd's environment).
 #include "profiler/schedule.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -132,6 +136,29 @@ TEST(ScheduleTest, StepAfterStopIsRefused) {
   ASSERT_THAT((*profiler)->Stop(), IsOk());
   EXPECT_THAT((*profiler)->Step(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_TRUE((*profiler)->traces().empty());  // wait 20: nothing recorded in step 0
+}
+
+// The writability probe is a new file of the process's own: a link or a FIFO planted under
+// its name is neither written through (a user's file was truncated) nor waited on (a FIFO
+// hung the run), and nothing is made in /dev.
+TEST(ProfilerTest, TheProbeIsNeverWrittenThroughOrWaitedOn) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "probe";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path victim = dir.parent_path() / "victim.txt";
+  std::ofstream(victim) << "kept";
+  const std::filesystem::path probe = dir / (".libkd_probe." + std::to_string(::getpid()));
+  std::filesystem::create_symlink(victim, probe);
+  EXPECT_THAT(CreateProfiler({.output_dir = dir.string()}).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cannot write in")));
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "kept");
+  std::filesystem::remove(probe);
+  ASSERT_EQ(::mkfifo(probe.c_str(), 0600), 0);
+  EXPECT_THAT(CreateProfiler({.output_dir = dir.string()}).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("cannot write in")));
+  EXPECT_THAT(CreateProfiler({.output_dir = "/dev/shm/libkd_profiler_test"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(": is in /dev, ")));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/libkd_profiler_test"));
 }
 
 }  // namespace

@@ -68,6 +68,12 @@ sed 's|^  every_n_epochs: 4$|  every_n_epochs: 4\n  dir: "../../elsewhere"|' "$k
 sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/proc/self/student.pt"|' "$kd" >"$T/dst_in_proc.pbtxt"
 sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"|' \
   "$kd" >"$T/dst_is_data.pbtxt"
+sed 's|^  name: "kd"$|  name: "last"|' "$kd" >"$T/stage_last.pbtxt"
+sed 's|^  name: "kd"$|  name: "kd_epoch3"|' "$kd" >"$T/stage_epoch.pbtxt"
+sed 's|    num_workers: 2|    num_workers: 100000|' "$kd" >"$T/workers.pbtxt"
+sed 's|  dst_ckpt: "runs/fashion_mnist_kd/student.pt"|  dst_ckpt: "student.txt\\000.pt"|' "$kd" >"$T/nul_path.pbtxt"
+sed 's|^  num_epochs: 12$|  num_epochs: 12\n  teacher_cache { memory_mib: 8796093022208 }|' "$kd" >"$T/cache_mib.pbtxt"
+sed 's|^  name: "kd"$|  name: "../../x"|' "$kd" >"$T/train_name_path.pbtxt"
 # Exit 2 for bad input: something in the place of tb/, a last.pt that is a link loop, a CUDA
 # device on a machine without one (skipped where a GPU is).
 mkdir -p "$T/tb_file_run" && printf 'x' >"$T/tb_file_run/tb"
@@ -117,6 +123,13 @@ for table in "$root"/tools/testdata/bad_inputs/*.txt; do
   done <"$table"
   check "$name: has rows" test "$n" -gt 0
 done
+# The profiler's folder in /dev is refused before anything is made there.
+line=$(cd "$root" && timeout 60 "$root/tools/distill" --config="$configs/fashion_mnist_student.pbtxt" \
+  --run_dir="$T/prof_dev_run" --profile_dir=/dev/shm/libkd_bad_inputs_prof 2>&1 >/dev/null </dev/null); rc=$?
+check "--profile_dir in /dev: exit 2" test "$rc" -eq 2
+check "--profile_dir in /dev: the line" test "$line" = "distill: profiler: /dev/shm/libkd_bad_inputs_prof/student: is in /dev, which holds the system's devices and state, not files; give the path of a file elsewhere"
+check "--profile_dir in /dev: nothing made" test ! -e /dev/shm/libkd_bad_inputs_prof
+
 # A CUDA device where there is none: bad input (exit 2), from the config and from the flag.
 if ! nvidia-smi -L >/dev/null 2>&1; then
   for how in config flag; do

@@ -106,6 +106,20 @@ printf 'train:\n  num_epochs: 4294967297\n' >"$T/big_int.yaml"
 expect_exact_error "an int32 field past its range" "$T/big_int.yaml:2:15: train.num_epochs 4294967297 is out of range: libkd takes -2147483648 to 2147483647" --yaml="$T/big_int.yaml"
 printf 'train:\n  num_epochs: 99999999999999999999\n' >"$T/huge_int.yaml"
 expect_exact_error "an integer past 64 bits" "$T/huge_int.yaml:2:15: integer 99999999999999999999 does not fit in 64 bits" --yaml="$T/huge_int.yaml"
+printf 'train:\n  <<: 5\n  num_epochs: 1\n' >"$T/merge_scalar.yaml"
+expect_exact_error "a merge of a scalar" "$T/merge_scalar.yaml:2:7: a merge key (<<) takes a mapping or a list of them, not an integer" --yaml="$T/merge_scalar.yaml"
+printf 'train:\n  num_epochs: 1\x00\n' >"$T/nul.yaml"
+expect_exact_error "a NUL byte" "$T/nul.yaml:2:16: byte 0x00: a control character, which YAML text may not hold" --yaml="$T/nul.yaml"
+printf 'train:\n  optimizer: {key: S\xffGD}\n' >"$T/latin1.yaml"
+expect_exact_error "not UTF-8" "$T/latin1.yaml:2:21: byte 0xff: not UTF-8 text; save the file as UTF-8" --yaml="$T/latin1.yaml"
+python3 -c "print('train: ' + '['*3000 + ']'*3000)" >"$T/deep_flow.yaml"
+expect_error "nesting past yaml-cpp's depth" "nested more than 256 levels deep" --yaml="$T/deep_flow.yaml"
+python3 -c "print('train:\n  num_epochs: 1\n' + ''.join('  k%d: 1\n' % i for i in range(150000)))" >"$T/train_keys.yaml"
+start=$SECONDS
+"$tool" --yaml="$T/train_keys.yaml" >/dev/null 2>"$T/train_keys.err"; rc=$?
+check "150,000 unknown train keys: exit 1" test "$rc" -eq 1
+check "150,000 unknown train keys: each reported" test "$(grep -c 'is not supported' "$T/train_keys.err")" -eq 150000
+check "150,000 unknown train keys: under 20 s" test $((SECONDS - start)) -lt 20
 printf 'train:\n  num_epochs: 1\n---\ntrain:\n  num_epochs: 2\n' >"$T/two_docs.yaml"
 expect_exact_error "a second document" "$T/two_docs.yaml:4:1: a second YAML document; torchdistill reads one (PyYAML's load refuses more): keep one config a file" --yaml="$T/two_docs.yaml"
 printf 'train:\n  num_epochs: 1\n  "\\e[31mred\\e[0m": 1\n' >"$T/escape.yaml"

@@ -28,15 +28,9 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
   if (run_dir.empty()) run_dir = config.run().run_dir();
   if (run_dir.empty()) run_dir = "runs/" + job;
   run_dir = ResolveUserPath(run_dir);
-  // The run folder: created if missing; anything else in the way is bad input, not a crash.
-  std::error_code error;
-  std::filesystem::create_directories(run_dir, error);
-  if (error || !std::filesystem::is_directory(run_dir)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run folder ", run_dir,
-        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
-        "; give --run_dir (or run.run_dir) a folder"));
-  }
+  // The run folder is made and claimed by the box (RunFolder::Claim): anything in the way,
+  // a folder in /dev, /proc or /sys or inside a dataset's folder, is bad input, checked before
+  // anything is made.
   BoxOptions options;
   options.run_dir = run_dir;
   options.base_dir = ResolveUserPath(".");
@@ -71,6 +65,7 @@ absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string
     if (job_options.tensorboard) {
       // The box holds the folder now; a replaced run's events go with it.
       const std::filesystem::path tb = std::filesystem::path(run_dir) / "tb";
+      std::error_code error;
       if (job_options.overwrite) std::filesystem::remove_all(tb, error);
       KD_RETURN_IF_ERROR(reporter->EnableTensorboard(tb.string(), config_text));
       if (histograms > 0) reporter->WatchGradients(box->student());

@@ -117,12 +117,54 @@ bool IsRunCheckpoint(const std::string& filename, const std::vector<std::string>
 
 absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
                                            const RunFolderOptions& options) {
-  // Nothing is made in /dev, /proc or /sys: checked before either folder is created.
-  for (const std::string& folder : {path, options.checkpoint_dir}) {
-    if (folder.empty()) continue;
+  const std::string ckpt_dir =
+      options.checkpoint_dir.empty() ? (fs::path(path) / "ckpt").string() : options.checkpoint_dir;
+  // Where the run writes, checked before either folder is made: not in /dev, /proc or /sys,
+  // not inside the data it reads, not through a checkpoint folder that is a link.
+  for (const std::string& folder : {path, ckpt_dir}) {
+    const std::string what = folder == path ? "run folder " : "checkpoint folder ";
     if (absl::Status outside = CheckNotInSystemFolder(folder); !outside.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          folder == path ? "run folder " : "checkpoint folder ", outside.message()));
+      return absl::InvalidArgumentError(absl::StrCat(what, outside.message()));
+    }
+    for (const std::string& data : options.data_folders) {
+      // Inside a data folder that holds the working directory too (data in the project's
+      // own tree, `root: "."`) the runs/ folders are the user's layout, not the data.
+      std::error_code cwd_error;
+      const std::string cwd = fs::current_path(cwd_error).string();
+      const bool project_tree = !cwd_error && IsWithinFolder(cwd, data);
+      if (SameFile(folder, data) || (!project_tree && IsWithinFolder(folder, data))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, folder, " is inside ", data,
+            ", a folder of the data the run reads: give --run_dir (or run.run_dir, "
+            "checkpoint.dir) a folder elsewhere"));
+      }
+    }
+  }
+  struct stat link_st;
+  if (::lstat(ckpt_dir.c_str(), &link_st) == 0 && S_ISLNK(link_st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint folder ", ckpt_dir,
+        " is a symbolic link; libkd does not write checkpoints (or remove them with "
+        "--overwrite) through a link: remove it, or give checkpoint.dir the folder itself"));
+  }
+  // A file the run reads that the run would write over (a teacher named ckpt/last.pt). A
+  // resumed run reads its own checkpoints.
+  if (!options.resume) {
+    for (const std::string& input : options.inputs) {
+      const fs::path file(input);
+      const bool in_ckpt = IsRunCheckpoint(file.filename().string(), options.stage_names) &&
+                           SameFile(file.parent_path().string(), ckpt_dir);
+      bool run_file = false;
+      for (const char* name : kRunFiles) {
+        run_file |= SameFile(input, (fs::path(path) / name).string());
+      }
+      if (in_ckpt || run_file) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            input, " is an input of the run and a file the run writes (",
+            in_ckpt ? "its checkpoint " : "its ", file.filename().string(),
+            "): move it, or give the run another ",
+            in_ckpt ? "checkpoint.dir" : "--run_dir"));
+      }
     }
   }
   std::error_code error;
@@ -138,8 +180,6 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
   KD_ASSIGN_OR_RETURN(const int fd, Lock(path, "run folder"));
   RunFolder folder(path, fd);
 
-  const std::string ckpt_dir =
-      options.checkpoint_dir.empty() ? (fs::path(path) / "ckpt").string() : options.checkpoint_dir;
   // A checkpoint folder elsewhere is claimed too: two runs sharing one would mix checkpoints.
   if (!IsWithinFolder(ckpt_dir, path)) {
     fs::create_directories(ckpt_dir, error);

@@ -15,7 +15,10 @@
 //   the checkpoint folder: a user's own models there are left alone);
 // - a checkpoint folder outside the run folder is locked as the run folder is, so two runs
 //   never share one;
-// - the files the run will write are writable (the checkpoint folder is created);
+// - the files the run will write are writable (the checkpoint folder is created), are none of
+//   its inputs (a teacher named ckpt/last.pt would be replaced by the first checkpoint), and
+//   are written where asked: not in /dev, /proc or /sys, not inside a data folder, not through
+//   a checkpoint folder that is a symbolic link (checked before anything is made);
 // - temporary files a killed writer left (`<file>.tmp.<pid>` of a pid no longer running) are
 //   removed.
 #ifndef LIBKD_DISTILL_BOXES_RUN_FOLDER_H_
@@ -40,6 +43,9 @@ struct RunFolderOptions {
   std::vector<std::string> inputs;
   // The names of the run's stages: its checkpoints are <stage>.pt and <stage>_epoch<N>.pt.
   std::vector<std::string> stage_names;
+  // Folders of the data the run reads (a dataset's root): neither the run folder nor the
+  // checkpoint folder may be inside one.
+  std::vector<std::string> data_folders;
 };
 
 // Whether `filename` (in a checkpoint folder) is a checkpoint a run of these stages writes.

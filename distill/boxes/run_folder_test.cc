@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "base/file_util.h"
@@ -157,6 +158,59 @@ TEST(RunFolderTest, SystemFoldersAreRefusedBeforeAnythingIsMade) {
   EXPECT_THAT(RunFolder::Claim(dir, {.checkpoint_dir = "/proc/self/libkd_ckpt"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("checkpoint folder /proc/self/libkd_ckpt: is in /proc")));
+}
+
+// A checkpoint folder that is a link is not written through (nor emptied by --overwrite); a
+// file the run reads that it would write over (a teacher at ckpt/last.pt) is refused.
+TEST(RunFolderTest, LinkedCheckpointFoldersAndInputsInTheWayAreRefused) {
+  const std::string user = FreshDir("users_models");
+  Touch(user + "/last.pt", "the user's");
+  const std::string dir = FreshDir("linked_ckpt");
+  fs::create_directories(dir);
+  fs::create_directory_symlink(user, dir + "/ckpt");
+  EXPECT_THAT(RunFolder::Claim(dir, {.overwrite = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ckpt is a symbolic link; libkd does not write checkpoints")));
+  std::ifstream kept(user + "/last.pt");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "the user's");
+  EXPECT_FALSE(fs::exists(user + "/" + RunFolder::kLockName));
+
+  const std::string run = FreshDir("teacher_in_ckpt");
+  Touch(run + "/ckpt/last.pt", "a teacher");
+  EXPECT_THAT(RunFolder::Claim(run, {.inputs = {run + "/ckpt/last.pt"}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat(run, "/ckpt/last.pt is an input of the run and a file the run "
+                                         "writes (its checkpoint last.pt): move it, or give the "
+                                         "run another checkpoint.dir")));
+  // Resuming reads the run's own checkpoints.
+  EXPECT_THAT(RunFolder::Claim(run, {.resume = true, .inputs = {run + "/ckpt/last.pt"}}), IsOk());
+}
+
+// The run folder or checkpoint folder inside a folder of the data the run reads is refused,
+// before anything is made there; data in the working directory's own tree is the user's
+// layout (root ".", runs/ beside the data).
+TEST(RunFolderTest, FoldersInsideTheDataAreRefused) {
+  const std::string data = FreshDir("cifar_root");
+  fs::create_directories(data + "/cifar-10-batches-bin");
+  EXPECT_THAT(RunFolder::Claim(data, {.data_folders = {data}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       absl::StrCat("run folder ", data, " is inside ", data,
+                                    ", a folder of the data the run reads: give --run_dir (or "
+                                    "run.run_dir, checkpoint.dir) a folder elsewhere")));
+  EXPECT_FALSE(fs::exists(data + "/" + RunFolder::kLockName));
+  const std::string run = FreshDir("run_beside_data");
+  EXPECT_THAT(RunFolder::Claim(run, {.checkpoint_dir = data + "/cifar-10-batches-bin",
+                                     .data_folders = {data}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("checkpoint folder " + data + "/cifar-10-batches-bin is inside")));
+  EXPECT_FALSE(fs::exists(run));
+  // A project whose data is its working directory (root "."): its runs/ folders are fine.
+  const fs::path cwd = fs::current_path();
+  const std::string project = FreshDir("project");
+  fs::create_directories(project);
+  fs::current_path(project);
+  EXPECT_THAT(RunFolder::Claim(project + "/runs/kd", {.data_folders = {project}}), IsOk());
+  fs::current_path(cwd);
 }
 
 // A kill between a checkpoint's write and its rename leaves <file>.tmp.<pid>; the next claim

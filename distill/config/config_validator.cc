@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,7 @@ namespace {
 // '\\', not "." or ".."), no control characters, and short enough that the longest file made
 // from it ("teacher_cache.<name>.rank<N>.bin") stays under the file system's 255 bytes.
 constexpr size_t kMaxPlainName = 200;
+constexpr int kMaxWorkers = 256;
 constexpr char kPlainNameRule[] =
     "(no '/' or '\\', not '.' or '..', no control characters, at most 200 bytes)";
 bool IsPlainName(const std::string& name) {
@@ -155,10 +157,12 @@ class Validator : private internal::StageChecker {
     }
     // Names identify stages in logs, metrics and checkpoints: the default name of stage i is
     // "stage<i>" (as the boxes name it), which an explicit name can collide with.
+    // `train` (a one-stage config) included: its name names files as a stage's does.
     std::map<std::string, TextPosition> names;
-    for (int i = 0; i < config.stages_size(); ++i) {
-      const StageConfig& stage = config.stages(i);
-      const ConfigLocator loc = root.Nested("stages", i);
+    const std::vector<LocatedStage> located = StagesInRunOrder(config, root);
+    for (size_t i = 0; i < located.size(); ++i) {
+      const StageConfig& stage = *located[i].stage;
+      const ConfigLocator& loc = located[i].loc;
       const bool named = !stage.name().empty();
       const std::string name = named ? stage.name() : absl::StrCat("stage", i);
       const TextPosition at = named ? loc.Of("name") : loc.self();
@@ -167,6 +171,18 @@ class Validator : private internal::StageChecker {
                              "\" must be a plain name ", kPlainNameRule,
                              ": it names the stage's files in the run folder (its checkpoint, "
                              "its teacher cache's spill)"));
+      }
+      // The run's own checkpoint names: last.pt, best.pt, <stage>_epoch<N>.pt.
+      const size_t epoch_at = name.rfind("_epoch");
+      const bool epoch_like =
+          epoch_at != std::string::npos && epoch_at + 6 < name.size() &&
+          std::all_of(name.begin() + static_cast<int64_t>(epoch_at) + 6, name.end(),
+                      [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
+      if (named && (name == "last" || name == "best" || epoch_like)) {
+        Add(at, absl::StrCat("stage name \"", name,
+                             "\" is the name of a checkpoint the run writes (last.pt, best.pt, "
+                             "<stage>_epoch<N>.pt): its stage checkpoint would replace it; give "
+                             "the stage another name"));
       }
       if (auto [it, inserted] = names.try_emplace(name, at); !inserted) {
         Add(at, absl::StrCat("duplicate stage name \"", name, "\"",
@@ -262,6 +278,14 @@ class Validator : private internal::StageChecker {
       AtLeast(cache, "memory_mib", stage.teacher_cache().memory_mib(), int64_t{0});
       AtLeast(cache, "lookahead_rows", stage.teacher_cache().lookahead_rows(), 0);
       AtLeast(cache, "disk_mib", stage.teacher_cache().disk_mib(), int64_t{0});
+      // MiB counts that overflow bytes in 64 bits (2^43 MiB is 8 EiB).
+      for (const auto& [field, mib] :
+           {std::pair<const char*, int64_t>{"memory_mib", stage.teacher_cache().memory_mib()},
+            {"disk_mib", stage.teacher_cache().disk_mib()}}) {
+        if (mib > (int64_t{1} << 30)) {
+          Add(cache.Of(field), absl::StrCat(field, " must be <= 1073741824 (1 PiB), got ", mib));
+        }
+      }
       if (stage.teacher_cache().mode() == TeacherCacheConfig::ON) {
         const DatasetConfig* train = nullptr;
         for (const DatasetConfig& dataset : config.datasets()) {
@@ -320,6 +344,12 @@ class Validator : private internal::StageChecker {
     }
     RequiredPositive(loc, "batch_size", loader.batch_size());
     AtLeast(loc, "num_workers", loader.num_workers(), 0);
+    // Each worker is a thread with batches in flight: 100,000 of them took 8.5 GB and aborted.
+    if (loader.num_workers() > kMaxWorkers) {
+      Add(loc.Of("num_workers"),
+          absl::StrCat("num_workers must be <= ", kMaxWorkers, ", got ", loader.num_workers(),
+                       " (worker threads; a few per core is the most that helps)"));
+    }
     if (loader.has_sampler()) {
       if (loader.shuffle()) Add(loc.Of("shuffle"), "give \"shuffle\" or \"sampler\", not both");
       CheckPlugin(kSamplerKind, loader.sampler().key(), loader.sampler().kwargs(),

@@ -6,6 +6,8 @@ thing changed, for the checks libkd runs before libtorch's loader sees a package
   bad_call_aoti.pt2     the manifest's first value claims call -1
   huge_call_aoti.pt2    the manifest's first value claims call 2000000000
   unknown_isa_aoti.pt2  AOTI_CPU_ISA names an instruction set libkd does not know (AVX10_2)
+  cut_metadata_aoti.pt2 its metadata JSON files cut in half (libtorch's metadata reader fails
+                        after extracting them)
 
 Run by Bazel (//tests/testdata:bad_aoti_fixtures, not committed):
 
@@ -18,7 +20,7 @@ import sys
 import zipfile
 
 
-def rewrite(source_path, out_path, edit_metadata=None, extra=None):
+def rewrite(source_path, out_path, edit_metadata=None, extra=None, cut_metadata=False):
     with zipfile.ZipFile(source_path) as source, zipfile.ZipFile(out_path, "w") as out:
         for item in source.infolist():
             data = source.read(item.filename)
@@ -27,6 +29,8 @@ def rewrite(source_path, out_path, edit_metadata=None, extra=None):
                 metadata = json.loads(data)
                 edit_metadata(metadata)
                 data = json.dumps(metadata).encode()
+            if cut_metadata and item.filename.endswith("_metadata.json"):
+                data = data[:len(data) // 2]
             out.writestr(item, data)
         for name, data in (extra or {}).items():
             out.writestr(zipfile.ZipInfo(name), data)
@@ -54,6 +58,7 @@ def main():
         if "AOTI_CPU_ISA" in metadata:
             metadata["AOTI_CPU_ISA"] = "AVX10_2"
     rewrite(source, os.path.join(out_dir, "unknown_isa_aoti.pt2"), edit_metadata=unknown_isa)
+    rewrite(source, os.path.join(out_dir, "cut_metadata_aoti.pt2"), cut_metadata=True)
 
 
 if __name__ == "__main__":

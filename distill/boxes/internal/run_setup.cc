@@ -75,6 +75,17 @@ RunFolderOptions RunFolderOptionsFor(const DistillConfig& config, const BoxOptio
   if (!config.checkpoint().resume_from().empty()) {
     folder.inputs.push_back(ResolveAgainst(options.base_dir, config.checkpoint().resume_from()));
   }
+  // The data's folders: a dataset's string kwargs that name an existing folder (its root).
+  for (const DatasetConfig& dataset : config.datasets()) {
+    for (const Kwarg& kwarg : dataset.kwargs()) {
+      std::error_code error;
+      const std::string path = ResolveAgainst(options.base_dir, kwarg.str());
+      if (kwarg.value_case() == Kwarg::kStr && !kwarg.str().empty() &&
+          std::filesystem::is_directory(path, error)) {
+        folder.data_folders.push_back(path);
+      }
+    }
+  }
   // The stages' names as the box names them (stage<i> when unnamed): their checkpoints.
   const std::vector<const StageConfig*> stages = StagesInRunOrder(config);
   for (size_t i = 0; i < stages.size(); ++i) {

@@ -289,7 +289,15 @@ absl::StatusOr<bool> TeacherCache::Matches(const std::vector<at::Tensor>& fresh,
   return true;
 }
 
+absl::Status TeacherCache::StillRequired() const {
+  if (!options_.required || enabled()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "teacher_cache: mode ON, but the cache had to turn off: ", disabled_reason_,
+      "; set the stage's teacher_cache { mode: AUTO } to run on without it"));
+}
+
 absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forward& forward) {
+  KD_RETURN_IF_ERROR(StillRequired());
   const int64_t rows = BatchRows(batch);
   if (!enabled() || rows < 2) return Timed(forward, batch, rows);  // a batch of one as it is
 
@@ -325,6 +333,7 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
       return values;
     }
     for (int64_t r = 0; r < rows; ++r) Store((*keys)[r], *fields, r);
+    KD_RETURN_IF_ERROR(StillRequired());  // a spill that failed
     return values;
   }
 
@@ -357,6 +366,7 @@ absl::StatusOr<TeacherValues> TeacherCache::Run(const Batch& batch, const Forwar
                         Matches(fresh, static_cast<int64_t>(misses.size()), check_slots, n));
     if (!same) return Timed(forward, batch, rows);
     for (size_t j = 0; j < misses.size(); ++j) Store((*keys)[misses[j]], fresh, j);
+    KD_RETURN_IF_ERROR(StillRequired());
   }
 
   // The batch's values: hits from the cache, misses from the fresh rows.

@@ -130,6 +130,8 @@ class TeacherCache {
   absl::Status Load(int64_t slot, char* out);
   // Turns the cache off for the rest of the stage, saying why, and removes the spill file.
   void Disable(std::string reason);
+  // With `required`, an error once the cache has turned off (a spill it could not write).
+  absl::Status StillRequired() const;
   absl::Status OpenSpill();
   void RemoveSpill();
 

@@ -209,6 +209,24 @@ TEST(TeacherCacheTest, ASymlinkInPlaceOfTheSpillIsNotWrittenThrough) {
                 " is a symbolic link, which libkd does not write through: remove it");
 }
 
+// With mode ON, a spill the cache cannot write is an error, not a cache quietly off.
+TEST(TeacherCacheTest, ARequiredCacheThatCannotSpillIsAnError) {
+  const std::string dir = ::testing::TempDir() + "/spill_required";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/teacher_cache.stage0.bin");  // a folder in place
+  FakeTeacher teacher;
+  TeacherCache cache({.num_transforms = 2,
+                      .memory_bytes = 3 * 40,
+                      .spill_path = dir + "/teacher_cache.stage0.bin",
+                      .required = true});
+  const Batch first = MakeBatch({0, 1, 2, 3, 4, 5, 6, 7}, {0, 1, 0, 1, 0, 1, 0, 1});
+  EXPECT_THAT(cache.Run(first, Calls(teacher)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("teacher_cache: mode ON, but the cache had to turn off: the "
+                                 "spill file " + dir + "/teacher_cache.stage0.bin is not a "
+                                 "regular file")));
+}
+
 // A regular file left where the spill goes (a killed run's) is replaced, and the rows read back.
 TEST(TeacherCacheTest, ALeftoverSpillIsReplaced) {
   const std::string spill = ::testing::TempDir() + "/teacher_cache.leftover.bin";

@@ -163,6 +163,12 @@ void Checker::CheckFieldValues(const google::protobuf::Message& message, const C
                 absl::StrCat(field->name(),
                              " is not valid UTF-8 text; write the config in UTF-8 (non-ASCII "
                              "bytes may also be written as \\ooo octal escapes of UTF-8)"));
+          } else if (v.find('\0') != std::string::npos) {
+            // A path cut at its NUL by the system would name another file ("a.txt\0.pt"
+            // writes a.txt): no config string holds one.
+            Add(loc.Of(field->name(), index),
+                absl::StrCat(field->name(), " holds a NUL byte (\\000); no config value may: "
+                                            "remove it"));
           }
           break;
         }

@@ -220,12 +220,16 @@ absl::StatusOr<Keys> Keys::Of(const YamlValue* map, const std::string& what) {
   Keys keys;
   keys.map_ = entries ? map : nullptr;
   keys.what_ = what;
+  if (keys.map_ != nullptr) {
+    for (const auto& [key, value] : keys.map_->entries) keys.index_.emplace(key, value.get());
+  }
   return keys;
 }
 
 const YamlValue* Keys::Take(const std::string& key) {
   taken_.insert(key);
-  return map_ == nullptr ? nullptr : map_->Find(key);
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : it->second;
 }
 
 const YamlValue* Keys::TakeOr(Context& context, const std::string& key,

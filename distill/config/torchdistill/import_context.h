@@ -9,6 +9,7 @@
 #include <set>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -126,6 +127,8 @@ class Keys {
   const YamlValue* map_ = nullptr;
   std::string what_;
   std::set<std::string> taken_;
+  // The map's entries by key (a map may hold 100,000 keys: Take must not scan them).
+  std::unordered_map<std::string, const YamlValue*> index_;
 };
 
 // Why a key with no translation is reported, where nothing more specific is known.

@@ -19,10 +19,12 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kd {
@@ -269,6 +271,10 @@ class Converter {
             std::vector<std::shared_ptr<const YamlValue>> sources;
             if ((*v)->kind == YamlValue::Kind::kMap) sources.push_back(*v);
             if ((*v)->kind == YamlValue::Kind::kList) sources = (*v)->items;
+            if (sources.empty() && (*v)->kind != YamlValue::Kind::kList) {  // PyYAML refuses
+              return Error(it->second, "a merge key (<<) takes a mapping or a list of them, not " +
+                                           (*v)->Describe());
+            }
             for (const auto& source : sources) {
               if (source->kind != YamlValue::Kind::kMap) {
                 return Error(it->second, "a merge key (<<) takes a mapping or a list of them");
@@ -390,6 +396,34 @@ class Converter {
 
 absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std::string& text,
                                                                        const std::string& file) {
+  // Text only: a NUL or another control byte (but tab, newline, carriage return) is refused
+  // where it stands, as is text that is not UTF-8 (PyYAML refuses both).
+  int line = 1, column = 1;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d:%d: byte 0x%02x: a control character, which YAML text may not hold", file, line,
+          column, c));
+    }
+    const size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3
+                                                           : (c >> 3) == 0x1e ? 4 : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (!valid) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d:%d: byte 0x%02x: not UTF-8 text; save the file as UTF-8", file, line, column, c));
+    }
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += length;
+  }
   YAML::Node root;
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);
@@ -401,6 +435,10 @@ absl::StatusOr<std::shared_ptr<const YamlValue>> ParseTorchdistillYaml(const std
           "keep one config a file"));
     }
     if (!documents.empty()) root = documents[0];
+  } catch (const YAML::DeepRecursion& e) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": nested more than ",
+                                                   kMaxYamlDepth, " levels deep"));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
