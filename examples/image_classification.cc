@@ -173,29 +173,27 @@ double Accuracy(kd::Model& model, const Blobs& data) {
   return logits.argmax(1).eq(data.targets()).to(at::kDouble).mean().item<double>();
 }
 
-// The script's train loop over every stage of `box` (torchdistill's train(): pre_epoch_process,
-// forward_process + post_forward_process per batch, evaluate, post_epoch_process).
+// The script's train loop, torchdistill's line for line: the run's epochs, pre_epoch_process,
+// forward_process + post_forward_process per batch, evaluate, post_epoch_process (which moves
+// to the next stage after a stage's last epoch).
 absl::Status Train(kd::Box& box, const Blobs& val, const char* who) {
-  for (size_t stage = 0; stage < box.num_stages(); ++stage) {
-    if (stage > 0) KD_RETURN_IF_ERROR(box.AdvanceToNextStage());
-    for (int64_t epoch = 0; epoch < box.num_epochs(); ++epoch) {
-      KD_RETURN_IF_ERROR(box.PreEpoch(epoch));
-      KD_ASSIGN_OR_RETURN(kd::DataLoader * loader, box.TrainLoader());
-      double loss_sum = 0;
-      int64_t steps = 0;
-      for (kd::BatchStream batches(*loader); !batches.done(); ++steps) {
-        kd::Batch batch = batches.Next();
-        KD_RETURN_IF_ERROR(box.PreForward(batch));
-        KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
-        loss_sum += loss.item<double>();
-        KD_RETURN_IF_ERROR(box.PostForward(loss));
-      }
-      const double accuracy = Accuracy(box.student(), val);
-      std::printf("%s stage %zu epoch %lld: train loss %.4f, val accuracy %.4f\n", who, stage,
-                  static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(steps),
-                  accuracy);
-      KD_RETURN_IF_ERROR(box.PostEpoch({{"accuracy", accuracy}}));
+  for (int64_t epoch = 0; epoch < box.num_epochs(); ++epoch) {
+    KD_RETURN_IF_ERROR(box.PreEpoch(epoch));
+    KD_ASSIGN_OR_RETURN(kd::DataLoader * loader, box.TrainLoader());
+    double loss_sum = 0;
+    int64_t steps = 0;
+    for (kd::BatchStream batches(*loader); !batches.done(); ++steps) {
+      kd::Batch batch = batches.Next();
+      KD_RETURN_IF_ERROR(box.PreForward(batch));
+      KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
+      loss_sum += loss.item<double>();
+      KD_RETURN_IF_ERROR(box.PostForward(loss));
     }
+    const double accuracy = Accuracy(box.student(), val);
+    std::printf("%s stage %zu epoch %lld: train loss %.4f, val accuracy %.4f\n", who,
+                box.stage_index(), static_cast<long long>(epoch + 1),
+                loss_sum / static_cast<double>(steps), accuracy);
+    KD_RETURN_IF_ERROR(box.PostEpoch({{"accuracy", accuracy}}));
   }
   return absl::OkStatus();
 }

@@ -81,9 +81,10 @@ class Box {
 
   // torchdistill's step API, for a training loop of the caller's own (its names:
   // pre_epoch_process, pre_forward_process, forward_process, post_forward_process,
-  // post_epoch_process, advance_to_next_stage):
+  // post_epoch_process, advance_to_next_stage), ported line by line from torchdistill's
+  // examples/torchvision/image_classification.py:
   //
-  //   for (int64_t epoch = 0; epoch < box->num_epochs(); ++epoch) {
+  //   for (int64_t epoch = 0; epoch < box->num_epochs(); ++epoch) {  // the whole run's epochs
   //     KD_RETURN_IF_ERROR(box->PreEpoch(epoch));
   //     KD_ASSIGN_OR_RETURN(kd::DataLoader* loader, box->TrainLoader());
   //     for (kd::BatchStream batches(*loader); !batches.done();) {
@@ -93,14 +94,23 @@ class Box {
   //       KD_RETURN_IF_ERROR(box->PostForward(loss));  // backward, optimizer, scheduler
   //     }
   //     KD_ASSIGN_OR_RETURN(auto metrics, box->Evaluate());
-  //     KD_RETURN_IF_ERROR(box->PostEpoch(metrics));
+  //     KD_RETURN_IF_ERROR(box->PostEpoch(metrics));  // the next stage after a stage's last
   //   }
+  //
+  // As torchdistill's multi-stage box, epochs count over the whole run: num_epochs() is the sum
+  // of the stages' epochs, and PostEpoch after a stage's last epoch advances to the next stage
+  // (saving the stage's dst_ckpt), so the loop above runs every stage. AdvanceToNextStage
+  // still moves on early; the new stage then covers the run's next epochs.
   //
   // Calls out of this order are FailedPrecondition naming the call that was due; the stage
   // is built by the first call. The same config and seed give the weights Run() gives, bit for
   // bit, when the loop takes its batches from TrainLoader after PreEpoch.
   //
-  // The current stage's pre-epoch process; `epoch` (from 0) sets the training loader's order.
+  // The current stage's pre-epoch process. `epoch` is the run's (from 0, as torchdistill's
+  // scripts count it) and must lie in the current stage's epochs, [stage_start_epoch(),
+  // stage_start_epoch() + stage_num_epochs()): FailedPrecondition naming them otherwise (a loop
+  // that counts epochs per stage). The stage's own epoch (epoch - stage_start_epoch()) sets
+  // the training loader's order, as Run's does.
   virtual absl::Status PreEpoch(int64_t epoch) = 0;
   // `batch` to the run's device, then the pre-forward process.
   virtual absl::Status PreForward(Batch& batch) = 0;
@@ -113,7 +123,8 @@ class Box {
   // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The post-epoch process, given the epoch's metrics (its primary metric steps a
-  // ReduceLROnPlateau scheduler).
+  // ReduceLROnPlateau scheduler); after the current stage's last epoch, the next stage, as
+  // AdvanceToNextStage (torchdistill's multi-stage post_epoch_process).
   virtual absl::Status PostEpoch(const std::map<std::string, double>& metrics) = 0;
   // The next stage, built on the same models (the current one's hooks removed first);
   // OutOfRange after the last stage.
@@ -151,9 +162,12 @@ class Box {
   // whole models, also in a stage that trains a `sequential` chain of one.
   virtual Model& student() = 0;
   virtual Model* teacher() = 0;
-  // The current stage: its index (from 0) and epochs; the number of stages.
-  virtual size_t stage_index() const = 0;
+  // The run's epochs, every stage's (torchdistill's box.num_epochs).
   virtual int64_t num_epochs() const = 0;
+  // The current stage: its index (from 0), its epochs and the run's epoch it starts at.
+  virtual size_t stage_index() const = 0;
+  virtual int64_t stage_num_epochs() const = 0;
+  virtual int64_t stage_start_epoch() const = 0;
   virtual size_t num_stages() const = 0;
 };
 

@@ -18,7 +18,15 @@ absl::Status BoxImpl::PreEpoch(int64_t epoch) {
                                            " is still open: end it with "
                                            "PostEpoch first"));
   }
-  KD_RETURN_IF_ERROR(stage->PreEpoch(epoch));
+  const int64_t end = stage_start_ + stage_num_epochs();
+  if (epoch < stage_start_ || epoch >= end) {
+    return Misuse("PreEpoch", absl::StrCat(
+        "epoch ", epoch, " is outside stage \"", stages_[stage_index_].name(), "\", which covers "
+        "the run's epochs ", stage_start_, " to ", end - 1, ": epochs count over the whole run "
+        "(num_epochs() is the run's, ", num_epochs(), "), and PostEpoch moves to the next stage "
+        "after a stage's last epoch, as torchdistill's boxes do"));
+  }
+  KD_RETURN_IF_ERROR(stage->PreEpoch(epoch - stage_start_));  // the stage's own epoch, as Run
   epoch_ = epoch;
   step_ = Step::kInEpoch;
   return absl::OkStatus();
@@ -53,6 +61,11 @@ absl::Status BoxImpl::PostEpoch(const std::map<std::string, double>& metrics) {
   if (auto it = metrics.find(PrimaryMetric()); it != metrics.end()) metric = it->second;
   KD_RETURN_IF_ERROR(stage->PostEpoch(metric));
   step_ = Step::kNoEpoch;
+  next_epoch_ = epoch_ + 1;
+  // torchdistill's multi-stage post_epoch_process: after the stage's last epoch, the next stage.
+  if (next_epoch_ == stage_start_ + stage_num_epochs() && stage_index_ + 1 < stages_.size()) {
+    return AdvanceToNextStage();
+  }
   return absl::OkStatus();
 }
 
@@ -67,6 +80,7 @@ absl::Status BoxImpl::AdvanceToNextStage() {
   KD_RETURN_IF_ERROR(EndStage(*current_));  // torchdistill's save_stage_ckpt
   current_.reset();                         // its hooks go with it
   ++stage_index_;
+  stage_start_ = next_epoch_;  // the new stage covers the run's next epochs
   forwarded_ = false;
   teacher_forwarded_ = false;
   return Current().status();

@@ -46,22 +46,21 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// torchdistill's image-classification loop over `box`, every stage, with validation each epoch.
+// torchdistill's image-classification loop over `box`, line for line (examples/torchvision/
+// image_classification.py's train(): `for epoch in range(start, box.num_epochs)`), validation
+// each epoch: PostEpoch moves on to the next stage after a stage's last epoch.
 absl::Status HandLoop(Box& box) {
-  for (size_t s = 0; s < box.num_stages(); ++s) {
-    if (s > 0) KD_RETURN_IF_ERROR(box.AdvanceToNextStage());
-    for (int64_t epoch = 0; epoch < box.num_epochs(); ++epoch) {
-      KD_RETURN_IF_ERROR(box.PreEpoch(epoch));
-      KD_ASSIGN_OR_RETURN(DataLoader * loader, box.TrainLoader());
-      for (BatchStream batches(*loader); !batches.done();) {
-        Batch batch = batches.Next();
-        KD_RETURN_IF_ERROR(box.PreForward(batch));
-        KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
-        KD_RETURN_IF_ERROR(box.PostForward(loss));
-      }
-      KD_ASSIGN_OR_RETURN(auto metrics, box.Evaluate());
-      KD_RETURN_IF_ERROR(box.PostEpoch(metrics));
+  for (int64_t epoch = 0; epoch < box.num_epochs(); ++epoch) {
+    KD_RETURN_IF_ERROR(box.PreEpoch(epoch));
+    KD_ASSIGN_OR_RETURN(DataLoader * loader, box.TrainLoader());
+    for (BatchStream batches(*loader); !batches.done();) {
+      Batch batch = batches.Next();
+      KD_RETURN_IF_ERROR(box.PreForward(batch));
+      KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
+      KD_RETURN_IF_ERROR(box.PostForward(loss));
     }
+    KD_ASSIGN_OR_RETURN(auto metrics, box.Evaluate());
+    KD_RETURN_IF_ERROR(box.PostEpoch(metrics));
   }
   return absl::OkStatus();
 }
@@ -474,7 +473,10 @@ TEST_F(BoxTest, AHintStageTrainsTheTrimmedModelsOnly) {
   for (const auto& [name, t] : (*box)->student().NamedParameters()) before[name] = t.clone();
   std::map<std::string, at::Tensor> buffers_before;
   for (const auto& [name, t] : (*box)->student().NamedBuffers()) buffers_before[name] = t.clone();
-  for (int64_t epoch = 0; epoch < (*box)->num_epochs(); ++epoch) {
+  // The hint stage's epochs alone (its last PostEpoch moves the box on to the next stage).
+  const int64_t hint_epochs = (*box)->stage_num_epochs();
+  ASSERT_EQ(hint_epochs, 2);
+  for (int64_t epoch = 0; epoch < hint_epochs; ++epoch) {
     ASSERT_THAT((*box)->PreEpoch(epoch), IsOk());
     auto loader = (*box)->TrainLoader();
     ASSERT_THAT(loader, IsOk());
@@ -501,8 +503,12 @@ TEST_F(BoxTest, AHintStageTrainsTheTrimmedModelsOnly) {
     const bool in_chain = name.rfind("stem.", 0) == 0 || name.rfind("layer1.", 0) == 0;
     EXPECT_EQ(at::equal(t, buffers_before[name]), !in_chain) << name;
   }
-  // The stage's dst_ckpt holds the chain's state dict, torchdistill's keys, the student's values.
-  ASSERT_THAT((*box)->AdvanceToNextStage(), IsOk());
+  // The hint stage's last PostEpoch moved the box on to the next stage, as torchdistill's
+  // multi-stage box does, writing the stage's dst_ckpt: the chain's state dict, torchdistill's
+  // keys, the student's values.
+  EXPECT_EQ((*box)->stage_index(), 1u);
+  EXPECT_EQ((*box)->stage_start_epoch(), 2);
+  EXPECT_EQ((*box)->num_epochs(), 3);  // the run's: 2 + 1
   auto written = ReadTorchFile(hint);
   ASSERT_THAT(written, IsOk());
   const c10::impl::GenericDict saved = written->toGenericDict();
@@ -514,6 +520,42 @@ TEST_F(BoxTest, AHintStageTrainsTheTrimmedModelsOnly) {
       EXPECT_TRUE(at::equal(t, saved.at(name).toTensor())) << name;
     }
   }
+}
+
+// A loop that counts epochs per stage (the API before stages advanced by themselves) is told
+// so at its first PreEpoch of the second stage, not silently given another data order; an
+// explicit AdvanceToNextStage moves on early, the new stage covering the run's next epochs.
+TEST_F(BoxTest, EpochsCountOverTheWholeRun) {
+  auto box = MakeBox(Parse(FitNetConfig(RunDir("epochs_files") + "/hint.pt")),
+                     {.run_dir = RunDir("epochs_hand")});
+  ASSERT_THAT(box, IsOk());
+  Box& b = **box;
+  auto one_epoch = [&](int64_t epoch) -> absl::Status {
+    KD_RETURN_IF_ERROR(b.PreEpoch(epoch));
+    KD_ASSIGN_OR_RETURN(DataLoader * loader, b.TrainLoader());
+    for (BatchStream batches(*loader); !batches.done();) {
+      Batch batch = batches.Next();
+      KD_ASSIGN_OR_RETURN(at::Tensor loss, b.Forward(batch));
+      KD_RETURN_IF_ERROR(b.PostForward(loss));
+    }
+    return b.PostEpoch({});
+  };
+  EXPECT_EQ(b.num_epochs(), 3);
+  EXPECT_THAT(b.PreEpoch(2), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("epoch 2 is outside stage \"hint\", which covers "
+                                                "the run's epochs 0 to 1")));
+  ASSERT_THAT(one_epoch(0), IsOk());
+  // Moving on after one of the hint stage's two epochs: the kd stage covers epoch 1 now.
+  ASSERT_THAT(b.AdvanceToNextStage(), IsOk());
+  EXPECT_EQ(b.stage_index(), 1u);
+  EXPECT_EQ(b.stage_start_epoch(), 1);
+  EXPECT_THAT(b.PreEpoch(0),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("epoch 0 is outside stage \"kd\", which covers the run's epochs "
+                                 "1 to 1: epochs count over the whole run (num_epochs() is the "
+                                 "run's, 3)")));
+  ASSERT_THAT(one_epoch(1), IsOk());
+  EXPECT_EQ(b.stage_index(), 1u);  // the last stage: nothing to move on to
 }
 
 TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {

@@ -107,8 +107,14 @@ class BoxImpl final : public Box {
   absl::Status SaveStageCheckpoint() override;
   Model& student() override { return *student_; }
   Model* teacher() override { return teacher_.get(); }
+  int64_t num_epochs() const override {
+    int64_t epochs = 0;
+    for (const StageConfig& stage : stages_) epochs += stage.num_epochs();
+    return epochs;
+  }
   size_t stage_index() const override { return stage_index_; }
-  int64_t num_epochs() const override { return stages_[stage_index_].num_epochs(); }
+  int64_t stage_num_epochs() const override { return stages_[stage_index_].num_epochs(); }
+  int64_t stage_start_epoch() const override { return stage_start_; }
   size_t num_stages() const override { return stages_.size(); }
 
   // The stage the step API drives, built on first use.
@@ -176,7 +182,9 @@ class BoxImpl final : public Box {
   bool stepped_ = false;            // the step API was used: Run refuses
   bool forwarded_ = false;          // a Forward in the current stage
   bool teacher_forwarded_ = false;  // a Forward or TeacherOutput in the current stage
-  int64_t epoch_ = 0;
+  int64_t epoch_ = 0;        // the run's epoch of the last PreEpoch
+  int64_t next_epoch_ = 0;   // the run's epoch after the last PostEpoch
+  int64_t stage_start_ = 0;  // the run's epoch the current stage starts at
   size_t stage_index_ = 0;
   std::optional<size_t> started_;  // the stage whose src_ckpt the step API has loaded
   std::unique_ptr<StageRun> current_;
