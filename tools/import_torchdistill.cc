@@ -36,6 +36,10 @@ ABSL_FLAG(std::string, out, "",
           "Where to write the libkd config (protobuf text); default: stdout.");
 ABSL_FLAG(int64_t, seed, 0, "run.seed of the result (torchdistill takes it on its command line)");
 ABSL_FLAG(std::string, name, "", "run.name of the result; default: the YAML file's stem");
+ABSL_FLAG(std::string, teacher_mode, "as_is",
+          "The stages' teacher_mode: as_is (torchdistill's boxes never set the teacher's mode: "
+          "TEACHER_AS_IS, with a note) or eval (libkd's default: the teacher in eval mode each "
+          "epoch)");
 
 namespace kd {
 namespace {
@@ -69,12 +73,19 @@ int Run() {
       return Fail(kTool, absl::StrCat("--out: ", writable.message()));
     }
   }
+  const std::string teacher_mode = absl::GetFlag(FLAGS_teacher_mode);
+  if (teacher_mode != "as_is" && teacher_mode != "eval") {
+    return Fail(kTool, absl::StrCat("--teacher_mode must be as_is or eval, got \"",
+                                    teacher_mode, "\""));
+  }
   const std::string base_dir = std::filesystem::path(ResolveUserPath(yaml)).parent_path();
   absl::StatusOr<torchdistill::Import> imported = torchdistill::ImportFile(
       ResolveUserPath(yaml),
       {.run_name = absl::GetFlag(FLAGS_name),
        .seed = absl::GetFlag(FLAGS_seed),
-       .module_paths = [&](const ModelConfig& model) { return ModulePaths(model, base_dir); }});
+       .module_paths = [&](const ModelConfig& model) { return ModulePaths(model, base_dir); },
+       .teacher_mode = teacher_mode == "eval" ? StageConfig::TEACHER_EVAL
+                                              : StageConfig::TEACHER_AS_IS});
   if (!imported.ok()) {
     std::cerr << TerminalSafe(imported.status().message()) << std::endl;
     return 2;

@@ -558,6 +558,30 @@ TEST_F(BoxTest, EpochsCountOverTheWholeRun) {
   EXPECT_EQ(b.stage_index(), 1u);  // the last stage: nothing to move on to
 }
 
+// The teacher's mode: libkd puts it in eval mode each epoch (TEACHER_EVAL, the default);
+// torchdistill's boxes never set it (TEACHER_AS_IS), so a teacher handed in in train mode
+// distils in train mode, and neither the cache nor the overlap runs with it.
+TEST_F(BoxTest, TheTeachersModeIsLibkdsOrTorchdistills) {
+  for (const bool as_is : {false, true}) {
+    SCOPED_TRACE(as_is ? "TEACHER_AS_IS" : "TEACHER_EVAL");
+    const std::string config =
+        absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("s", 1, kKd),
+                     as_is ? " teacher_mode: TEACHER_AS_IS" : "", "}");
+    auto box = MakeBox(Parse(config), {.run_dir = RunDir(as_is ? "mode_as_is" : "mode_eval")});
+    ASSERT_THAT(box, IsOk());
+    (*box)->teacher()->SetTraining(true);
+    ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+    EXPECT_EQ((*box)->teacher()->is_training(), as_is);
+    EXPECT_TRUE((*box)->student().is_training());
+  }
+  const std::string cached =
+      absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("s", 1, kKd),
+                   " teacher_mode: TEACHER_AS_IS teacher_cache { mode: ON } }");
+  EXPECT_THAT(MakeBox(Parse(cached), {.run_dir = RunDir("mode_cache_on")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("teacher_mode TEACHER_AS_IS: the teacher may run in train mode")));
+}
+
 TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {
   ExpectHandLoopEqualsRun(FitNetConfig(RunDir("fitnet_files2") + "/hint.pt"), "fitnet");
 }

@@ -14,6 +14,10 @@ std::string TeacherObstacle(const StageConfig& stage, bool has_teacher) {
   if (stage.teacher().has_requires_grad() && stage.teacher().requires_grad()) {
     return "the teacher trains in this stage (teacher.requires_grad)";
   }
+  if (stage.teacher_mode() == StageConfig::TEACHER_AS_IS) {
+    return "teacher_mode TEACHER_AS_IS: the teacher may run in train mode, where its output "
+           "depends on its batch";
+  }
   return "";
 }
 

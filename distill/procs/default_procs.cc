@@ -31,7 +31,8 @@ absl::Status DefaultPreEpochProcessWithTeacher(TrainingContext& box, int64_t epo
       CheckTeacher(box, PreEpochProc::kDefaultKey, PreEpochProc::kDefaultKeyWithoutTeacher));
   box.ClearIo(ModelRole::kTeacher);
   box.ClearIo(ModelRole::kStudent);
-  box.model(ModelRole::kTeacher)->SetTraining(false);
+  // torchdistill 1.1.5 never sets the teacher's mode; libkd's default puts it in eval mode.
+  if (box.teacher_in_eval_mode()) box.model(ModelRole::kTeacher)->SetTraining(false);
   Student(box).SetTraining(true);
   if (box.distributed()) box.SetSamplerEpoch(epoch);
   return absl::OkStatus();

@@ -75,6 +75,10 @@ class TrainingContext {
 
   // Runs the end-of-epoch work of the auxiliary modules of the model in `role`, if any.
   virtual void AuxiliaryPostEpoch(ModelRole role) = 0;
+  // Whether the default pre-epoch process puts the teacher in eval mode (StageConfig.
+  // teacher_mode TEACHER_EVAL, the default); false leaves its mode as it is (TEACHER_AS_IS,
+  // torchdistill's boxes).
+  virtual bool teacher_in_eval_mode() const { return true; }
 };
 
 }  // namespace kd

@@ -135,6 +135,7 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   max_grad_norm_ = optimizer.has_max_grad_norm() ? std::optional<double>(optimizer.max_grad_norm())
                                                  : std::nullopt;
   grad_accum_step_ = std::max(1, optimizer.grad_accum_step());
+  teacher_in_eval_mode_ = config.teacher_mode() != StageConfig::TEACHER_AS_IS;
   const SchedulerConfig& scheduler =
       config.has_scheduler() || previous == nullptr ? config.scheduler() : previous->scheduler();
   if (!scheduler.key().empty()) {

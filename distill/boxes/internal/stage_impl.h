@@ -118,6 +118,7 @@ class Stage final : public StageRun, public TrainingContext {
   }
   int64_t IncrementStageGradCount() override { return ++grad_count_; }
   int64_t grad_accum_step() const override { return grad_accum_step_; }
+  bool teacher_in_eval_mode() const override { return teacher_in_eval_mode_; }
   std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
   void Backward(const at::Tensor& loss) override {
     RECORD_USER_SCOPE("backward");
@@ -262,6 +263,7 @@ class Stage final : public StageRun, public TrainingContext {
   int64_t scheduling_step_ = 0;
   std::optional<double> max_grad_norm_;
   int64_t grad_accum_step_ = 1;
+  bool teacher_in_eval_mode_ = true;  // StageConfig.teacher_mode
   int64_t grad_count_ = 0;
   // Optional only because they have no default constructor: Build sets them.
   std::optional<ProcFunc<PreEpochProc>> pre_epoch_;

@@ -193,6 +193,18 @@ absl::Status ImportRoot(Context& context, const YamlValue& root, const ImportOpt
   }
   if (const YamlValue* train = keys.Take("train")) {
     KD_RETURN_IF_ERROR(ImportTrain(context, *train, &config));
+    // torchdistill's boxes never set the teacher's mode (its pre-epoch process sets the
+    // student's only): the teacher runs as it was handed in.
+    if (config.has_teacher() && options.teacher_mode == StageConfig::TEACHER_AS_IS) {
+      if (config.has_train()) config.mutable_train()->set_teacher_mode(StageConfig::TEACHER_AS_IS);
+      for (StageConfig& stage : *config.mutable_stages()) {
+        stage.set_teacher_mode(StageConfig::TEACHER_AS_IS);
+      }
+      context.Note(*train, "train",
+                   "teacher_mode: TEACHER_AS_IS, as torchdistill's boxes never set the teacher's "
+                   "mode (a teacher not evaluated first distils in train mode); libkd's default, "
+                   "TEACHER_EVAL, puts it in eval mode each epoch (--teacher_mode=eval)");
+    }
   }
   if (const YamlValue* test = keys.Take("test")) {
     KD_ASSIGN_OR_RETURN(Keys test_keys, Keys::Of(test, "test"));

@@ -48,6 +48,9 @@ struct ImportOptions {
   // get_module takes them). Unset, or empty for a model it cannot build: such paths are written
   // as they are, and validation names them.
   std::function<std::vector<std::string>(const ModelConfig&)> module_paths;
+  // The stages' teacher_mode: torchdistill's (TEACHER_AS_IS: its boxes never set the teacher's
+  // mode) by default, with a note; TEACHER_EVAL keeps libkd's default (no field written).
+  StageConfig::TeacherMode teacher_mode = StageConfig::TEACHER_AS_IS;
 };
 
 // InvalidArgument "file:line:col: ..." for YAML that does not parse, an unknown tag, a cyclic

@@ -38,7 +38,9 @@ TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
   setenv("HOME", "/home/user", 1);  // torchvision expands ~ in root
   for (const std::string name : {"teacher", "student", "student_kd"}) {
     SCOPED_TRACE(name);
-    absl::StatusOr<Import> imported = ImportFile(TestData(name + ".yaml"), {.seed = 1});
+    // libkd's teacher mode, as the main job's configs run their teachers.
+    absl::StatusOr<Import> imported = ImportFile(
+        TestData(name + ".yaml"), {.seed = 1, .teacher_mode = StageConfig::TEACHER_EVAL});
     ASSERT_THAT(imported, IsOk());
     EXPECT_THAT(imported->unsupported, IsEmpty());
     // download, pin_memory, DataParallel: left out with a note each, at their positions
@@ -48,6 +50,20 @@ TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
     EXPECT_EQ(imported->config.datasets(0).kwargs(1).str(),
               "/home/user/datasets/fashion_mnist/FashionMNIST/raw");
   }
+}
+
+// torchdistill's boxes never set the teacher's mode: an imported distillation runs the teacher
+// as it was handed in (TEACHER_AS_IS), with a note; a training box has no teacher to leave.
+TEST(ImporterTest, TheTeacherRunsAsTorchdistillLeavesIt) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("student_kd.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_EQ(imported->config.train().teacher_mode(), StageConfig::TEACHER_AS_IS);
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("train: teacher_mode: TEACHER_AS_IS, as "
+                                                  "torchdistill's boxes never set the teacher's "
+                                                  "mode")));
+  absl::StatusOr<Import> student = ImportFile(TestData("student.yaml"), {.seed = 1});
+  ASSERT_THAT(student, IsOk());
+  EXPECT_EQ(student->config.train().teacher_mode(), StageConfig::TEACHER_EVAL);
 }
 
 // What has no translation: each reported at its position, the rest translated.
