@@ -52,6 +52,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
+#include "base/kwargs.h"
 #include "distill/boxes/box_options.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/batch.h"
@@ -118,8 +119,10 @@ class Box {
   // I/O dicts: the total loss. Errors name the stage, epoch, step and dataset.
   virtual absl::StatusOr<at::Tensor> Forward(Batch& batch) = 0;
   // The post-forward process (backward, clipping, optimizer and step-wise scheduler steps) on
-  // the loss the last Forward returned.
-  virtual absl::Status PostForward(const at::Tensor& loss) = 0;
+  // `loss`: the last Forward's, or one the caller's loop computed itself (from TeacherOutput,
+  // the I/O dicts, its own student forward: torchdistill's scripts may), as long as an epoch is
+  // open. `kwargs` reach the process function over the config's (torchdistill's **kwargs).
+  virtual absl::Status PostForward(const at::Tensor& loss, const Kwargs& kwargs = {}) = 0;
   // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The post-epoch process, given the epoch's metrics (its primary metric steps a

@@ -42,14 +42,15 @@ absl::StatusOr<at::Tensor> BoxImpl::Forward(Batch& batch) {
   return result.total;
 }
 
-absl::Status BoxImpl::PostForward(const at::Tensor& loss) {
+absl::Status BoxImpl::PostForward(const at::Tensor& loss, const Kwargs& kwargs) {
   KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
-  if (step_ != Step::kForwarded) {
-    return Misuse("PostForward",
-                  "no Forward since the last PostForward: call Forward(batch) "
-                  "and give PostForward the loss it returns");
+  if (step_ == Step::kNoEpoch) return Misuse("PostForward", DueInstead());
+  if (!loss.defined() || loss.numel() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PostForward: the loss must be one value (a scalar tensor), got ",
+        loss.defined() ? absl::StrCat(loss.numel(), " values") : std::string("an undefined tensor")));
   }
-  KD_RETURN_IF_ERROR(stage->PostForward(loss));
+  KD_RETURN_IF_ERROR(stage->PostForward(loss, kwargs));
   step_ = Step::kInEpoch;
   return absl::OkStatus();
 }

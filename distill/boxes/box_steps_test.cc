@@ -25,6 +25,8 @@
 #include "distill/data/dataset.h"
 #include "distill/losses/criterion.h"
 #include "distill/models/model_registry.h"
+#include "distill/procs/proc_func.h"
+#include "distill/procs/training_context.h"
 #include "hooks/io_dict.h"
 #include "testing/status_matchers.h"
 
@@ -219,6 +221,52 @@ TEST_F(BoxTest, StagesReadAndWriteTheirModelCheckpoints) {
   EXPECT_GT(compared, 0);
 }
 
+// A post-forward process of the test's own, recording the kwargs it is called with.
+Kwargs* last_post_forward_kwargs = new Kwargs;
+absl::Status RecordingPostForward(TrainingContext& box, const at::Tensor& loss,
+                                  std::optional<double>, const Kwargs& kwargs) {
+  *last_post_forward_kwargs = kwargs;
+  box.Backward(loss);
+  box.OptimizerStep();
+  box.ZeroGrad();
+  return absl::OkStatus();
+}
+KD_REGISTER_PROC_FUNC(PostForwardProc, "test_recording_post_forward", RecordingPostForward,
+                      kAnyKwargs);
+
+// A loop that computes its own loss (torchdistill's scripts may): the teacher's output from
+// TeacherOutput, the student's from its own forward, the loss its own; PostForward steps on it,
+// and kwargs given at the call reach the process function over the config's.
+TEST_F(BoxTest, ALoopsOwnLossStepsWithItsKwargs) {
+  const std::string stage = absl::StrCat(
+      Stage("s", 1, kKd),
+      R"pb( post_forward_proc { key: "test_recording_post_forward"
+                                kwargs { name: "from_config" integer: 1 }
+                                kwargs { name: "both" integer: 2 } })pb");
+  auto box = MakeBox(Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", stage, "}")),
+                     {.run_dir = RunDir("own_loss")});
+  ASSERT_THAT(box, IsOk());
+  Box& b = **box;
+  std::map<std::string, at::Tensor> before;
+  for (const auto& [name, t] : b.student().NamedParameters()) before[name] = t.clone();
+  ASSERT_THAT(b.PreEpoch(0), IsOk());
+  auto loader = b.TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  Batch batch = BatchStream(**loader).Next();
+  auto teacher = b.TeacherOutput(batch);
+  ASSERT_THAT(teacher, IsOk());
+  const at::Tensor student = b.student().Forward({batch.samples}).toTensor();
+  const at::Tensor loss = (student - teacher->toTensor()).pow(2).mean();
+  ASSERT_THAT(b.PostForward(loss, {{"both", c10::IValue(int64_t{3})}, {"at_call", c10::IValue(true)}}),
+              IsOk());
+  EXPECT_EQ(last_post_forward_kwargs->at("from_config").toInt(), 1);
+  EXPECT_EQ(last_post_forward_kwargs->at("both").toInt(), 3);  // the call's over the config's
+  EXPECT_TRUE(last_post_forward_kwargs->at("at_call").toBool());
+  int changed = 0;
+  for (const auto& [name, t] : b.student().NamedParameters()) changed += !at::equal(t, before[name]);
+  EXPECT_GT(changed, 0);  // the student stepped on the loop's own loss
+}
+
 TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {
   auto box = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}")),
                      {.run_dir = RunDir("order")});
@@ -240,13 +288,17 @@ TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {
   EXPECT_THAT(b.Forward(batch), StatusIs(absl::StatusCode::kFailedPrecondition,
                                          HasSubstr("awaits PostForward(loss)")));
   ASSERT_THAT(b.PostForward(*loss), IsOk());
-  EXPECT_THAT(b.PostForward(*loss), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                             HasSubstr("no Forward since the last PostForward")));
+  EXPECT_THAT(b.PostForward(at::ones({2})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "PostForward: the loss must be one value (a scalar tensor), got 2 values"));
   EXPECT_THAT(b.TeacherIoDict(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                           HasSubstr("a TrainingBox has no teacher")));
   EXPECT_THAT(b.AdvanceToNextStage(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("end it with PostEpoch")));
   ASSERT_THAT(b.PostEpoch({}), IsOk());
+  EXPECT_THAT(b.PostForward(*loss),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("PostForward out of order: no epoch is open")));
   EXPECT_THAT(b.AdvanceToNextStage(),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("stage \"s\" is the last of 1")));
   EXPECT_THAT(b.Run(),

@@ -60,7 +60,7 @@ class BoxImpl final : public Box {
 
   absl::StatusOr<at::Tensor> Forward(Batch& batch) override;
 
-  absl::Status PostForward(const at::Tensor& loss) override;
+  absl::Status PostForward(const at::Tensor& loss, const Kwargs& kwargs) override;
 
   absl::StatusOr<std::map<std::string, double>> Evaluate() override {
     KD_ASSIGN_OR_RETURN(StageRun * stage, Current());

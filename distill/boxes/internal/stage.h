@@ -84,7 +84,8 @@ class StageRun {
   // The module paths the stage hooks on `role`'s model (torchdistill's target_*_pairs).
   virtual std::vector<std::string> hooked_paths(ModelRole role) const = 0;
   // The post-forward process function (backward, clipping, optimizer and scheduler steps).
-  virtual absl::Status PostForward(const at::Tensor& loss) = 0;
+  // `kwargs` over the config's.
+  virtual absl::Status PostForward(const at::Tensor& loss, const Kwargs& kwargs = {}) = 0;
   virtual DataLoader& train_loader() = 0;
   // The I/O dicts of the last Forward (empty before one).
   virtual const IoDict& teacher_io() const = 0;

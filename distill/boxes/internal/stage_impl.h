@@ -141,8 +141,8 @@ class Stage final : public StageRun, public TrainingContext {
   absl::Status PreEpoch(int64_t epoch) override;
   absl::Status PreForward(Batch& batch) override;
   absl::StatusOr<CriterionResult> Forward(Batch& batch) override;
-  absl::Status PostForward(const at::Tensor& loss) override {
-    return (*post_forward_)(*this, loss, std::nullopt);
+  absl::Status PostForward(const at::Tensor& loss, const Kwargs& kwargs = {}) override {
+    return (*post_forward_)(*this, loss, std::nullopt, kwargs);
   }
   absl::StatusOr<c10::IValue> TeacherOutput(Batch& batch) override;
   std::vector<std::string> hooked_paths(ModelRole role) const override {
