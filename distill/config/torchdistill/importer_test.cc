@@ -33,6 +33,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
 
 TEST(ImporterTest, TheMainJobsConfigsComeBackFromTheirYaml) {
   setenv("HOME", "/home/user", 1);  // torchvision expands ~ in root
@@ -64,6 +65,37 @@ TEST(ImporterTest, TheTeacherRunsAsTorchdistillLeavesIt) {
   absl::StatusOr<Import> student = ImportFile(TestData("student.yaml"), {.seed = 1});
   ASSERT_THAT(student, IsOk());
   EXPECT_EQ(student->config.train().teacher_mode(), StageConfig::TEACHER_EVAL);
+}
+
+// A stage's process functions are registry keys, as torchdistill's get_*_proc_func reads them
+// (they were reported as keys torchdistill does not read); a wrapper may be {key, kwargs}.
+TEST(ImporterTest, StageProcessesAndTheWrappersMappingForm) {
+  const std::string yaml = R"(models:
+  teacher_model: {key: 'fashion_cnn'}
+  student_model: {key: 'fashion_cnn'}
+train:
+  num_epochs: 1
+  pre_epoch_process: 'default_pre_epoch_process_with_teacher'
+  post_forward_process: 'my_own_post_forward'
+  student:
+    wrapper: {key: 'DistributedDataParallel', kwargs: {device_ids: [0], broadcast_buffers: False}}
+)";
+  absl::StatusOr<Import> imported = ImportText(yaml, "p.yaml", {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_EQ(imported->config.train().pre_epoch_proc().key(),
+            "default_pre_epoch_process_with_teacher");
+  EXPECT_EQ(imported->config.train().student().wrapper(),
+            StageModelConfig::DISTRIBUTED_DATA_PARALLEL);
+  EXPECT_THAT(imported->unsupported,
+              UnorderedElementsAre(HasSubstr("p.yaml:7:25: train.post_forward_process my_own_post_forward "
+                                    "is not supported: libkd has no process function of that "
+                                    "key: register one in C++"),
+                                   HasSubstr("p.yaml:9:92: train.student.wrapper.kwargs."
+                                             "broadcast_buffers is not supported: libkd's "
+                                             "DistributedDataParallel (c10d's Reducer) takes no "
+                                             "wrapper kwargs")));
+  EXPECT_THAT(imported->notes, Contains(HasSubstr("train.student.wrapper.kwargs.device_ids: left "
+                                                  "out")));
 }
 
 // What has no translation: each reported at its position, the rest translated.

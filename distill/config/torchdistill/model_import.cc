@@ -156,7 +156,25 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
     if (grad == teacher) out->set_requires_grad(grad);  // else libkd's default already
   }
   if (const YamlValue* v = keys.Take("wrapper"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(std::string wrapper, Context::String(*v, what + ".wrapper"));
+    // A key, or {key, kwargs} (torchdistill 1.x's wrap_model takes both).
+    const YamlValue* key_value = v;
+    if (v->kind == Kind::kMap) {
+      KD_ASSIGN_OR_RETURN(Keys wrapper_keys, Keys::Of(v, what + ".wrapper"));
+      key_value = wrapper_keys.Take("key");
+      if (key_value == nullptr) return Context::WrongType(*v, what + ".wrapper.key", "a string");
+      if (const YamlValue* kwargs = wrapper_keys.Take("kwargs");
+          kwargs != nullptr && kwargs->kind != Kind::kNull) {
+        KD_ASSIGN_OR_RETURN(Keys kwarg_keys, Keys::Of(kwargs, what + ".wrapper.kwargs"));
+        if (kwarg_keys.Take("device_ids") != nullptr) {
+          context.Note(*kwargs, what + ".wrapper.kwargs.device_ids",
+                       "left out: torchdistill sets them from the process's device, as libkd does");
+        }
+        kwarg_keys.Finish(context, "libkd's DistributedDataParallel (c10d's Reducer) takes no "
+                                   "wrapper kwargs");
+      }
+      wrapper_keys.Finish(context, "a wrapper is {key, kwargs}");
+    }
+    KD_ASSIGN_OR_RETURN(std::string wrapper, Context::String(*key_value, what + ".wrapper"));
     if (wrapper == "DistributedDataParallel") {
       out->set_wrapper(StageModelConfig::DISTRIBUTED_DATA_PARALLEL);
     } else if (wrapper == "DataParallel") {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
+#include "distill/config/proc_fields.h"
 #include "distill/config/torchdistill/import_context.h"
 
 namespace kd {
@@ -264,6 +265,31 @@ absl::Status ImportStage(Context& context, const YamlValue& stage, const std::st
   }
   if (const YamlValue* v = keys.Take("criterion")) {
     KD_RETURN_IF_ERROR(ImportCriterion(context, *v, what + ".criterion", out->mutable_criterion()));
+  }
+  // The stage's process functions, each a registry key (torchdistill's get_*_proc_func): the
+  // libkd function of the same key, where libkd has one.
+  struct Proc {
+    const char* yaml;
+    absl::string_view kind;
+    PluginConfig* (StageConfig::*field)();
+  };
+  for (const Proc& proc :
+       {Proc{"pre_epoch_process", kPreEpochProcKind, &StageConfig::mutable_pre_epoch_proc},
+        Proc{"pre_forward_process", kPreForwardProcKind, &StageConfig::mutable_pre_forward_proc},
+        Proc{"post_forward_process", kPostForwardProcKind, &StageConfig::mutable_post_forward_proc},
+        Proc{"post_epoch_process", kPostEpochProcKind, &StageConfig::mutable_post_epoch_proc}}) {
+    const YamlValue* v = keys.Take(proc.yaml);
+    if (v == nullptr || v->kind == Kind::kNull) continue;
+    const std::string at = absl::StrCat(what, ".", proc.yaml);
+    KD_ASSIGN_OR_RETURN(std::string key, Context::String(*v, at));
+    const RegistryBase* registry = FindRegistry(std::string(proc.kind));
+    if (registry != nullptr && registry->Contains(key)) {
+      (out->*proc.field)()->set_key(key);
+    } else {
+      context.UnsupportedPlugin(*v, absl::StrCat(at, " ", key), std::string(proc.kind), key, "",
+                                "libkd has no process function of that key: register one in C++ "
+                                "(KD_REGISTER_PROC_FUNC, distill/procs/proc_func.h); ");
+    }
   }
   keys.Finish(context, kUnknownKey);
   return absl::OkStatus();
