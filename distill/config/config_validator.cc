@@ -6,12 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
 #include "base/registry.h"
@@ -19,6 +16,7 @@
 #include "distill/config/internal/model_checks.h"
 #include "distill/config/internal/output_files.h"
 #include "distill/config/internal/stage_checks.h"
+#include "distill/config/internal/stage_names.h"
 #include "distill/config/plugin_kinds.h"
 #include "distill/config/proc_fields.h"
 #include "distill/config/teacher_extras.h"
@@ -26,20 +24,11 @@
 namespace kd {
 namespace {
 
-// A name that becomes part of a file or folder name in the run folder: not a path (no '/' or
-// '\\', not "." or ".."), no control characters, and short enough that the longest file made
-// from it ("teacher_cache.<name>.rank<N>.bin") stays under the file system's 255 bytes.
-constexpr size_t kMaxPlainName = 200;
+using internal::IsPlainName;
+using internal::kPlainNameRule;
+
+// Worker threads of a loader: 100,000 of them took 8.5 GB and aborted.
 constexpr int kMaxWorkers = 256;
-constexpr char kPlainNameRule[] =
-    "(no '/' or '\\', not '.' or '..', no control characters, at most 200 bytes)";
-bool IsPlainName(const std::string& name) {
-  return name != "." && name != ".." && name.size() <= kMaxPlainName &&
-         std::none_of(name.begin(), name.end(), [](char c) {
-           const unsigned char u = static_cast<unsigned char>(c);
-           return c == '/' || c == '\\' || u < 0x20 || u == 0x7f;
-         });
-}
 
 using internal::RecordedIo;
 using internal::StageContext;
@@ -155,42 +144,7 @@ class Validator : private internal::StageChecker {
       CheckStage(config, config.stages(i), root.Nested("stages", i),
                  /*first=*/i == 0 && !config.has_train());
     }
-    // Names identify stages in logs, metrics and checkpoints: the default name of stage i is
-    // "stage<i>" (as the boxes name it), which an explicit name can collide with.
-    // `train` (a one-stage config) included: its name names files as a stage's does.
-    std::map<std::string, TextPosition> names;
-    const std::vector<LocatedStage> located = StagesInRunOrder(config, root);
-    for (size_t i = 0; i < located.size(); ++i) {
-      const StageConfig& stage = *located[i].stage;
-      const ConfigLocator& loc = located[i].loc;
-      const bool named = !stage.name().empty();
-      const std::string name = named ? stage.name() : absl::StrCat("stage", i);
-      const TextPosition at = named ? loc.Of("name") : loc.self();
-      if (named && !IsPlainName(name)) {
-        Add(at, absl::StrCat("stage name \"", absl::CHexEscape(name.substr(0, 80)),
-                             "\" must be a plain name ", kPlainNameRule,
-                             ": it names the stage's files in the run folder (its checkpoint, "
-                             "its teacher cache's spill)"));
-      }
-      // The run's own checkpoint names: last.pt, best.pt, <stage>_epoch<N>.pt.
-      const size_t epoch_at = name.rfind("_epoch");
-      const bool epoch_like =
-          epoch_at != std::string::npos && epoch_at + 6 < name.size() &&
-          std::all_of(name.begin() + static_cast<int64_t>(epoch_at) + 6, name.end(),
-                      [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); });
-      if (named && (name == "last" || name == "best" || epoch_like)) {
-        Add(at, absl::StrCat("stage name \"", name,
-                             "\" is the name of a checkpoint the run writes (last.pt, best.pt, "
-                             "<stage>_epoch<N>.pt): its stage checkpoint would replace it; give "
-                             "the stage another name"));
-      }
-      if (auto [it, inserted] = names.try_emplace(name, at); !inserted) {
-        Add(at, absl::StrCat("duplicate stage name \"", name, "\"",
-                             named ? "" : absl::StrCat(" (stage ", i, "'s default name)"),
-                             ", also the name of the stage at ", it->second.ToString(),
-                             "; give each stage its own name"));
-      }
-    }
+    internal::CheckStageNames(config, root, *this);
   }
 
   // A stage model's src_ckpt must be readable, unless an earlier stage's dst_ckpt writes it.
@@ -413,20 +367,6 @@ class Validator : private internal::StageChecker {
       Add(loc.Of("save_best"), "save_best needs evaluation (DistillConfig.evaluation is unset)");
     }
     CheckFile(checkpoint.resume_from(), loc, "resume_from");
-    // checkpoint.dir is taken from the run folder: a ".." would put the run's checkpoints
-    // (and what --overwrite removes) outside it. A folder elsewhere is given absolute.
-    if (const std::string& dir = checkpoint.dir();
-        !dir.empty() && !absl::StartsWith(dir, "/")) {
-      for (absl::string_view part : absl::StrSplit(dir, '/')) {
-        if (part == "..") {
-          Add(loc.Of("dir"), absl::StrCat("checkpoint.dir \"", absl::CHexEscape(dir),
-                                          "\" climbs out of the run folder with \"..\"; give a "
-                                          "folder inside it, or an absolute path for one "
-                                          "elsewhere"));
-          break;
-        }
-      }
-    }
   }
 
   std::map<std::string, TextPosition> dataset_ids_;

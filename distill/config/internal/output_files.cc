@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "distill/config/config_loader.h"
 
@@ -79,6 +82,20 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
     }
   }
   outputs.insert(outputs.end(), stage_outputs.begin(), stage_outputs.end());
+  // checkpoint.dir is taken from the run folder: a ".." would put the run's checkpoints
+  // (and what --overwrite removes) outside it. A folder elsewhere is given absolute.
+  if (const std::string& dir = config.checkpoint().dir();
+      !dir.empty() && !absl::StartsWith(dir, "/")) {
+    for (absl::string_view part : absl::StrSplit(dir, '/')) {
+      if (part == "..") {
+        checker.Add(root.Nested("checkpoint").Of("dir"),
+                    absl::StrCat("checkpoint.dir \"", absl::CHexEscape(dir),
+                                 "\" climbs out of the run folder with \"..\"; give a folder "
+                                 "inside it, or an absolute path for one elsewhere"));
+        break;
+      }
+    }
+  }
   // The memory snapshot (evaluation.memory_leak_detection.snapshot_path).
   add(outputs, config.evaluation().memory_leak_detection().snapshot_path(),
       root.Nested("evaluation").Nested("memory_leak_detection"),

@@ -74,6 +74,10 @@ inline constexpr size_t kMaxYamlString = size_t{1} << 16;   // 64 KiB
 inline constexpr size_t kMaxYamlDepth = 256;
 inline constexpr int64_t kMaxYamlValues = 1000000;
 
+// OK if `text` is UTF-8 without control bytes (but tab, newline and carriage return), as PyYAML
+// reads text; else InvalidArgument "file:line:col: byte 0x..: ..." where the first one stands.
+absl::Status CheckYamlText(const std::string& text, const std::string& file);
+
 // Reads torchdistill YAML. InvalidArgument "file:line:col: ..." for a syntax error, an unknown
 // tag, a cyclic alias, a tag given the wrong node (a !join of a mapping), a second document,
 // an integer beyond 64 bits, or past the bounds above. `file` names the text in messages.
