@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "base/internal/le_reader.h"
 
 namespace kd {
@@ -206,20 +207,25 @@ std::string DescribeKind(TorchArchive::Kind kind) {
   return "a zip archive that torch did not write (no data.pkl)";
 }
 
-absl::StatusOr<TorchArchive> InspectTorchArchive(absl::string_view bytes) {
-  if (absl::StartsWith(bytes, kLegacyTorchSave)) {
+absl::Status CheckTorchArchiveHead(absl::string_view head, uint64_t size) {
+  if (absl::StartsWith(head, kLegacyTorchSave)) {
     return Invalid(
         "a legacy torch.save file (the pre-1.6 format, _use_new_zipfile_serialization=False), "
         "which libtorch cannot read: load it in Python and save it again with torch.save's "
         "default format");
   }
-  if (bytes.size() < 4 || !absl::StartsWith(bytes, "PK\x03\x04")) {
+  if (size < 4 || !absl::StartsWith(head, "PK\x03\x04")) {
     return Invalid(absl::StrCat(
-        "not a zip archive (", bytes.size(), " bytes",
-        bytes.empty() ? ""
-                      : absl::StrFormat(" beginning 0x%02x", static_cast<unsigned char>(bytes[0])),
+        "not a zip archive (", size, " bytes",
+        head.empty() ? ""
+                     : absl::StrFormat(" beginning 0x%02x", static_cast<unsigned char>(head[0])),
         "), so neither torch.jit.save nor torch.save wrote it"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TorchArchive> InspectTorchArchive(absl::string_view bytes) {
+  KD_RETURN_IF_ERROR(CheckTorchArchiveHead(bytes.substr(0, kLegacyTorchSave.size()), bytes.size()));
   const Reader r(bytes);
   uint64_t offset = 0, size = 0, count = 0;
   if (absl::Status s = FindDirectory(r, &offset, &size, &count); !s.ok()) return s;

@@ -48,6 +48,11 @@ uint32_t Crc32(absl::string_view data);
 // "a TorchScript archive (torch.jit.save)", "a torch.save archive", "a zip archive".
 std::string DescribeKind(TorchArchive::Kind kind);
 
+// InspectTorchArchive's first check on a file's first 14 bytes and its size, for readers that
+// refuse a file that is no zip archive before reading it whole (a 3 GiB file of zeros given as
+// a checkpoint was read into memory first).
+absl::Status CheckTorchArchiveHead(absl::string_view head, uint64_t size);
+
 // Reads the zip structure (end record, zip64 records, central directory, local headers)
 // without checking the records' contents. InvalidArgument, in words for the user, for: a legacy
 // (non-zip) torch.save file, a file that is not a zip archive, one cut short (its end record

@@ -1,5 +1,8 @@
 #include "base/torch_file.h"
 
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 #include <vector>
 
 #include <caffe2/serialize/inline_container.h>
@@ -109,6 +112,21 @@ absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes) {
 }
 
 absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
+  // What is no zip archive is refused from its first bytes, before the whole file is read.
+  KD_RETURN_IF_ERROR(CheckRegularFile(path));
+  {
+    std::ifstream file(path, std::ios::binary);
+    char head[14] = {};
+    file.read(head, sizeof(head));
+    std::error_code error;
+    const uint64_t size = std::filesystem::file_size(path, error);
+    if (absl::Status checked =
+            CheckTorchArchiveHead(absl::string_view(head, static_cast<size_t>(file.gcount())),
+                                  error ? 0 : size);
+        !checked.ok()) {
+      return absl::Status(checked.code(), absl::StrCat(path, ": ", checked.message()));
+    }
+  }
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {

@@ -1,5 +1,9 @@
 #include "base/torch_file.h"
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -48,6 +52,21 @@ TEST(TorchFileTest, WritesNoTypeTags) {
   ASSERT_THAT(bytes, IsOk());
   EXPECT_THAT(*bytes, HasSubstr("data.pkl"));
   EXPECT_THAT(*bytes, ::testing::Not(HasSubstr("restore_type_tag")));
+}
+
+// A file that is no zip archive is refused from its first bytes: a 3 GiB sparse file of zeros
+// given as a checkpoint (a --resume's last.pt) was read whole first (3.7 GB resident).
+TEST(TorchFileTest, ANonArchiveIsRefusedBeforeItIsRead) {
+  const std::string path = TempFile("zeros.pt");
+  {
+    std::ofstream touch(path);
+  }
+  ASSERT_EQ(::truncate(path.c_str(), int64_t{3} << 30), 0);
+  EXPECT_THAT(ReadTorchFile(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       path + ": not a zip archive (3221225472 bytes beginning 0x00), so neither "
+                              "torch.jit.save nor torch.save wrote it"));
+  ::unlink(path.c_str());
 }
 
 TEST(TorchFileTest, UnreadableFileNamesIt) {
