@@ -126,5 +126,9 @@ printf 'train:\n  num_epochs: 1\n  "\\e[31mred\\e[0m": 1\n' >"$T/escape.yaml"
 "$tool" --yaml="$T/escape.yaml" >/dev/null 2>"$T/escape.err"
 check "control bytes: none reach the terminal" test "$(tr -d '\n' <"$T/escape.err" | LC_ALL=C grep -c $'\x1b')" -eq 0
 check "control bytes: shown escaped" grep -qF '\x1b[31mred' "$T/escape.err"
+printf 'train:\n  num_epochs: 1\n  "\xe2\x80\xaeevil": 1\n' >"$T/bidi.yaml"
+"$tool" --yaml="$T/bidi.yaml" >/dev/null 2>"$T/bidi.err"
+check "a bidi control: not echoed raw" test "$(LC_ALL=C grep -c $'\xe2\x80\xae' "$T/bidi.err")" -eq 0
+check "a bidi control: shown escaped" grep -qF '\u202eevil' "$T/bidi.err"
 
 finish import_torchdistill_test

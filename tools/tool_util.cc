@@ -41,8 +41,20 @@ std::string InstallerVenv() {
 
 std::string TerminalSafe(absl::string_view text) {
   std::string line;
-  for (const char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const unsigned char u = static_cast<unsigned char>(c);
+    // Unicode's bidirectional controls (U+202A..U+202E, U+2066..U+2069) reorder what a
+    // terminal shows after them: shown as \uXXXX too.
+    if (u == 0xe2 && i + 2 < text.size()) {
+      const unsigned char b1 = static_cast<unsigned char>(text[i + 1]);
+      const unsigned char b2 = static_cast<unsigned char>(text[i + 2]);
+      if ((b1 == 0x80 && b2 >= 0xaa && b2 <= 0xae) || (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9)) {
+        line += absl::StrFormat("\\u%04x", ((b1 & 0x3f) << 6 | (b2 & 0x3f)) | 0x2000);
+        i += 2;
+        continue;
+      }
+    }
     if (c == '\n') {
       line += ' ';
     } else if (u < 0x20 || u == 0x7f) {

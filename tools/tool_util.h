@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModelFile(const std::string& path);
 int Fail(absl::string_view tool, absl::string_view message);
 
 // `text` as one line that cannot drive a terminal: a newline becomes a space, other control
-// bytes (an ANSI escape in a module path or a YAML key) are shown as \xNN, not obeyed.
+// bytes (an ANSI escape in a module path or a YAML key) are shown as \xNN, and Unicode's
+// bidirectional controls (U+202E, ...) as \uXXXX, not obeyed.
 std::string TerminalSafe(absl::string_view text);
 
 // The installer's virtual environment (tools/install_deps.sh): $LIBKD_VENV, else
