@@ -69,6 +69,21 @@ std::vector<fs::path> FilesIn(const std::string& dir) {
   return files;
 }
 
+// Creates `folder` (and its parents); InvalidArgument naming it as `what` and the setting to
+// change (`setting`) when it cannot be made or something else is in its place.
+absl::Status MakeFolder(const std::string& folder, absl::string_view what,
+                        absl::string_view setting) {
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error || !fs::is_directory(folder)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", folder,
+        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
+        "; give ", setting, " a folder"));
+  }
+  return absl::OkStatus();
+}
+
 // Takes the lock file in `folder` (its pid written for others' messages): the descriptor, or
 // AlreadyExists naming the holder's pid.
 absl::StatusOr<int> Lock(const std::string& folder, const std::string& what) {
@@ -168,13 +183,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
     }
   }
   std::error_code error;
-  fs::create_directories(path, error);
-  if (error || !fs::is_directory(path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "run folder ", path,
-        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
-        "; give --run_dir (or run.run_dir) a folder"));
-  }
+  KD_RETURN_IF_ERROR(MakeFolder(path, "run folder", "--run_dir (or run.run_dir)"));
   // The lock: flock is released with the descriptor, so a killed run never leaves the folder
   // locked; the pid in the file is only for the message.
   KD_ASSIGN_OR_RETURN(const int fd, Lock(path, "run folder"));
@@ -231,13 +240,7 @@ absl::StatusOr<RunFolder> RunFolder::Claim(const std::string& path,
   }
 
   // What the run will write: the checkpoint folder, and the run files where they exist.
-  fs::create_directories(ckpt_dir, error);
-  if (error || !fs::is_directory(ckpt_dir)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint folder ", ckpt_dir,
-        ": cannot create it: ", error ? error.message() : "a file of that name is in the way",
-        "; give checkpoint.dir a folder"));
-  }
+  KD_RETURN_IF_ERROR(MakeFolder(ckpt_dir, "checkpoint folder", "checkpoint.dir"));
   if (::access(ckpt_dir.c_str(), W_OK) != 0) {
     return Unwritable(absl::StrCat("checkpoint folder ", ckpt_dir), errno);
   }
