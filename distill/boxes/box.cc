@@ -133,6 +133,71 @@ absl::Status BoxImpl::Init() {
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(rng);
   }
+  return ReadResume();
+}
+
+absl::Status BoxImpl::ReadResume() {
+  const std::string path =
+      !config_.checkpoint().resume_from().empty()
+          ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
+          : (options_.resume ? LastPath() : "");
+  if (path.empty()) return absl::OkStatus();
+  // Whether something is there, link or not: a link that loops or dangles is read and named
+  // by the reader (fs::exists would throw on a loop).
+  std::error_code present_error;
+  if (!fs::exists(fs::symlink_status(path, present_error))) {
+    if (!config_.checkpoint().resume_from().empty()) {
+      return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", path));
+    }
+    return absl::NotFoundError(absl::StrCat("--resume: run folder ", run_dir_,
+                                            " has no checkpoint to resume (", path,
+                                            "); drop --resume to start a fresh run"));
+  }
+  KD_ASSIGN_OR_RETURN(c10::impl::GenericDict saved, ReadCheckpoint(path));
+  const size_t stage = static_cast<size_t>(saved.at("stage").toInt());
+  if (stage >= stages_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the checkpoint is at stage ", stage, ", but the config has ",
+                     stages_.size(), stages_.size() == 1 ? " stage" : " stages",
+                     " (a checkpoint of another config?)"));
+  }
+  const int64_t epoch = saved.at("epoch").toInt();  // epochs completed in that stage
+  if (epoch < 0 || epoch > stages_[stage].num_epochs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the checkpoint is after epoch ", epoch, " of stage \"", stages_[stage].name(),
+        "\", which has ", stages_[stage].num_epochs(), " (a checkpoint of another config?)"));
+  }
+  best_ = saved.at("best").toDouble();
+  KD_RETURN_IF_ERROR(LoadStateDict(*student_, saved.at("student"), path));
+  if (teacher_ != nullptr && saved.contains("teacher")) {
+    KD_RETURN_IF_ERROR(LoadStateDict(*teacher_, saved.at("teacher"), path));
+  }
+  int64_t stage_start = 0;
+  for (size_t s = 0; s < stage; ++s) stage_start += stages_[s].num_epochs();
+  resume_ = Resumed{.saved = std::move(saved),
+                    .path = path,
+                    .stage = stage,
+                    .epoch = epoch,
+                    .stage_start = stage_start};
+  // The step API starts in the checkpoint's stage.
+  stage_index_ = stage;
+  stage_start_ = stage_start;
+  next_epoch_ = start_epoch();
+  return absl::OkStatus();
+}
+
+absl::Status BoxImpl::EnterResumedStage(StageRun& stage) {
+  // A checkpoint written at a stage's end starts the next stage afresh (its src_ckpt loaded); one
+  // inside a stage carries the stage's optimizer, scheduler and losses.
+  if (resume_->saved.contains("fresh_stage")) {
+    KD_RETURN_IF_ERROR(StartStage(stage));
+  } else {
+    KD_RETURN_IF_ERROR(LoadStage(stage, resume_->saved, resume_->path));
+  }
+  const at::Tensor rng = resume_->saved.at("rng").toTensor();
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(rng);
   return absl::OkStatus();
 }
 
@@ -160,39 +225,7 @@ absl::StatusOr<RunResult> BoxImpl::Run() {
 absl::StatusOr<RunResult> BoxImpl::RunStages() {
   const Clock::time_point start = Clock::now();
   RunResult result;
-  // Where to start: after the last checkpoint's epoch when resuming.
-  size_t first_stage = 0;
-  int64_t first_epoch = 0;
-  std::optional<c10::impl::GenericDict> resume;
-  const std::string resume_path =
-      !config_.checkpoint().resume_from().empty()
-          ? ResolveAgainst(options_.base_dir, config_.checkpoint().resume_from())
-          : (options_.resume ? LastPath() : "");
-  // Whether something is there, link or not: a link that loops or dangles is read and named
-  // by the reader (fs::exists would throw on a loop).
-  std::error_code present_error;
-  if (!resume_path.empty() && fs::exists(fs::symlink_status(resume_path, present_error))) {
-    KD_ASSIGN_OR_RETURN(resume, ReadCheckpoint(resume_path));
-    first_stage = static_cast<size_t>(resume->at("stage").toInt());
-    if (first_stage >= stages_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          resume_path, ": the checkpoint is at stage ", first_stage, ", but the config has ",
-          stages_.size(), stages_.size() == 1 ? " stage" : " stages",
-          " (a checkpoint of another config?)"));
-    }
-    first_epoch = resume->at("epoch").toInt();  // epochs completed in that stage
-    best_ = resume->at("best").toDouble();
-    KD_RETURN_IF_ERROR(LoadStateDict(*student_, resume->at("student"), resume_path));
-    if (teacher_ != nullptr && resume->contains("teacher")) {
-      KD_RETURN_IF_ERROR(LoadStateDict(*teacher_, resume->at("teacher"), resume_path));
-    }
-  } else if (!config_.checkpoint().resume_from().empty()) {
-    return absl::NotFoundError(absl::StrCat("checkpoint.resume_from: no file ", resume_path));
-  } else if (options_.resume) {
-    return absl::NotFoundError(absl::StrCat("--resume: run folder ", run_dir_,
-                                            " has no checkpoint to resume (", resume_path,
-                                            "); drop --resume to start a fresh run"));
-  }
+  const size_t first_stage = resume_.has_value() ? resume_->stage : 0;
   const int log_every =
       config_.run().log_every_n_steps() > 0 ? config_.run().log_every_n_steps() : 50;
   const EvaluationConfig& evaluation = config_.evaluation();
@@ -208,19 +241,11 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
     KD_ASSIGN_OR_RETURN(std::unique_ptr<StageRun> run, BuildStage(s));
     StageRun& stage = *run;
     int64_t epoch = 0;
-    const bool resumes_inside =
-        resume.has_value() && s == first_stage && !resume->contains("fresh_stage");
-    if (!resumes_inside) KD_RETURN_IF_ERROR(StartStage(stage));
-    if (resume.has_value() && s == first_stage) {
-      // A checkpoint written at a stage's end starts the next stage afresh.
-      if (!resume->contains("fresh_stage")) {
-        KD_RETURN_IF_ERROR(LoadStage(stage, *resume, resume_path));
-      }
-      epoch = first_epoch;
-      const at::Tensor rng = resume->at("rng").toTensor();
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(rng);
+    if (resume_.has_value() && s == first_stage) {
+      KD_RETURN_IF_ERROR(EnterResumedStage(stage));
+      epoch = resume_->epoch;
+    } else {
+      KD_RETURN_IF_ERROR(StartStage(stage));
     }
     const int64_t num_epochs = stages_[s].num_epochs();
     for (; epoch < num_epochs; ++epoch) {

@@ -85,7 +85,7 @@ class Box {
   // post_epoch_process, advance_to_next_stage), ported line by line from torchdistill's
   // examples/torchvision/image_classification.py:
   //
-  //   for (int64_t epoch = 0; epoch < box->num_epochs(); ++epoch) {  // the whole run's epochs
+  //   for (int64_t epoch = box->start_epoch(); epoch < box->num_epochs(); ++epoch) {
   //     KD_RETURN_IF_ERROR(box->PreEpoch(epoch));
   //     KD_ASSIGN_OR_RETURN(kd::DataLoader* loader, box->TrainLoader());
   //     for (kd::BatchStream batches(*loader); !batches.done();) {
@@ -101,7 +101,10 @@ class Box {
   // As torchdistill's multi-stage box, epochs count over the whole run: num_epochs() is the sum
   // of the stages' epochs, and PostEpoch after a stage's last epoch advances to the next stage
   // (saving the stage's dst_ckpt), so the loop above runs every stage. AdvanceToNextStage
-  // still moves on early; the new stage then covers the run's next epochs.
+  // still moves on early; the new stage then covers the run's next epochs. PostEpoch also
+  // writes the run's checkpoints as Run does (last.pt, best.pt on a better primary metric,
+  // every_n_epochs), so a hand loop stopped anywhere resumes: MakeBox with
+  // BoxOptions.resume, and the loop from start_epoch().
   //
   // Calls out of this order are FailedPrecondition naming the call that was due; the stage
   // is built by the first call. The same config and seed give the weights Run() gives, bit for
@@ -126,8 +129,9 @@ class Box {
   // The student's validation loss and metrics (empty without a validation loader).
   virtual absl::StatusOr<std::map<std::string, double>> Evaluate() = 0;
   // The post-epoch process, given the epoch's metrics (its primary metric steps a
-  // ReduceLROnPlateau scheduler); after the current stage's last epoch, the next stage, as
-  // AdvanceToNextStage (torchdistill's multi-stage post_epoch_process).
+  // ReduceLROnPlateau scheduler and chooses best.pt); the run's checkpoints written; after the
+  // current stage's last epoch, the next stage, as AdvanceToNextStage (torchdistill's
+  // multi-stage post_epoch_process).
   virtual absl::Status PostEpoch(const std::map<std::string, double>& metrics) = 0;
   // The next stage, built on the same models (the current one's hooks removed first);
   // OutOfRange after the last stage.
@@ -167,6 +171,11 @@ class Box {
   virtual Model* teacher() = 0;
   // The run's epochs, every stage's (torchdistill's box.num_epochs).
   virtual int64_t num_epochs() const = 0;
+  // The run's epoch a loop starts at (torchdistill's args.start_epoch): 0, or for a resumed box
+  // (BoxOptions.resume, checkpoint.resume_from) the first epoch its checkpoint had not finished;
+  // the step API then continues as Run would, in the checkpoint's stage with its optimizer,
+  // scheduler, losses and RNG state.
+  virtual int64_t start_epoch() const = 0;
   // The current stage: its index (from 0), its epochs and the run's epoch it starts at.
   virtual size_t stage_index() const = 0;
   virtual int64_t stage_num_epochs() const = 0;

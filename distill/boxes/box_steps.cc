@@ -19,6 +19,11 @@ absl::Status BoxImpl::PreEpoch(int64_t epoch) {
                                            "PostEpoch first"));
   }
   const int64_t end = stage_start_ + stage_num_epochs();
+  if (epoch < start_epoch()) {
+    return Misuse("PreEpoch", absl::StrCat("epoch ", epoch, " was done before the checkpoint ",
+                                           resume_->path, " this box resumes: the loop starts "
+                                           "at start_epoch(), ", start_epoch()));
+  }
   if (epoch < stage_start_ || epoch >= end) {
     return Misuse("PreEpoch", absl::StrCat(
         "epoch ", epoch, " is outside stage \"", stages_[stage_index_].name(), "\", which covers "
@@ -63,10 +68,14 @@ absl::Status BoxImpl::PostEpoch(const std::map<std::string, double>& metrics) {
   KD_RETURN_IF_ERROR(stage->PostEpoch(metric));
   step_ = Step::kNoEpoch;
   next_epoch_ = epoch_ + 1;
+  // As Run: the stage's models to their dst_ckpt before the checkpoint that ends the stage.
+  const int64_t done = next_epoch_ - stage_start_;  // the stage's epochs done
+  const bool stage_done = done == stage_num_epochs();
+  if (stage_done) KD_RETURN_IF_ERROR(EndStage(*stage));
+  KD_RETURN_IF_ERROR(
+      Checkpoint(*stage, stage_index_, done, metric, config_.evaluation().lower_is_better()));
   // torchdistill's multi-stage post_epoch_process: after the stage's last epoch, the next stage.
-  if (next_epoch_ == stage_start_ + stage_num_epochs() && stage_index_ + 1 < stages_.size()) {
-    return AdvanceToNextStage();
-  }
+  if (stage_done && stage_index_ + 1 < stages_.size()) return NextStage();
   return absl::OkStatus();
 }
 
@@ -79,7 +88,11 @@ absl::Status BoxImpl::AdvanceToNextStage() {
         stages_.size(), stages_.size() == 1 ? " stage" : " stages"));
   }
   KD_RETURN_IF_ERROR(EndStage(*current_));  // torchdistill's save_stage_ckpt
-  current_.reset();                         // its hooks go with it
+  return NextStage();
+}
+
+absl::Status BoxImpl::NextStage() {
+  current_.reset();  // its hooks go with it
   ++stage_index_;
   stage_start_ = next_epoch_;  // the new stage covers the run's next epochs
   forwarded_ = false;
@@ -122,7 +135,11 @@ absl::StatusOr<StageRun*> BoxImpl::Current() {
     KD_ASSIGN_OR_RETURN(current_, BuildStage(stage_index_));
   }
   if (started_ != stage_index_) {  // once per stage: CleanModules' rebuild does not reload
-    KD_RETURN_IF_ERROR(StartStage(*current_));
+    if (resume_.has_value() && stage_index_ == resume_->stage && !started_.has_value()) {
+      KD_RETURN_IF_ERROR(EnterResumedStage(*current_));
+    } else {
+      KD_RETURN_IF_ERROR(StartStage(*current_));
+    }
     started_ = stage_index_;
   }
   return current_.get();

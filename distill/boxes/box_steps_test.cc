@@ -51,8 +51,10 @@ using ::testing::HasSubstr;
 // torchdistill's image-classification loop over `box`, line for line (examples/torchvision/
 // image_classification.py's train(): `for epoch in range(start, box.num_epochs)`), validation
 // each epoch: PostEpoch moves on to the next stage after a stage's last epoch.
-absl::Status HandLoop(Box& box) {
-  for (int64_t epoch = 0; epoch < box.num_epochs(); ++epoch) {
+// `end`: the epoch the loop stops before (a run that was stopped), -1: the run's end.
+absl::Status HandLoop(Box& box, int64_t end = -1) {
+  if (end < 0) end = box.num_epochs();
+  for (int64_t epoch = box.start_epoch(); epoch < end; ++epoch) {
     KD_RETURN_IF_ERROR(box.PreEpoch(epoch));
     KD_ASSIGN_OR_RETURN(DataLoader * loader, box.TrainLoader());
     for (BatchStream batches(*loader); !batches.done();) {
@@ -632,6 +634,49 @@ TEST_F(BoxTest, TheTeachersModeIsLibkdsOrTorchdistills) {
   EXPECT_THAT(MakeBox(Parse(cached), {.run_dir = RunDir("mode_cache_on")}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("teacher_mode TEACHER_AS_IS: the teacher may run in train mode")));
+}
+
+// A hand loop stopped after any epoch (inside a stage, or at a stage's end) and resumed from the
+// run folder's last.pt ends with the weights of the loop that was never stopped, bit for bit: the
+// checkpoint's stage, optimizer, scheduler and RNG state are restored as Run restores them.
+TEST_F(BoxTest, AResumedHandLoopEqualsAnUninterruptedOne) {
+  const DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe),
+                         "} stages {", Stage("kd", 2, kKd), "}"));
+  auto whole = MakeBox(config, {.run_dir = RunDir("resume_whole")});
+  ASSERT_THAT(whole, IsOk());
+  EXPECT_EQ((*whole)->start_epoch(), 0);
+  ASSERT_THAT(HandLoop(**whole), IsOk());
+  for (const int64_t stopped_after : {1, 2}) {  // the warm stage's end; inside the kd stage
+    SCOPED_TRACE(absl::StrCat("stopped after ", stopped_after, " epochs"));
+    const std::string dir = RunDir(absl::StrCat("resume_parts", stopped_after));
+    {
+      auto first = MakeBox(config, {.run_dir = dir});
+      ASSERT_THAT(first, IsOk());
+      ASSERT_THAT(HandLoop(**first, stopped_after), IsOk());
+    }  // the process that stopped
+    auto resumed = MakeBox(config, {.run_dir = dir, .resume = true});
+    ASSERT_THAT(resumed, IsOk());
+    Box& box = **resumed;
+    EXPECT_EQ(box.start_epoch(), stopped_after);
+    EXPECT_EQ(box.stage_index(), 1u);
+    EXPECT_EQ(box.stage_start_epoch(), 1);
+    EXPECT_THAT(box.PreEpoch(0),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr(absl::StrCat("epoch 0 was done before the checkpoint ", dir,
+                                                "/ckpt/last.pt this box resumes: the loop starts "
+                                                "at start_epoch(), ",
+                                                stopped_after))));
+    ASSERT_THAT(HandLoop(box), IsOk());
+    const std::vector<NamedTensor> expected = (*whole)->student().NamedParameters();
+    const std::vector<NamedTensor> got = box.student().NamedParameters();
+    ASSERT_EQ(got.size(), expected.size());
+    ASSERT_FALSE(got.empty());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, expected[i].first);
+      EXPECT_TRUE(at::equal(got[i].second, expected[i].second)) << got[i].first;
+    }
+  }
 }
 
 TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {

@@ -71,6 +71,8 @@ class BoxImpl final : public Box {
   absl::Status PostEpoch(const std::map<std::string, double>& metrics) override;
 
   absl::Status AdvanceToNextStage() override;
+  // The next stage, without saving the current one's dst_ckpt (its caller did).
+  absl::Status NextStage();
 
   absl::StatusOr<DataLoader*> TrainLoader() override {
     KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
@@ -111,6 +113,9 @@ class BoxImpl final : public Box {
     int64_t epochs = 0;
     for (const StageConfig& stage : stages_) epochs += stage.num_epochs();
     return epochs;
+  }
+  int64_t start_epoch() const override {
+    return resume_.has_value() ? resume_->stage_start + resume_->epoch : 0;
   }
   size_t stage_index() const override { return stage_index_; }
   int64_t stage_num_epochs() const override { return stages_[stage_index_].num_epochs(); }
@@ -159,6 +164,21 @@ class BoxImpl final : public Box {
 
   static absl::Status CreateDirectories(const std::string& dir);
 
+  // The checkpoint a resumed run continues from (BoxOptions.resume: the run folder's last.pt;
+  // checkpoint.resume_from), read by Init: the models' weights and the best metric restored
+  // there, the stage's state and the RNG when the stage is entered (EnterResumedStage).
+  struct Resumed {
+    c10::impl::GenericDict saved;
+    std::string path;
+    size_t stage = 0;
+    int64_t epoch = 0;        // epochs done in that stage
+    int64_t stage_start = 0;  // the run's epoch the stage starts at
+  };
+  absl::Status ReadResume();
+  // The resumed stage entered: its optimizer, scheduler and losses from the checkpoint (or its
+  // src_ckpt, for a checkpoint written at the previous stage's end), then the RNG state.
+  absl::Status EnterResumedStage(StageRun& stage);
+
   absl::Status Checkpoint(const StageRun& stage, size_t stage_index, int64_t epochs_done,
                           std::optional<double> metric, bool lower_is_better);
 
@@ -172,6 +192,7 @@ class BoxImpl final : public Box {
   std::map<std::string, std::shared_ptr<Dataset>> datasets_;
   std::unique_ptr<Model> teacher_, student_;
   double best_ = NAN;
+  std::optional<Resumed> resume_;  // null: a fresh run
   int rank_ = 0;                                  // this process's; only rank 0 writes
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // null: one process
   std::unique_ptr<RankMonitor> monitor_;          // with group_

@@ -32,6 +32,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
@@ -65,6 +66,39 @@ TEST(ImporterTest, TheTeacherRunsAsTorchdistillLeavesIt) {
   absl::StatusOr<Import> student = ImportFile(TestData("student.yaml"), {.seed = 1});
   ASSERT_THAT(student, IsOk());
   EXPECT_EQ(student->config.train().teacher_mode(), StageConfig::TEACHER_EVAL);
+}
+
+// torchdistill's requires_grad defaults to True for the teacher too: a teacher section without
+// it trains in torchdistill (its parameters join the optimizer, its forward keeps gradients), so
+// the import trains it, with a note; requires_grad: False freezes it, as libkd's default does.
+TEST(ImporterTest, ATeacherWithoutRequiresGradTrainsAsInTorchdistill) {
+  for (const bool given : {false, true}) {
+    SCOPED_TRACE(given ? "requires_grad: False" : "no requires_grad");
+    const std::string yaml = absl::StrCat(R"(models:
+  teacher_model: {key: 'fashion_cnn'}
+  student_model: {key: 'fashion_cnn'}
+train:
+  num_epochs: 1
+  teacher:
+    forward_proc: 'forward_batch_only'
+)", given ? "    requires_grad: False\n" : "", R"(  student:
+    requires_grad: True
+)");
+    absl::StatusOr<Import> imported = ImportText(yaml, "g.yaml", {.seed = 1});
+    ASSERT_THAT(imported, IsOk());
+    const StageModelConfig& teacher = imported->config.train().teacher();
+    // libkd's default freezes the teacher: requires_grad is set only where it trains
+    EXPECT_EQ(teacher.has_requires_grad() && teacher.requires_grad(), !given);
+    EXPECT_FALSE(imported->config.train().student().has_requires_grad());  // libkd's default
+    const auto note = Contains(HasSubstr(
+        "g.yaml:7:5: train.teacher.requires_grad: not given: torchdistill trains the teacher "
+        "then (its default is True)"));
+    if (given) {
+      EXPECT_THAT(imported->notes, Not(note));
+    } else {
+      EXPECT_THAT(imported->notes, note);
+    }
+  }
 }
 
 // A stage's process functions are registry keys, as torchdistill's get_*_proc_func reads them

@@ -141,8 +141,14 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
       out->add_frozen_modules(context.ModelPath(teacher, p));
     }
   }
-  if (const YamlValue* v = keys.Take("requires_grad"); v != nullptr && v->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(bool grad, Context::Bool(*v, what + ".requires_grad"));
+  // torchdistill's requires_grad defaults to True for the teacher as for the student
+  // (teacher_config.get('requires_grad', True)): a teacher section without it trains, its
+  // parameters in the optimizer beside the student's, its forward with gradients.
+  bool grad = true;
+  const YamlValue* grad_value = keys.Take("requires_grad");
+  const bool given = grad_value != nullptr && grad_value->kind != Kind::kNull;
+  if (given) {
+    KD_ASSIGN_OR_RETURN(grad, Context::Bool(*grad_value, what + ".requires_grad"));
     // torchdistill's requires_grad is the wrapper's: false freezes its modules too (factor
     // transfer's paraphraser, SSKD's teacher module in their second stages), where libkd's
     // auxiliary modules train unless told not to
@@ -151,9 +157,17 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
         module.set_requires_grad(false);
       }
     }
-    // with the wrapped model frozen, only its modules train
-    if (frozen_whole_model) grad = false;
-    if (grad == teacher) out->set_requires_grad(grad);  // else libkd's default already
+  }
+  // with the wrapped model frozen, only its modules train
+  if (frozen_whole_model) grad = false;
+  if (grad == teacher) {  // else libkd's default already
+    out->set_requires_grad(grad);
+    if (teacher && !given) {
+      context.Note(model, what + ".requires_grad",
+                   "not given: torchdistill trains the teacher then (its default is True), so "
+                   "libkd does too (requires_grad: true, its parameters in the optimizer); add "
+                   "requires_grad: False to the YAML to distil from a frozen teacher");
+    }
   }
   if (const YamlValue* v = keys.Take("wrapper"); v != nullptr && v->kind != Kind::kNull) {
     // A key, or {key, kwargs} (torchdistill 1.x's wrap_model takes both).
