@@ -18,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/device.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
@@ -32,6 +33,7 @@
 #include "distill/boxes/model_paths.h"
 #include "distill/boxes/run_folder.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/config_validator.h"
 #include "distill/data/dataset.h"
 #include "distill/models/model_registry.h"
 #include "hooks/sequential_model.h"
@@ -372,6 +374,23 @@ absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config, BoxInp
   if (!std::isfinite(options.lr_factor) || options.lr_factor <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("BoxOptions.lr_factor must be finite and > 0, got ", options.lr_factor));
+  }
+  // Every config is checked as the loader's are, whether it was loaded, built in code or parsed
+  // without the loader: the same errors, named by field path where there are no lines.
+  ValidateOptions validate{.teacher_handed_in = inputs.teacher != nullptr,
+                           .student_handed_in = inputs.student != nullptr};
+  for (const auto& [id, dataset] : inputs.datasets) validate.handed_in_dataset_ids.push_back(id);
+  LoadedConfig loaded;
+  loaded.config = config;
+  std::vector<std::string> errors;
+  for (const ConfigProblem& problem : ValidateConfig(loaded, validate)) {
+    if (problem.is_error()) errors.push_back(problem.ToString());
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the config handed to MakeBox is not valid (", errors.size(),
+                     errors.size() == 1 ? " problem" : " problems", "):\n  ",
+                     absl::StrJoin(errors, "\n  ")));
   }
   auto box = std::make_unique<box_internal::BoxImpl>(config, options, std::move(inputs));
   KD_RETURN_IF_ERROR(box->Init());

@@ -32,9 +32,13 @@
 //   bazel run -c opt //distill/boxes:box_benchmark -- --peers --peer_tcmalloc
 //       --fashion_mnist_epochs=3 --batch=16 --threads=1 [--teacher_extras [--overlap=false]]
 //   (--peers needs tools/install_deps.sh --peers)
+//   bazel run -c opt //distill/boxes:box_benchmark -- --step_api_epochs=3
+//       (Run() against a hand loop over the step API: the teacher cache serves both)
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -87,6 +91,10 @@ ABSL_FLAG(bool, teacher_extras, false,
 ABSL_FLAG(bool, overlap, true,
           "with --teacher_extras: false keeps the teacher cache only (overlap_teacher OFF), "
           "so libkd runs on exactly --threads threads");
+ABSL_FLAG(int, step_api_epochs, 0,
+          "instead: Run() against a hand loop over the step API (box.h), this many epochs of "
+          "the same config each, the teacher cache at its default (AUTO: on, so later epochs "
+          "hit it); prints the hand loop's seconds / Run()'s");
 ABSL_FLAG(bool, peers, false,
           "compare with torchdistill's own DistillationBox (libkd's venv "
           "python with torchdistill) instead of the hand-written loop");
@@ -282,6 +290,65 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
   return 0;
 }
 
+// One hand-driven run of `config` over the step API, torchdistill's loop (box.h): its seconds
+// from the first PreEpoch to the last PostEpoch, as Run()'s epochs count theirs.
+double StepApiRun(const DistillConfig& config) {
+  auto box = MakeBox(config, {.run_dir = "/tmp/libkd_box_benchmark_steps", .overwrite = true});
+  auto fail = [](const absl::Status& status) {
+    std::fprintf(stderr, "box_benchmark: %s\n", std::string(status.message()).c_str());
+    std::exit(1);
+  };
+  if (!box.ok()) fail(box.status());
+  Box& b = **box;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t epoch = b.start_epoch(); epoch < b.num_epochs(); ++epoch) {
+    if (absl::Status s = b.PreEpoch(epoch); !s.ok()) fail(s);
+    absl::StatusOr<DataLoader*> loader = b.TrainLoader();
+    if (!loader.ok()) fail(loader.status());
+    for (BatchStream batches(**loader); !batches.done();) {
+      Batch batch = batches.Next();
+      if (absl::Status s = b.PreForward(batch); !s.ok()) fail(s);
+      absl::StatusOr<at::Tensor> loss = b.Forward(batch);
+      if (!loss.ok()) fail(loss.status());
+      if (absl::Status s = b.PostForward(*loss); !s.ok()) fail(s);
+    }
+    absl::StatusOr<std::map<std::string, double>> metrics = b.Evaluate();
+    if (!metrics.ok()) fail(metrics.status());
+    if (absl::Status s = b.PostEpoch(*metrics); !s.ok()) fail(s);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Run() against the step API's hand loop over the same config, alternating.
+int StepApiMain(DistillConfig config, int epochs) {
+  config.mutable_train()->set_num_epochs(epochs);
+  config.mutable_train()->clear_teacher_cache();  // AUTO
+  // The step API is sequential: Run() without the overlap, like for like; the look-ahead (which
+  // needs the batches ahead of the step) is Run()'s alone and stays at its default.
+  config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+  BoxEpoch(config);  // warm-up
+  StepApiRun(config);
+  std::vector<double> ratios;
+  for (int i = 0; i < absl::GetFlag(FLAGS_pairs); ++i) {
+    double run = 0, hand = 0;
+    if (i % 2 == 0) {
+      run = BoxEpoch(config);
+      hand = StepApiRun(config);
+    } else {
+      hand = StepApiRun(config);
+      run = BoxEpoch(config);
+    }
+    ratios.push_back(hand / run);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::cout << absl::StrFormat(
+      "step-API hand loop / Run() seconds = %.3f (median of %d pairs; min %.3f, max %.3f; %d "
+      "epochs of %d steps, teacher cache AUTO, overlap off)\n",
+      ratios[ratios.size() / 2], static_cast<int>(ratios.size()), ratios.front(), ratios.back(),
+      epochs, absl::GetFlag(FLAGS_samples) / absl::GetFlag(FLAGS_batch));
+  return 0;
+}
+
 int Main() {
   at::set_num_threads(std::max(1, absl::GetFlag(FLAGS_threads)));
   const int samples = absl::GetFlag(FLAGS_samples);
@@ -314,6 +381,9 @@ int Main() {
   if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
     config.mutable_teacher()->set_torchscript(file);
     config.mutable_teacher()->set_optimize_for_inference(absl::GetFlag(FLAGS_optimize_teacher));
+  }
+  if (absl::GetFlag(FLAGS_step_api_epochs) > 0) {
+    return StepApiMain(config, absl::GetFlag(FLAGS_step_api_epochs));
   }
   if (absl::GetFlag(FLAGS_peers)) return PeersMain(config, samples, batch);
   BoxEpoch(config);  // warm-up

@@ -247,8 +247,8 @@ TEST_F(BoxTest, TeacherCacheSaysWhyItIsOff) {
   overlap_trains.mutable_train()->set_overlap_teacher(TeacherCacheConfig::ON);
   EXPECT_THAT(MakeBox(overlap_trains, {.run_dir = RunDir("overlap_trains")}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("overlap_teacher: mode ON, but the overlap would not give the "
-                                 "sequential run: the teacher trains")));
+                       HasSubstr("train.overlap_teacher: overlap_teacher ON, but the overlap "
+                                 "would not give the sequential run: the teacher trains")));
   config.mutable_train()->clear_teacher_cache();
   const std::vector<TeacherCacheReport> reports = RunIn(config, RunDir("trains_auto"));
   ASSERT_EQ(reports.size(), 1u);
@@ -257,14 +257,15 @@ TEST_F(BoxTest, TeacherCacheSaysWhyItIsOff) {
   EXPECT_FALSE(reports[0].overlapped);
   EXPECT_THAT(reports[0].overlap_off_reason, HasSubstr("the teacher trains"));
 
-  // A dataset that does not report its transforms (a wrapped one): refused when the box is
-  // made (the validator names the wrapper before: config_validator_stage_test).
+  // A wrapped dataset, whose samples are not known from an index and transform: refused when
+  // the box is made, by the validator MakeBox runs (config_validator_stage_test too).
   DistillConfig wrapped = Parse(Config(1, "teacher_cache { mode: ON }"));
   wrapped.mutable_datasets(0)->mutable_wrapper()->set_key("SSKDDatasetWrapper");
   EXPECT_THAT(MakeBox(wrapped, {.run_dir = RunDir("wrapped")}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("the training dataset \"train\" does not report its random "
-                                 "transforms (Dataset::NumTransforms)")));
+                       HasSubstr("train.teacher_cache.mode: teacher_cache mode ON, but the cache "
+                                 "cannot be exact: the training dataset \"train\" is wrapped "
+                                 "(SSKDDatasetWrapper)")));
 }
 
 }  // namespace

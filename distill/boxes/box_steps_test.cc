@@ -679,6 +679,34 @@ TEST_F(BoxTest, AResumedHandLoopEqualsAnUninterruptedOne) {
   }
 }
 
+// A config built in code goes through the loader's validator in MakeBox: a mistyped kwarg, an
+// unknown key or a loss reading what no hook records is refused before anything is built, named
+// by its field path; handed-in models and datasets count as the config's.
+TEST_F(BoxTest, MakeBoxValidatesAConfigBuiltInCode) {
+  DistillConfig config =
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 1, kKd), "}"));
+  Kwarg& typo = *config.mutable_train()->mutable_optimizer()->add_kwargs();
+  typo.set_name("momentun");
+  typo.set_number(0.5);
+  config.mutable_train()->mutable_scheduler()->set_key("StepLRR");
+  EXPECT_THAT(MakeBox(config, {.run_dir = RunDir("typo")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("the config handed to MakeBox is not valid (2 problems):"),
+                             HasSubstr("\n  train.optimizer.kwargs[2].name: unknown kwarg "
+                                       "\"momentun\" for optimizer \"SGD\"; did you mean "
+                                       "\"momentum\"?"),
+                             HasSubstr("\n  train.scheduler.key: no scheduler \"StepLRR\" is "
+                                       "registered; did you mean \"StepLR\"?"))));
+  // A student neither in the config nor handed in (ABoxOverTheCallersObjectsTrainsAsTheConfigsBox
+  // shows handed-in objects accepted).
+  DistillConfig bare = Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}"));
+  bare.clear_student();
+  EXPECT_THAT(MakeBox(bare, {.run_dir = RunDir("no_student")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(1 problem):\n  missing required field \"student\" in "
+                                 "DistillConfig")));
+}
+
 TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {
   ExpectHandLoopEqualsRun(FitNetConfig(RunDir("fitnet_files2") + "/hint.pt"), "fitnet");
 }
@@ -689,6 +717,8 @@ TEST_F(BoxTest, PathsOfASequentialStageAreTheChains) {
   outside.replace(outside.find("forward_hooks { module_path: \"layer1\""),
                   std::string("forward_hooks { module_path: \"layer1\"").size(),
                   "forward_hooks { module_path: \"head\"");
+  const std::string read = "source: TEACHER path: \"layer1\"";
+  outside.replace(outside.find(read), read.size(), "source: TEACHER path: \"head\"");
   EXPECT_THAT(MakeBox(Parse(outside), {.run_dir = RunDir("fitnet_bad_run")}),
               StatusIs(absl::StatusCode::kNotFound,
                        AllOf(HasSubstr("no module \"head\" in this sequential model"),

@@ -368,8 +368,9 @@ TEST_F(BoxTest, AuxiliaryModulesTrainAndResume) {
   DistillConfig wrong = config;
   wrong.mutable_train()->mutable_student()->mutable_auxiliary_modules(0)->set_key("linaer");
   EXPECT_THAT(MakeBox(wrong, {.run_dir = RunDir("aux_wrong")}),
-              StatusIs(absl::StatusCode::kNotFound, AllOf(HasSubstr("student.auxiliary_modules[0]"),
-                                                          HasSubstr("did you mean \"linear\"?"))));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("train.student.auxiliary_modules[0].key: no auxiliary_module "
+                                 "\"linaer\" is registered; did you mean \"linear\"?")));
 }
 
 // Leak detection in the validation loop: memdiag's callback logs memory stats per batch and a

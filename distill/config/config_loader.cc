@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -151,13 +152,30 @@ constexpr int kMaxNesting = 100;
 
 }  // namespace
 
-std::string TextPosition::ToString() const { return absl::StrCat(line, ":", column); }
+std::string TextPosition::ToString() const {
+  if (line <= 0) return field.empty() ? "the config" : field;
+  return absl::StrCat(line, ":", column);
+}
 
 std::string ConfigProblem::ToString() const {
   const absl::string_view prefix = is_error() ? "" : "warning: ";
-  if (at.line <= 0) return absl::StrCat(file, ": ", prefix, message);
-  return absl::StrCat(file, ":", at.ToString(), ": ", prefix, message);
+  if (at.line > 0) return absl::StrCat(file, ":", at.ToString(), ": ", prefix, message);
+  std::string text = file.empty() ? "" : absl::StrCat(file, ": ");
+  if (!at.field.empty()) absl::StrAppend(&text, at.field, ": ");
+  absl::StrAppend(&text, prefix, message);
+  return text;
 }
+
+namespace {
+
+// `field`'s path under the message at `parent` ("train" + "optimizer" -> "train.optimizer").
+std::string FieldPath(absl::string_view parent, absl::string_view field, int index) {
+  std::string path = parent.empty() ? std::string(field) : absl::StrCat(parent, ".", field);
+  if (index >= 0) absl::StrAppend(&path, "[", index, "]");
+  return path;
+}
+
+}  // namespace
 
 const FieldDescriptor* ConfigLocator::Field(absl::string_view name) const {
   return descriptor_ == nullptr ? nullptr : descriptor_->FindFieldByName(std::string(name));
@@ -165,15 +183,33 @@ const FieldDescriptor* ConfigLocator::Field(absl::string_view name) const {
 
 TextPosition ConfigLocator::Of(absl::string_view field, int index) const {
   const FieldDescriptor* fd = Field(field);
-  if (tree_ == nullptr || fd == nullptr) return self_;
+  if (fd == nullptr) return self_;
+  // Where it was written; where its message begins if it was not (a missing field's message).
+  TextPosition at = self_;
+  at.field = FieldPath(self_.field, field, index);
+  if (tree_ == nullptr) {
+    if (self_.line <= 0) return at;  // built in code: the field's path names it
+    return self_;
+  }
   const TextFormat::ParseLocation location = tree_->GetLocation(fd, index);
   if (location.line < 0) return self_;
-  return {location.line + 1, location.column + 1};
+  at.line = location.line + 1;
+  at.column = location.column + 1;
+  return at;
 }
 
 bool ConfigLocator::Written(absl::string_view field, int index) const {
   const FieldDescriptor* fd = Field(field);
-  return tree_ != nullptr && fd != nullptr && tree_->GetLocation(fd, index).line >= 0;
+  if (fd == nullptr) return false;
+  if (tree_ != nullptr) return tree_->GetLocation(fd, index).line >= 0;
+  if (message_ == nullptr) return false;
+  // A config built in code: what the message holds (proto3 scalars: a value other than 0).
+  const google::protobuf::Reflection& reflection = *message_->GetReflection();
+  if (fd->is_repeated()) {
+    const int size = reflection.FieldSize(*message_, fd);
+    return index < 0 ? size > 0 : index < size;
+  }
+  return reflection.HasField(*message_, fd);
 }
 
 ConfigLocator ConfigLocator::Nested(absl::string_view field, int index) const {
@@ -181,11 +217,24 @@ ConfigLocator ConfigLocator::Nested(absl::string_view field, int index) const {
   if (fd == nullptr) return ConfigLocator(nullptr, nullptr, self_);
   const TextFormat::ParseInfoTree* nested =
       tree_ != nullptr && Written(field, index) ? tree_->GetTreeForNested(fd, index) : nullptr;
-  return ConfigLocator(fd->message_type(), nested, Of(field, index));
+  TextPosition at = Of(field, index);
+  at.field = FieldPath(self_.field, field, index);  // the nested message's own path
+  const google::protobuf::Message* held = nullptr;
+  if (message_ != nullptr && fd->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+      Written(field, index)) {
+    const google::protobuf::Reflection& reflection = *message_->GetReflection();
+    held = fd->is_repeated() ? &reflection.GetRepeatedMessage(*message_, fd, std::max(index, 0))
+                             : &reflection.GetMessage(*message_, fd);
+  }
+  return ConfigLocator(fd->message_type(), nested, at, held);
 }
 
 ConfigLocator LoadedConfig::Root() const {
-  return ConfigLocator(DistillConfig::descriptor(), positions.get(), {1, 1});
+  // A config built in code has no positions: its problems are named by field path.
+  if (positions != nullptr) {
+    return ConfigLocator(DistillConfig::descriptor(), positions.get(), {1, 1});
+  }
+  return ConfigLocator(DistillConfig::descriptor(), nullptr, TextPosition{}, &config);
 }
 
 absl::StatusOr<LoadedConfig> ParseConfig(absl::string_view text, const std::string& file) {

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,12 +25,15 @@
 
 namespace kd {
 
-// A 1-based line and column in a config file; line 0 when unknown.
+// A 1-based line and column in a config file; line 0 when unknown (a config built in code).
+// `field` is the field's path from the config's root ("train.optimizer.kwargs[0]"), which names
+// the place where there is no line.
 struct TextPosition {
   int line = 0;
   int column = 0;
+  std::string field;
 
-  // "14:7", as messages print a position.
+  // "14:7", as messages print a position; the field path without a line.
   std::string ToString() const;
 };
 
@@ -44,8 +48,8 @@ struct ConfigProblem {
   Severity severity = Severity::kError;
 
   bool is_error() const { return severity == Severity::kError; }
-  // "file:line:column: message", with "warning: " before a warning's message ("file: message"
-  // when the position is unknown).
+  // "file:line:column: message", with "warning: " before a warning's message; without a line
+  // (a config built in code), "file: field: message", the file left out when empty.
   std::string ToString() const;
 };
 
@@ -54,10 +58,12 @@ struct ConfigProblem {
 class ConfigLocator {
  public:
   // `tree` may be null (nothing of the message was written); `self` is where the message
-  // begins (its field name in the parent).
+  // begins (its field name in the parent). A config built in code has no tree: `message` is the
+  // message itself, whose set fields count as written.
   ConfigLocator(const google::protobuf::Descriptor* descriptor,
-                const google::protobuf::TextFormat::ParseInfoTree* tree, TextPosition self)
-      : descriptor_(descriptor), tree_(tree), self_(self) {}
+                const google::protobuf::TextFormat::ParseInfoTree* tree, TextPosition self,
+                const google::protobuf::Message* message = nullptr)
+      : descriptor_(descriptor), tree_(tree), self_(std::move(self)), message_(message) {}
 
   // Where `field` (its `index`-th value if repeated) was written; where the message itself
   // begins if it was not. `field` must be a field of the message.
@@ -77,6 +83,7 @@ class ConfigLocator {
   const google::protobuf::Descriptor* descriptor_;
   const google::protobuf::TextFormat::ParseInfoTree* tree_;
   TextPosition self_;
+  const google::protobuf::Message* message_;  // a config built in code; else null
 };
 
 // A parsed config with the positions of its fields.

@@ -38,7 +38,9 @@ using internal::StageContext;
 class Validator : private internal::StageChecker {
  public:
   Validator(const LoadedConfig& loaded, const ValidateOptions& options)
-      : StageChecker(loaded, options.check_files) {}
+      : StageChecker(loaded, options.check_files),
+        options_(options),
+        has_teacher_(loaded.config.has_teacher() || options.teacher_handed_in) {}
 
   std::vector<ConfigProblem> Run() {
     const DistillConfig& config = loaded().config;
@@ -46,7 +48,7 @@ class Validator : private internal::StageChecker {
     CheckFieldValues(config, root);  // numbers, strings, enums; kwargs' numbers in CheckPlugin
     if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
     CheckDatasets(config, root);
-    internal::CheckModels(config, root, *this);
+    internal::CheckModels(config, root, options_.student_handed_in, *this);
     CheckStages(config, root);
     CheckStageCheckpoints(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
@@ -90,12 +92,24 @@ class Validator : private internal::StageChecker {
   }
 
   void CheckDatasets(const DistillConfig& config, const ConfigLocator& root) {
-    if (config.datasets().empty()) Missing(root, "datasets", " (at least one dataset)");
+    for (const std::string& id : options_.handed_in_dataset_ids) {
+      TextPosition handed = root.self();
+      handed.field = absl::StrCat("the dataset \"", id, "\" handed to MakeBox");
+      dataset_ids_.try_emplace(id, handed);
+    }
+    if (dataset_ids_.empty() && config.datasets().empty()) {
+      Missing(root, "datasets", " (at least one dataset)");
+    }
     for (int i = 0; i < config.datasets_size(); ++i) {
       const DatasetConfig& dataset = config.datasets(i);
       const ConfigLocator loc = root.Nested("datasets", i);
       if (dataset.id().empty()) {
         Missing(loc, "id");
+      } else if (std::find(options_.handed_in_dataset_ids.begin(),
+                           options_.handed_in_dataset_ids.end(),
+                           dataset.id()) != options_.handed_in_dataset_ids.end()) {
+        Add(loc.Of("id"), absl::StrCat("dataset \"", dataset.id(), "\" is both in the config and "
+                                       "handed to MakeBox; drop one of them"));
       } else if (auto [it, inserted] = dataset_ids_.try_emplace(dataset.id(), loc.Of("id"));
                  !inserted) {
         Add(loc.Of("id"), absl::StrCat("duplicate dataset id \"", dataset.id(), "\" (first at ",
@@ -182,9 +196,8 @@ class Validator : private internal::StageChecker {
 
     const RecordedIo teacher_io(stage.teacher());
     const RecordedIo student_io(stage.student());
-    StageContext context{config.has_teacher(), config.has_teacher() ? &teacher_io : nullptr,
-                         &student_io};
-    if (stage.has_teacher() && !config.has_teacher()) {
+    StageContext context{has_teacher_, has_teacher_ ? &teacher_io : nullptr, &student_io};
+    if (stage.has_teacher() && !has_teacher_) {
       Add(loc.Of("teacher"),
           "this stage configures a teacher, but the run has none (DistillConfig.teacher is unset)");
     }
@@ -245,7 +258,7 @@ class Validator : private internal::StageChecker {
         for (const DatasetConfig& dataset : config.datasets()) {
           if (dataset.id() == stage.train_data_loader().dataset_id()) train = &dataset;
         }
-        if (const std::string why = TeacherCacheObstacle(stage, config.has_teacher(), train);
+        if (const std::string why = TeacherCacheObstacle(stage, has_teacher_, train);
             !why.empty()) {
           Add(cache.Of("mode"), absl::StrCat("teacher_cache mode ON, but the cache cannot be "
                                              "exact: ",
@@ -254,7 +267,7 @@ class Validator : private internal::StageChecker {
       }
     }
     if (stage.overlap_teacher() == TeacherCacheConfig::ON) {
-      if (const std::string why = TeacherOverlapObstacle(stage, config.has_teacher());
+      if (const std::string why = TeacherOverlapObstacle(stage, has_teacher_);
           !why.empty()) {
         Add(loc.Of("overlap_teacher"),
             absl::StrCat("overlap_teacher ON, but the overlap would not give the sequential "
@@ -369,6 +382,8 @@ class Validator : private internal::StageChecker {
     CheckFile(checkpoint.resume_from(), loc, "resume_from");
   }
 
+  const ValidateOptions& options_;
+  const bool has_teacher_;  // the config's, or one handed to MakeBox
   std::map<std::string, TextPosition> dataset_ids_;
 };
 

@@ -28,6 +28,12 @@ struct ValidateOptions {
   // `resume_from`. Relative paths are resolved with kd::ResolveUserPath. Default: false, since
   // configs are often written before their files exist.
   bool check_files = false;
+  // Objects a program hands kd::MakeBox in place of config sections (distill/boxes/box.h's
+  // BoxInputs): a model handed in counts as the config's teacher or student, datasets handed in
+  // as the config's datasets of these ids.
+  bool teacher_handed_in = false;
+  bool student_handed_in = false;
+  std::vector<std::string> handed_in_dataset_ids;
 };
 
 // Every problem of `loaded` (its parse problems included), sorted by position. The config is

@@ -70,10 +70,11 @@ void CheckOptimizeForInference(const DistillConfig& config, const ConfigLocator&
 
 }  // namespace
 
-void CheckModels(const DistillConfig& config, const ConfigLocator& root, Checker& checker) {
+void CheckModels(const DistillConfig& config, const ConfigLocator& root, bool student_handed_in,
+                 Checker& checker) {
   if (config.has_student()) {
     CheckModel(config.student(), root.Nested("student"), checker);
-  } else {
+  } else if (!student_handed_in) {
     checker.Missing(root, "student");
   }
   if (config.has_teacher()) CheckModel(config.teacher(), root.Nested("teacher"), checker);

@@ -12,7 +12,8 @@
 namespace kd {
 namespace internal {
 
-void CheckModels(const DistillConfig& config, const ConfigLocator& root, Checker& checker);
+void CheckModels(const DistillConfig& config, const ConfigLocator& root, bool student_handed_in,
+                 Checker& checker);
 
 }  // namespace internal
 }  // namespace kd
