@@ -269,6 +269,84 @@ TEST_F(BoxTest, ALoopsOwnLossStepsWithItsKwargs) {
   EXPECT_GT(changed, 0);  // the student stepped on the loop's own loss
 }
 
+// What a post-forward process saw of the box (TrainingContext's view), at its last call.
+struct ViewSeen {
+  const IoDict* teacher_io = nullptr;
+  const IoDict* student_io = nullptr;
+  size_t teacher_entries = 0, student_entries = 0;
+  Criterion* criterion = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+  LrScheduler* scheduler = nullptr;
+  DataLoader* train = nullptr;
+  DataLoader* val = nullptr;
+  double lr = 0;
+  int64_t batch_size = 0;
+};
+ViewSeen* view_seen = new ViewSeen;
+absl::Status ViewingPostForward(TrainingContext& box, const at::Tensor& loss,
+                                std::optional<double>, const Kwargs&) {
+  ViewSeen& seen = *view_seen;
+  seen.teacher_io = box.io_dict(ModelRole::kTeacher);
+  seen.student_io = box.io_dict(ModelRole::kStudent);
+  seen.teacher_entries = seen.teacher_io != nullptr ? seen.teacher_io->size() : 0;
+  seen.student_entries = seen.student_io != nullptr ? seen.student_io->size() : 0;
+  seen.criterion = box.stage_criterion();
+  seen.optimizer = box.stage_optimizer();
+  seen.scheduler = box.lr_scheduler();
+  seen.train = box.train_data_loader();
+  seen.val = box.val_data_loader();
+  seen.lr = seen.optimizer != nullptr ? seen.optimizer->param_groups()[0].options().get_lr() : 0;
+  seen.batch_size = seen.train != nullptr ? seen.train->options().batch_size : 0;
+  box.Backward(loss);
+  box.OptimizerStep();
+  box.ZeroGrad();
+  return absl::OkStatus();
+}
+KD_REGISTER_PROC_FUNC(PostForwardProc, "test_viewing_post_forward", ViewingPostForward, {});
+
+// Process functions see what torchdistill's see as `self`: the I/O dicts of the forward they
+// follow, the criterion, optimizer, scheduler and loaders: the objects the box's own accessors
+// give a caller's loop, in the step API and in Run() alike.
+TEST_F(BoxTest, ProcessFunctionsSeeTheBoxAsACallersLoopDoes) {
+  const std::string text = absl::StrCat(
+      kData, kTeacher, kStudent, "train {", Stage("kd", 1, kKd),
+      R"pb( teacher { forward_hooks { module_path: "" requires_output: true } }
+            post_forward_proc { key: "test_viewing_post_forward" })pb",
+      "}");
+  auto box = MakeBox(Parse(text), {.run_dir = RunDir("view_steps")});
+  ASSERT_THAT(box, IsOk());
+  Box& b = **box;
+  ASSERT_THAT(b.PreEpoch(0), IsOk());
+  auto loader = b.TrainLoader();
+  ASSERT_THAT(loader, IsOk());
+  Batch batch = BatchStream(**loader).Next();
+  auto loss = b.Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  ASSERT_THAT(b.PostForward(*loss), IsOk());
+  const ViewSeen seen = *view_seen;
+  EXPECT_EQ(seen.teacher_io, *b.TeacherIoDict());
+  EXPECT_EQ(seen.student_io, *b.StudentIoDict());
+  EXPECT_GT(seen.teacher_entries, 0u);
+  EXPECT_GT(seen.student_entries, 0u);
+  EXPECT_EQ(seen.criterion, *b.StageCriterion());
+  EXPECT_EQ(seen.optimizer, *b.Optimizer());
+  EXPECT_EQ(seen.scheduler, *b.Scheduler());
+  EXPECT_EQ(seen.train, *loader);
+  EXPECT_NE(seen.val, nullptr);
+
+  *view_seen = ViewSeen();
+  auto run = MakeBox(Parse(text), {.run_dir = RunDir("view_run")});
+  ASSERT_THAT(run, IsOk());
+  ASSERT_THAT((*run)->Run(), IsOk());
+  const DistillConfig config = Parse(text);
+  EXPECT_GT(view_seen->teacher_entries, 0u);
+  EXPECT_GT(view_seen->student_entries, 0u);
+  EXPECT_NE(view_seen->criterion, nullptr);
+  EXPECT_DOUBLE_EQ(view_seen->lr, config.train().optimizer().kwargs(0).number());
+  EXPECT_EQ(view_seen->batch_size, config.train().train_data_loader().batch_size());
+  EXPECT_NE(view_seen->val, nullptr);
+}
+
 TEST_F(BoxTest, CallsOutOfOrderNameTheCallThatWasDue) {
   auto box = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", Stage("s", 1, kCe), "}")),
                      {.run_dir = RunDir("order")});

@@ -7,6 +7,9 @@
 //     return absl::OkStatus();
 //   }
 //
+// A process function also reaches what torchdistill's get as the box: the I/O dicts of the last
+// forward, the criterion, optimizer, scheduler and loaders (io_dict(), stage_optimizer(), ...).
+//
 // Boxes (a later part of distill/) implement it; tests implement it with fakes.
 #ifndef LIBKD_DISTILL_PROCS_TRAINING_CONTEXT_H_
 #define LIBKD_DISTILL_PROCS_TRAINING_CONTEXT_H_
@@ -18,7 +21,16 @@
 
 #include "hooks/model.h"
 
+namespace torch::optim {
+class Optimizer;
+}  // namespace torch::optim
+
 namespace kd {
+
+class Criterion;    // distill/losses/criterion.h
+class DataLoader;   // distill/data/data_loader.h
+class IoDict;       // hooks/io_dict.h
+class LrScheduler;  // distill/boxes/optim/optim.h
 
 // The two models of a box. A box without a teacher has only the student.
 enum class ModelRole { kTeacher, kStudent };
@@ -79,6 +91,19 @@ class TrainingContext {
   // teacher_mode TEACHER_EVAL, the default); false leaves its mode as it is (TEACHER_AS_IS,
   // torchdistill's boxes).
   virtual bool teacher_in_eval_mode() const { return true; }
+
+  // The rest of the box's view, as torchdistill's process functions get the whole box (`self`)
+  // and a caller's loop gets it from kd::Box: the stage's I/O dicts of the last forward (the
+  // teacher's, the student's), its criterion, optimizer, scheduler and loaders (torchdistill's
+  // teacher_io_dict, student_io_dict, criterion, optimizer, lr_scheduler, train_data_loader,
+  // val_data_loader). Null where there is none: no teacher, no scheduler, no validation loader,
+  // or a context that is not a box's (a test's fake).
+  virtual const IoDict* io_dict(ModelRole) const { return nullptr; }
+  virtual Criterion* stage_criterion() { return nullptr; }
+  virtual torch::optim::Optimizer* stage_optimizer() { return nullptr; }
+  virtual LrScheduler* lr_scheduler() { return nullptr; }
+  virtual DataLoader* train_data_loader() { return nullptr; }
+  virtual DataLoader* val_data_loader() { return nullptr; }
 };
 
 }  // namespace kd

@@ -136,6 +136,15 @@ class Stage final : public StageRun, public TrainingContext {
     if (scheduler_ != nullptr) scheduler_->Step(args);
   }
   void AuxiliaryPostEpoch(ModelRole) override {}
+  const IoDict* io_dict(ModelRole role) const override {
+    if (role == ModelRole::kTeacher && teacher_ == nullptr) return nullptr;
+    return role == ModelRole::kTeacher ? &teacher_io_ : &student_io_;
+  }
+  Criterion* stage_criterion() override { return criterion_.get(); }
+  torch::optim::Optimizer* stage_optimizer() override { return optimizer_.get(); }
+  LrScheduler* lr_scheduler() override { return scheduler_.get(); }
+  DataLoader* train_data_loader() override { return train_loader_.get(); }
+  DataLoader* val_data_loader() override { return val_loader_.get(); }
 
   // The step API (StageRun).
   absl::Status PreEpoch(int64_t epoch) override;
