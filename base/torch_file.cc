@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
+#include "base/python_pickle.h"
 #include "base/status_macros.h"
 #include "base/torch_archive.h"
 #include "base/torch_status.h"
@@ -87,24 +88,41 @@ absl::Status CheckTorchSaveArchive(absl::string_view bytes) {
     // naming it): libtorch's unpickler reads it as None and fails later with an internal
     // assertion. (Every tensor's pickle names OrderedDict too, for its backward hooks: only the
     // first object is the value itself.)
-    const absl::string_view pickle = bytes.substr(record.data_offset, record.size);
-    KD_RETURN_IF_ERROR(CheckPickleBounds(pickle));
-    if (pickle.size() > 2 && pickle[0] == '\x80' &&
-        absl::StartsWith(pickle.substr(2), "ccollections\nOrderedDict\n")) {
-      return absl::InvalidArgumentError(
-          "holds a collections.OrderedDict (what Python's model.state_dict() returns), which "
-          "libtorch cannot read: save a plain dict instead, torch.save(dict(value), path)");
-    }
+    KD_RETURN_IF_ERROR(CheckPickleBounds(bytes.substr(record.data_offset, record.size)));
   }
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether the pickle's first object is a collections.OrderedDict (after the PROTO opcode, a
+// GLOBAL naming it): libtorch's unpickler reads it as None. (Every tensor's pickle names
+// OrderedDict too, for its backward hooks: only the first object is the value itself.)
+bool StartsWithOrderedDict(absl::string_view bytes, const TorchArchive& archive) {
+  for (const TorchArchive::Record& record : archive.records) {
+    if (record.name != archive.prefix + "/data.pkl") continue;
+    const absl::string_view pickle = bytes.substr(record.data_offset, record.size);
+    return pickle.size() > 2 && pickle[0] == '\x80' &&
+           absl::StartsWith(pickle.substr(2), "ccollections\nOrderedDict\n");
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes) {
   KD_RETURN_IF_ERROR(CheckTorchSaveArchive(bytes));
+  KD_ASSIGN_OR_RETURN(TorchArchive archive, InspectTorchArchive(bytes));
+  // Python's OrderedDicts (every state_dict()) and objects of other classes (torchdistill's
+  // checkpoints hold an argparse.Namespace) libtorch's unpickler cannot read: libkd's reader of
+  // Python's pickles reads those files (base/python_pickle.h).
+  if (StartsWithOrderedDict(bytes, archive)) return UnpicklePythonTorchSave(bytes, archive);
   absl::StatusOr<c10::IValue> value = CallTorch(
       [&] { return torch::jit::pickle_load(std::vector<char>(bytes.begin(), bytes.end())); },
       absl::StatusCode::kInvalidArgument);
   if (!value.ok()) {
+    absl::StatusOr<c10::IValue> python = UnpicklePythonTorchSave(bytes, archive);
+    if (python.ok()) return python;
     return absl::InvalidArgumentError(
         absl::StrCat("libtorch cannot unpickle it: ", value.status().message()));
   }

@@ -44,13 +44,14 @@ absl::StatusOr<TorchArchive> CheckTorchArchive(absl::string_view bytes,
 
 // What every torch.save reader checks before unpickling (base/torch_archive.h): a zip archive
 // torch.save wrote (not TorchScript, not the legacy format, not cut short), every record's
-// CRC-32 (DataLoss naming the bad record), a file format version this libtorch reads, and no
-// collections.OrderedDict (which libtorch's unpickler cannot read). Messages are phrased to
-// follow the file's name: "m.pt: " + message.
+// CRC-32 (DataLoss naming the bad record), a file format version this libtorch reads, and its
+// pickle's lengths in bounds. Messages are phrased to follow the file's name: "m.pt: " + message.
 absl::Status CheckTorchSaveArchive(absl::string_view bytes);
 
 // Decodes bytes written by torch.save (Python) or EncodeTorchSave, after
-// CheckTorchSaveArchive. InvalidArgument / DataLoss with the reason (libtorch's without its
+// CheckTorchSaveArchive: with libtorch's unpickler, or where it cannot (Python's OrderedDict,
+// what every state_dict() is; objects of other classes, torchdistill's checkpoints' Namespace)
+// with libkd's reader of Python's pickles (base/python_pickle.h). InvalidArgument / DataLoss with the reason (libtorch's without its
 // backtrace), phrased to follow the file's name, which callers add.
 absl::StatusOr<c10::IValue> DecodeTorchSave(const std::string& bytes);
 

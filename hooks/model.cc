@@ -85,8 +85,15 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
     return absl::InvalidArgumentError(absl::StrCat(path, ": holds a ", loaded->tagKind(),
                                                    ", not a dict of parameter path -> tensor"));
   }
+  c10::impl::GenericDict state = loaded->toGenericDict();
+  // A checkpoint of torchdistill's (save_ckpt: {'model': state_dict, 'optimizer': ..., ...}):
+  // its model's state, as torchdistill's load_ckpt takes it.
+  if (auto model = state.find(std::string("model"));
+      model != state.end() && model->value().isGenericDict()) {
+    state = model->value().toGenericDict();
+  }
   std::map<std::string, at::Tensor> file_tensors;
-  for (const auto& entry : loaded->toGenericDict()) {
+  for (const auto& entry : state) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": entry ", entry.key().tagKind(),
                                                      " -> ", entry.value().tagKind(),

@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include "base/file_util.h"
+#include "base/torch_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixture_models.h"
@@ -223,14 +224,62 @@ TEST(TorchScriptModelTest, StateOfAnotherModelIsRejectedWithKeys) {
                                              AllOf(HasSubstr(path + ": does not fit this model"),
                                                    HasSubstr("missing keys: stem.0.weight"),
                                                    HasSubstr("unexpected keys: lin.bias"))));
-  EXPECT_THAT(
-      tricky->LoadState(FixturePath("tricky.ordered_state.pt")),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("tricky.ordered_state.pt: holds a collections.OrderedDict (what "
-                         "Python's model.state_dict() returns), which libtorch cannot "
-                         "read: save a plain dict instead, torch.save(dict(value), path)")));
   EXPECT_THAT(cnn->LoadState("/nonexistent/state.pt"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/state.pt")));
+}
+
+// What Python users save, which libtorch's unpickler cannot read, loads (base/python_pickle.h):
+// torch.save(model.state_dict()) (an OrderedDict), and a checkpoint of torchdistill's own
+// save_ckpt ({'model': OrderedDict, 'optimizer', 'best_value', 'lr_scheduler', 'args':
+// argparse.Namespace}), whose model state loads as torchdistill's load_ckpt loads it. The
+// values are checked against the same state saved as a plain dict, which libtorch's own
+// unpickler reads (tests/testdata/make_torchdistill_ckpt.py).
+TEST(TorchScriptModelTest, PythonStateDictsAndTorchdistillCheckpointsLoad) {
+  std::unique_ptr<Model> tricky = TorchScriptFixture("tricky");
+  std::vector<NamedTensor> original = tricky->NamedParameters();
+  for (auto& [name, t] : original) t = t.clone();  // the fixture's values, not the parameters
+  {
+    c10::NoGradGuard no_grad;
+    for (const auto& [name, p] : tricky->NamedParameters()) at::Tensor(p).zero_();
+  }
+  ASSERT_THAT(tricky->LoadState(FixturePath("tricky.ordered_state.pt")), IsOk());
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_TRUE(at::equal(tricky->NamedParameters()[i].second, original[i].second))
+        << original[i].first;
+  }
+
+  const std::string ckpt = FixturePath("tricky.torchdistill_ckpt.pt");
+  ASSERT_THAT(tricky->LoadState(ckpt), IsOk());
+  absl::StatusOr<c10::IValue> expected =
+      ReadTorchFile(FixturePath("tricky.torchdistill_expected.pt"));
+  ASSERT_THAT(expected, IsOk());
+  int compared = 0;
+  for (const auto& [name, p] : tricky->NamedParameters()) {
+    const at::Tensor want = expected->toGenericDict().at(name).toTensor();
+    EXPECT_TRUE(at::equal(p, want)) << name;
+    EXPECT_FALSE(at::equal(want, original[compared].second)) << name;  // loading changed it
+    ++compared;
+  }
+  EXPECT_EQ(compared, 4);
+
+  // The checkpoint's other parts, as Python reads them (argparse.Namespace, not plain data, is
+  // None: no code of the file runs).
+  absl::StatusOr<c10::IValue> whole = ReadTorchFile(ckpt);
+  ASSERT_THAT(whole, IsOk());
+  const c10::impl::GenericDict dict = whole->toGenericDict();
+  EXPECT_DOUBLE_EQ(dict.at("best_value").toDouble(), 0.75);
+  EXPECT_TRUE(dict.at("args").isNone());
+  const c10::impl::GenericDict scheduler = dict.at("lr_scheduler").toGenericDict();
+  EXPECT_EQ(scheduler.at("step_size").toInt(), 3);
+  EXPECT_DOUBLE_EQ(scheduler.at("gamma").toDouble(), 0.5);
+  EXPECT_DOUBLE_EQ(scheduler.at("base_lrs").toList().get(0).toDouble(), 0.1);
+  const c10::impl::GenericDict optimizer = dict.at("optimizer").toGenericDict();
+  const c10::impl::GenericDict state = optimizer.at("state").toGenericDict();
+  EXPECT_EQ(state.size(), 2u);  // lin.weight and lin.bias stepped; momentum buffers by index
+  EXPECT_EQ(state.at(int64_t{0}).toGenericDict().at("momentum_buffer").toTensor().sizes(),
+            expected->toGenericDict().at("lin.weight").toTensor().sizes());
+  EXPECT_DOUBLE_EQ(
+      optimizer.at("param_groups").toList().get(0).toGenericDict().at("lr").toDouble(), 0.1);
 }
 
 TEST(TorchScriptModelTest, TapsSeeWhatPythonHooksSaw) {

@@ -74,7 +74,8 @@ struct BoxOptions {
   // `device` when both are given. Several devices in one process (torch.nn.DataParallel) are
   // refused: run one process per device.
   std::vector<std::string> device_ids;
-  // Continue from the run folder's last checkpoint (NotFound when it has none).
+  // Continue from the run folder's last checkpoint (NotFound from MakeBox when it has none):
+  // Run() goes on from it, and so does the step API, from start_epoch() (box.h).
   bool resume = false;
   // Replace the run the folder holds (its metrics, summary and checkpoints). Without resume or
   // overwrite, a folder that holds a run is refused (distill/boxes/run_folder.h).
