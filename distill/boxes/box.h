@@ -169,6 +169,12 @@ class Box {
   // whole models, also in a stage that trains a `sequential` chain of one.
   virtual Model& student() = 0;
   virtual Model* teacher() = 0;
+  // The dataset of id `id` (the config's or one handed in; torchdistill's dataset_dict[id]);
+  // null: none of that id.
+  virtual std::shared_ptr<Dataset> dataset(const std::string& id) const = 0;
+  // Where the run's checkpoints go (last.pt, best.pt, ...): the config's checkpoint.dir, or
+  // "<run_dir>/ckpt".
+  virtual std::string checkpoint_dir() const = 0;
   // The run's epochs, every stage's (torchdistill's box.num_epochs).
   virtual int64_t num_epochs() const = 0;
   // The run's epoch a loop starts at (torchdistill's args.start_epoch): 0, or for a resumed box

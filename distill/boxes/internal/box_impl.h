@@ -114,6 +114,11 @@ class BoxImpl final : public Box {
     for (const StageConfig& stage : stages_) epochs += stage.num_epochs();
     return epochs;
   }
+  std::shared_ptr<Dataset> dataset(const std::string& id) const override {
+    auto it = datasets_.find(id);
+    return it == datasets_.end() ? nullptr : it->second;
+  }
+  std::string checkpoint_dir() const override { return ckpt_dir_; }
   int64_t start_epoch() const override {
     return resume_.has_value() ? resume_->stage_start + resume_->epoch : 0;
   }
