@@ -106,6 +106,11 @@ class Box {
   // every_n_epochs), so a hand loop stopped anywhere resumes: MakeBox with
   // BoxOptions.resume, and the loop from start_epoch().
   //
+  // What the step API does not do that Run() does: the teacher cache (StageConfig.teacher_cache)
+  // serves Forward as it serves Run, but its look-ahead and the teacher a batch ahead
+  // (overlap_teacher) need the batches ahead of the step, which a caller's loop fetches itself:
+  // they run in Run() only (box_benchmark --step_api_epochs compares the two).
+  //
   // Calls out of this order are FailedPrecondition naming the call that was due; the stage
   // is built by the first call. The same config and seed give the weights Run() gives, bit for
   // bit, when the loop takes its batches from TrainLoader after PreEpoch.

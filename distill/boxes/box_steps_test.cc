@@ -28,6 +28,7 @@
 #include "distill/procs/proc_func.h"
 #include "distill/procs/training_context.h"
 #include "hooks/io_dict.h"
+#include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
 namespace kd {
@@ -783,6 +784,28 @@ TEST_F(BoxTest, MakeBoxValidatesAConfigBuiltInCode) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("(1 problem):\n  missing required field \"student\" in "
                                  "DistillConfig")));
+}
+
+// A checkpoint of torchdistill's own save_ckpt ({'model': OrderedDict, 'optimizer', 'best_value',
+// 'lr_scheduler', 'args'}), made from the Python twin of libkd's fashion_cnn
+// (tests/testdata/make_torchdistill_ckpt.py), is a stage's src_ckpt: the stage starts from its
+// model state, which is the twin's state saved as a plain dict.
+TEST_F(BoxTest, ATorchdistillCheckpointIsASrcCkpt) {
+  const std::string stage = absl::StrCat(
+      Stage("s", 1, kCe), " student { src_ckpt: \"",
+      test::FixturePath("fashion_cnn4.torchdistill_ckpt.pt"), "\" }");
+  std::string config = absl::StrCat(kImages, "train {", stage, "}");
+  auto box = MakeBox(Parse(config), {.run_dir = RunDir("torchdistill_src")});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());  // the stage starts: its src_ckpt loaded
+  auto expected = ReadTorchFile(test::FixturePath("fashion_cnn4.torchdistill_expected.pt"));
+  ASSERT_THAT(expected, IsOk());
+  int compared = 0;
+  for (const auto& [name, tensor] : (*box)->student().NamedParameters()) {
+    EXPECT_TRUE(at::equal(tensor, expected->toGenericDict().at(name).toTensor())) << name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 4);
 }
 
 TEST_F(BoxTest, AFitNetRunAndItsHandLoopAgree) {

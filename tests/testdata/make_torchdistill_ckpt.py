@@ -4,7 +4,9 @@ torchdistill.common.main_util.save_ckpt(model, optimizer, lr_scheduler, best_val
 saves {'model': model.state_dict() (an OrderedDict), 'optimizer': ..., 'best_value': ...,
 'lr_scheduler': ..., 'args': argparse.Namespace}. The model is the tricky fixture (tricky.pt)
 with its weights doubled, so that loading the checkpoint changes them; the doubled state is also
-saved as a plain dict, the values libkd must read (tricky.torchdistill_expected.pt).
+saved as a plain dict, the values libkd must read (tricky.torchdistill_expected.pt); the same
+for libkd's native fashion_cnn (width 4) through its Python twin, a box's src_ckpt
+(fashion_cnn4.torchdistill_ckpt.pt, fashion_cnn4.torchdistill_expected.pt).
 
   bazel run //tests/testdata:make_torchdistill_ckpt     (needs tools/install_deps.sh --peers)
 """
@@ -35,6 +37,16 @@ def main():
               os.path.join(HERE, "tricky.torchdistill_ckpt.pt"))
     torch.save({k: v.clone() for k, v in model.state_dict().items()},
                os.path.join(HERE, "tricky.torchdistill_expected.pt"))
+
+    # libkd's native fashion_cnn (width 4, 4 classes) as its Python twin, for a box's src_ckpt.
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "distill", "models"))
+    from fashion_cnn import FashionCnn
+    torch.manual_seed(6)
+    cnn = FashionCnn(4, num_classes=4)
+    save_ckpt(cnn, torch.optim.SGD(cnn.parameters(), lr=0.1), None, 0.5, args,
+              os.path.join(HERE, "fashion_cnn4.torchdistill_ckpt.pt"))
+    torch.save({k: v.clone() for k, v in cnn.state_dict().items()},
+               os.path.join(HERE, "fashion_cnn4.torchdistill_expected.pt"))
 
 
 if __name__ == "__main__":
