@@ -1,6 +1,6 @@
 // The plugin kinds a DistillConfig chooses by key, as registry kinds: a registry created with
 // kd::NewGlobalRegistry under one of these names is the one ValidateConfig checks keys and
-// kwargs against. The five process-function kinds are in distill/procs/proc_func.h.
+// kwargs against. The process-function kinds are in distill/config/proc_fields.h.
 //
 //   kd::Registry<LossFactory>& LossRegistry() {
 //     static auto* const registry =

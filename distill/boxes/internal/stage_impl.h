@@ -1,7 +1,9 @@
 // The stage a box runs (StageRun, internal/stage.h) and the TrainingContext its process
-// functions see: what torchdistill's box holds for the current stage. Its parts live in three
-// files: stage.cc (building from the config, the training epoch, the forward), stage_eval.cc
-// (validation and test), stage_state.cc (what a checkpoint keeps of it).
+// functions see: what torchdistill's box holds for the current stage. Its parts: stage.cc
+// (building from the config, the training epoch, the forward), stage_setup.cc (requires_grad,
+// loaders, parameter groups, hooks, auxiliary modules), stage_teacher.cc (the teacher through
+// its cache, look-ahead and overlap), stage_eval.cc (validation and test), stage_state.cc (what
+// a checkpoint keeps of it).
 #ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 #define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 

@@ -214,7 +214,7 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
             "libkd has the auxiliary module \"", name,
             "\" (StageModelConfig.auxiliary_modules) but no torchdistill import rule "
             "for its wrapper (TorchdistillAuxRule, distill/boxes/torchdistill_aux_rule.h): "
-            "add it by hand with its input path (distill/boxes/README.md)"),
+            "add it by hand with its input path (distill/boxes/docs/runs.md)"),
         "libkd's auxiliary modules (StageModelConfig.auxiliary_modules) are the modules such "
         "wrappers add, wired by hand: ");
     return absl::OkStatus();
