@@ -1,4 +1,5 @@
-// Status macros with abseil's later semantics (absl 20220623 has none).
+// Status macros with abseil's later semantics (absl 20220623 has none), and kd::WithContext,
+// the one way to add context to a status.
 //
 //   absl::Status Load(const std::string& path) {
 //     KD_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
@@ -12,6 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 // Returns the status of `expr` from the enclosing function if it is not OK.
 #define KD_RETURN_IF_ERROR(expr)                                  \
@@ -41,6 +44,19 @@ const absl::Status& AsStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
 }
 }  // namespace internal
+}  // namespace kd
+
+namespace kd {
+
+// libkd's one way to add context to an error: the same code, the message prefixed with where it
+// happened ("stage \"kd\": " + message). OK passes through unchanged.
+//
+//   return kd::WithContext("teacher.src_ckpt", model->LoadState(path));
+inline absl::Status WithContext(absl::string_view context, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
+}
+
 }  // namespace kd
 
 #endif  // LIBKD_BASE_STATUS_MACROS_H_

@@ -142,13 +142,13 @@ absl::StatusOr<c10::IValue> ReadTorchFile(const std::string& path) {
             CheckTorchArchiveHead(absl::string_view(head, static_cast<size_t>(file.gcount())),
                                   error ? 0 : size);
         !checked.ok()) {
-      return absl::Status(checked.code(), absl::StrCat(path, ": ", checked.message()));
+      return WithContext(path, checked);
     }
   }
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
-    return absl::Status(value.status().code(), absl::StrCat(path, ": ", value.status().message()));
+    return WithContext(path, value.status());
   }
   return value;
 }

@@ -78,8 +78,7 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> loaded = DecodeTorchSave(bytes);
   if (!loaded.ok()) {
-    return absl::Status(loaded.status().code(),
-                        absl::StrCat(path, ": ", loaded.status().message()));
+    return WithContext(path, loaded.status());
   }
   if (!loaded->isGenericDict()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": holds a ", loaded->tagKind(),

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "base/nearest.h"
+#include "base/status_macros.h"
 #include "hooks/internal/tap_list.h"
 
 namespace kd {
@@ -79,8 +80,8 @@ class SequentialModel final : public Model {
   absl::Status CheckHooksFired() const override {
     for (const Element& element : elements_) {
       if (absl::Status fired = element.model->CheckHooksFired(); !fired.ok()) {
-        return absl::Status(fired.code(), absl::StrCat("in the sequential model's element \"",
-                                                       element.name, "\": ", fired.message()));
+        return WithContext(
+            absl::StrCat("in the sequential model's element \"", element.name, "\""), fired);
       }
     }
     return absl::OkStatus();

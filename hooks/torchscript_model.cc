@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "base/file_util.h"
 #include "base/nearest.h"
+#include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "hooks/internal/graph_transforms.h"
@@ -274,8 +275,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadTorchScriptModel(const std::string& p
   absl::StatusOr<TorchArchive> archive =
       CheckTorchArchive(*bytes, TorchArchive::Kind::kTorchScript);
   if (!archive.ok()) {
-    return absl::Status(archive.status().code(),
-                        absl::StrCat(path, ": ", archive.status().message()));
+    return WithContext(path, archive.status());
   }
   absl::StatusOr<torch::jit::Module> module = CallTorch(
       [&] {

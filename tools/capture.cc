@@ -75,8 +75,8 @@ absl::StatusOr<ForwardInput> ReadInput(const std::string& path) {
   KD_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   absl::StatusOr<c10::IValue> value = DecodeTorchSave(bytes);
   if (!value.ok()) {
-    return absl::Status(value.status().code(),
-                        absl::StrCat(path, ": ", ErrorSummary(value.status().message())));
+    return WithContext(path, absl::Status(value.status().code(),
+                                          ErrorSummary(value.status().message())));
   }
   ForwardInput input;
   if (value->isTensor()) {
@@ -122,8 +122,8 @@ std::string Checksum(const c10::IValue& value) {
 }
 
 absl::Status ForwardError(const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat("forward failed: ", ErrorSummary(status.message())));
+  return WithContext("forward failed",
+                     absl::Status(status.code(), ErrorSummary(status.message())));
 }
 
 // The I/O dict from a ForwardHookManager over one full forward: each module's last call, all

@@ -62,8 +62,7 @@ absl::Status BoxImpl::Init() {
   // Checked here as the tools check it: a CUDA device on a machine without one is one line.
   absl::StatusOr<c10::Device> parsed = ParseDevice(device);
   if (!parsed.ok()) {
-    return absl::Status(parsed.status().code(),
-                        absl::StrCat("run.device: ", parsed.status().message()));
+    return WithContext("run.device", parsed.status());
   }
   device_ = *parsed;
   // A multi-process run (torchrun's environment, WORLD_SIZE > 1) joins its process group.
@@ -323,7 +322,7 @@ absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
         *models[m],
         std::vector<std::string>(config.sequential().begin(), config.sequential().end()));
     if (!chain.ok()) {
-      return InField(absl::StrCat("stage \"", stages_[s].name(), "\" ",
+      return WithContext(absl::StrCat("stage \"", stages_[s].name(), "\" ",
                                   m == 0 ? "teacher" : "student", ".sequential"),
                      chain.status());
     }
@@ -338,7 +337,7 @@ absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
   }
   const absl::Status built = stage->Build(stages_[s], s > 0 ? &stages_[s - 1] : nullptr, datasets_,
                                           config_.evaluation(), seed_, run_dir_);
-  if (!built.ok()) return InField(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
+  if (!built.ok()) return WithContext(absl::StrCat("stage \"", stages_[s].name(), "\""), built);
   return stage;
 }
 

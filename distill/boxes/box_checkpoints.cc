@@ -32,7 +32,7 @@ absl::Status BoxImpl::StartStage(StageRun& stage) {
     const absl::Status loaded =
         model->LoadState(ResolveAgainst(options_.base_dir, config->src_ckpt()));
     if (!loaded.ok()) {
-      return InField(absl::StrCat("stage \"", stage.name(), "\" ", role, ".src_ckpt"), loaded);
+      return WithContext(absl::StrCat("stage \"", stage.name(), "\" ", role, ".src_ckpt"), loaded);
     }
   }
   return absl::OkStatus();

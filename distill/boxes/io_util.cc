@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/ivalue_util.h"
+#include "base/status_macros.h"
 
 namespace kd {
 
@@ -14,8 +15,8 @@ absl::Status SetHooks(ForwardHookManager& hooks, Model& model, const StageModelC
     options.accumulates = hook.accumulates();
     options.stacks_accumulated = hook.stacks_accumulated();
     if (absl::Status added = hooks.AddHook(model, hook.module_path(), options); !added.ok()) {
-      return absl::Status(added.code(), absl::StrCat("forward_hooks[", i, "] (\"",
-                                                     hook.module_path(), "\"): ", added.message()));
+      return WithContext(absl::StrCat("forward_hooks[", i, "] (\"", hook.module_path(), "\")"),
+                         added);
     }
   }
   return absl::OkStatus();

@@ -22,10 +22,6 @@
 namespace kd {
 namespace {
 
-absl::Status InRole(absl::string_view field, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
-}
-
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
                                                   const std::string& base, absl::string_view role) {
   if (config.has_native()) {
@@ -33,13 +29,13 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
     KD_ASSIGN_OR_RETURN(Kwargs kwargs, PluginKwargs(ModelRegistry(), native.key(), native.kwargs(),
                                                     absl::StrCat("model \"", native.key(), "\"")));
     absl::StatusOr<std::unique_ptr<Model>> made = MakeRegisteredModel(native.key(), kwargs);
-    if (!made.ok()) return InRole(absl::StrCat(role, ".native"), made.status());
+    if (!made.ok()) return WithContext(absl::StrCat(role, ".native"), made.status());
     return made;
   }
   if (!config.torchscript().empty()) {
     absl::StatusOr<std::unique_ptr<Model>> loaded =
         LoadTorchScriptModel(ResolveAgainst(base, config.torchscript()));
-    if (!loaded.ok()) return InRole(absl::StrCat(role, ".torchscript"), loaded.status());
+    if (!loaded.ok()) return WithContext(absl::StrCat(role, ".torchscript"), loaded.status());
     return loaded;
   }
   if (!config.aoti_package().empty()) {
@@ -47,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const ModelConfig& config,
     absl::StatusOr<std::unique_ptr<Model>> loaded =
         LoadAotiModel(ResolveAgainst(base, config.aoti_package()),
                       {.single_threaded = at::get_num_threads() == 1});
-    if (!loaded.ok()) return InRole(absl::StrCat(role, ".aoti_package"), loaded.status());
+    if (!loaded.ok()) return WithContext(absl::StrCat(role, ".aoti_package"), loaded.status());
     return loaded;
   }
   return absl::InvalidArgumentError(
@@ -203,7 +199,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadSourceCheckpoint(std::unique_ptr<Mode
                                                             absl::string_view role) {
   if (!config.src_ckpt().empty()) {
     absl::Status loaded = model->LoadState(ResolveAgainst(base_dir, config.src_ckpt()));
-    if (!loaded.ok()) return InRole(absl::StrCat(role, ".src_ckpt"), loaded);
+    if (!loaded.ok()) return WithContext(absl::StrCat(role, ".src_ckpt"), loaded);
     KD_RETURN_IF_ERROR(CheckFinite(*model, absl::StrCat(role, ".src_ckpt"),
                                    ResolveAgainst(base_dir, config.src_ckpt())));
   } else if (config.has_torchscript()) {

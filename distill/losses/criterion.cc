@@ -17,9 +17,8 @@
 namespace kd {
 namespace {
 
-absl::Status InTerm(const std::string& term, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("loss term \"", term, "\": ", status.message()));
-}
+// What an error of a term is prefixed with (kd::WithContext).
+std::string TermContext(const std::string& term) { return absl::StrCat("loss term \"", term, "\""); }
 
 absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) {
   if (ref.source() == IoRef::TARGETS) {
@@ -124,13 +123,13 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
     // The key, then the kwargs against the loss's contract (PluginKwargs runs its own check
     // too), then the factory: each checked once.
     absl::StatusOr<const LossFactory*> factory = LossRegistry().Get(term.key());
-    if (!factory.ok()) return InTerm(built.name, factory.status());
+    if (!factory.ok()) return WithContext(TermContext(built.name), factory.status());
     absl::StatusOr<Kwargs> kwargs = PluginKwargs(LossRegistry(), term.key(), term.kwargs(),
                                                  absl::StrCat("loss \"", term.key(), "\""));
-    if (!kwargs.ok()) return InTerm(built.name, kwargs.status());
+    if (!kwargs.ok()) return WithContext(TermContext(built.name), kwargs.status());
     absl::StatusOr<std::unique_ptr<Loss>> loss =
         (**factory)(WithPluginDefaults(LossRegistry(), term.key(), *kwargs));
-    if (!loss.ok()) return InTerm(built.name, loss.status());
+    if (!loss.ok()) return WithContext(TermContext(built.name), loss.status());
     built.loss = std::move(*loss);
     built.inputs.assign(term.inputs().begin(), term.inputs().end());
     criterion.terms_.push_back(std::move(built));
@@ -144,7 +143,7 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
     std::map<std::string, at::Tensor, std::less<>> args;
     for (const IoRef& ref : term.inputs) {
       absl::StatusOr<at::Tensor> value = Resolve(ref, inputs);
-      if (!value.ok()) return InTerm(term.name, value.status());
+      if (!value.ok()) return WithContext(TermContext(term.name), value.status());
       args.emplace(ref.arg(), *std::move(value));
     }
     absl::StatusOr<at::Tensor> value = term.loss->Forward(LossInputs(std::move(args)));
@@ -157,7 +156,7 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
             absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ", ShapeString(value), " ",
                          value.defined() ? c10::toString(value.scalar_type()) : "undefined"));
       }
-      return InTerm(term.name, absl::Status(value.status().code(),
+      return WithContext(TermContext(term.name), absl::Status(value.status().code(),
                                             absl::StrCat(value.status().message(), " (inputs: ",
                                                          absl::StrJoin(described, ", "), ")")));
     }

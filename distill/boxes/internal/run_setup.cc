@@ -119,7 +119,7 @@ absl::StatusOr<std::map<std::string, std::shared_ptr<Dataset>>> MakeDatasets(
                  ? WrapDataset(dataset.wrapper().key(), *std::move(made), *wrapper_kwargs)
                  : wrapper_kwargs.status();
     }
-    if (!made.ok()) return InField(field, made.status());
+    if (!made.ok()) return WithContext(field, made.status());
     datasets[dataset.id()] = *std::move(made);
   }
   return datasets;

@@ -72,17 +72,17 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   }
   // Devices (torchdistill's wrap_model; the wrappers come once the optimizer's are known).
   KD_RETURN_IF_ERROR(
-      InFieldIfError("student", WrapModel(*student_, config.student(), device_, distributed())));
+      WithContext("student", WrapModel(*student_, config.student(), device_, distributed())));
   if (with_teacher) {
     KD_RETURN_IF_ERROR(
-        InFieldIfError("teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
+        WithContext("teacher", WrapModel(*teacher_, config.teacher(), device_, distributed())));
   }
   // Hooks.
   KD_RETURN_IF_ERROR(AddStageHooks(teacher_hooks_, teacher_, config.teacher(), "teacher"));
   KD_RETURN_IF_ERROR(AddStageHooks(student_hooks_, student_, config.student(), "student"));
   // Loss.
   absl::StatusOr<Criterion> criterion = Criterion::FromConfig(config.criterion());
-  if (!criterion.ok()) return InField("criterion", criterion.status());
+  if (!criterion.ok()) return WithContext("criterion", criterion.status());
   criterion_ = std::make_unique<Criterion>(*std::move(criterion));
   // Loaders (a later stage may keep the previous one's).
   const LoaderConfig& train = config.has_train_data_loader() || previous == nullptr
@@ -130,7 +130,7 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   }
   absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> made =
       MakeOptimizer(optimizer.key(), std::move(groups), opt_kwargs);
-  if (!made.ok()) return InField("optimizer", made.status());
+  if (!made.ok()) return WithContext("optimizer", made.status());
   optimizer_ = *std::move(made);
   max_grad_norm_ = optimizer.has_max_grad_norm() ? std::optional<double>(optimizer.max_grad_norm())
                                                  : std::nullopt;
@@ -162,8 +162,8 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   if (with_teacher) {
     KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
   }
-  KD_RETURN_IF_ERROR(InFieldIfError("teacher_cache", SetUpTeacherCache(config, run_dir)));
-  KD_RETURN_IF_ERROR(InFieldIfError("overlap_teacher", SetUpOverlap(config)));
+  KD_RETURN_IF_ERROR(WithContext("teacher_cache", SetUpTeacherCache(config, run_dir)));
+  KD_RETURN_IF_ERROR(WithContext("overlap_teacher", SetUpOverlap(config)));
   SetUpLookahead(config);
   // Leak detection in the validation loop (memdiag).
   leaks_ = {};
@@ -199,7 +199,7 @@ absl::Status Stage::WrapForDataParallel(const StageConfig& config,
   if (models.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<DataParallel>> ddp = DataParallel::Create(
       models, group_, {.find_unused_parameters = find_unused, .extra_parameters = own});
-  if (!ddp.ok()) return InField("wrapper", ddp.status());
+  if (!ddp.ok()) return WithContext("wrapper", ddp.status());
   ddp_ = *std::move(ddp);
   return absl::OkStatus();
 }
@@ -305,10 +305,10 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
       }
       absl::StatusOr<TeacherValues> values = ahead.get();
       if (!values.ok()) {
-        return absl::Status(values.status().code(),
-                            absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ",
-                                         step + 1, ", a batch of dataset \"", train_dataset_,
-                                         "\": teacher: ", values.status().message()));
+        return WithContext(absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ",
+                                        step + 1, ", a batch of dataset \"", train_dataset_,
+                                        "\": teacher"),
+                           values.status());
       }
       ready_teacher_ = *std::move(values);
       batch = std::move(upcoming);

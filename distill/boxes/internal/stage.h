@@ -46,16 +46,6 @@ inline double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// `status` with its message prefixed by the config field it concerns: "stage \"kd\": ...".
-inline absl::Status InField(absl::string_view field, const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
-}
-
-// `status` in `field` (InField) if it is an error, else OK.
-inline absl::Status InFieldIfError(absl::string_view field, const absl::Status& status) {
-  return status.ok() ? status : InField(field, status);
-}
-
 class StageRun {
  public:
   virtual ~StageRun() = default;

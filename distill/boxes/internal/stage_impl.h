@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/status_macros.h"
 #include "distill/boxes/amp.h"
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/boxes/internal/stage.h"
@@ -191,7 +192,7 @@ class Stage final : public StageRun, public TrainingContext {
     if (rank() != 0) return absl::OkStatus();
     for (const AuxModule& aux : aux_) {
       KD_RETURN_IF_ERROR(
-          InFieldIfError(absl::StrCat(aux.name, ".ckpt"), SaveAuxiliaryCheckpoint(aux)));
+          WithContext(absl::StrCat(aux.name, ".ckpt"), SaveAuxiliaryCheckpoint(aux)));
     }
     return absl::OkStatus();
   }

@@ -33,7 +33,7 @@ absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool 
   const bool trains = config.has_requires_grad() ? config.requires_grad() : default_value;
   for (const std::string& path : config.frozen_modules()) {
     if (absl::Status found = model.CheckModulePath(path); !found.ok()) {
-      return InField(absl::StrCat(role, ".frozen_modules"), found);
+      return WithContext(absl::StrCat(role, ".frozen_modules"), found);
     }
   }
   for (const auto& [name, p] : model.NamedParameters()) {
@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
     KD_ASSIGN_OR_RETURN(Kwargs kwargs,
                         PluginKwargs(SamplerRegistry(), sampler.key(), sampler.kwargs(), owner));
     absl::StatusOr<std::shared_ptr<const Sampler>> made = MakeSampler(sampler.key(), kwargs);
-    if (!made.ok()) return InField(absl::StrCat(field, ".sampler"), made.status());
+    if (!made.ok()) return WithContext(absl::StrCat(field, ".sampler"), made.status());
     options.sampler = *std::move(made);
   }
   options.seed = static_cast<uint64_t>(seed);
@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<DataLoader>> MakeLoader(
   options.rank = rank;
   options.exact_shards = exact_shards;
   absl::StatusOr<DataLoader> created = DataLoader::Create(it->second, options);
-  if (!created.ok()) return InField(field, created.status());
+  if (!created.ok()) return WithContext(field, created.status());
   return std::make_unique<DataLoader>(*std::move(created));
 }
 
@@ -102,7 +102,7 @@ absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& 
           absl::StrCat(field, ": a parameter group of the teacher, but the run has none"));
     }
     if (absl::Status found = model->CheckModulePath(config.module_path()); !found.ok()) {
-      return InField(field, found);
+      return WithContext(field, found);
     }
     ParamGroup group;
     const std::string& path = config.module_path();
@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<ParamGroup>> BuildParamGroups(const OptimizerConfig& 
     }
     absl::StatusOr<Kwargs> kwargs = KwargsFromConfig(
         config.kwargs(), std::nullopt, absl::StrCat("optimizer \"", optimizer.key(), "\""));
-    if (!kwargs.ok()) return InField(field, kwargs.status());
+    if (!kwargs.ok()) return WithContext(field, kwargs.status());
     group.kwargs = *std::move(kwargs);
     if (group.params.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -166,7 +166,7 @@ absl::StatusOr<LeakDetection> MakeLeakDetection(const MemoryLeakDetectionConfig&
   absl::StatusOr<std::unique_ptr<MemoryLeakDetectionCallback>> made =
       MemoryLeakDetectionCallback::Create(LeakDetectionOptions(config, device), out.roots.get(),
                                           &std::cerr);
-  if (!made.ok()) return InField("evaluation.memory_leak_detection", made.status());
+  if (!made.ok()) return WithContext("evaluation.memory_leak_detection", made.status());
   out.callback = *std::move(made);
   return out;
 }
@@ -175,7 +175,7 @@ absl::Status AddStageHooks(ForwardHookManager& hooks, Model* model, const StageM
                            const char* role) {
   hooks.Clear();
   if (model == nullptr) return absl::OkStatus();
-  if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return InField(role, set);
+  if (absl::Status set = SetHooks(hooks, *model, config); !set.ok()) return WithContext(role, set);
   return absl::OkStatus();
 }
 
@@ -203,13 +203,13 @@ absl::Status AddAuxiliaryModules(const StageModelConfig& config, ModelRole role,
     absl::StatusOr<Kwargs> kwargs =
         PluginKwargs(AuxiliaryModuleRegistry(), aux.key(), aux.kwargs(),
                      absl::StrCat("auxiliary_module \"", aux.key(), "\""));
-    if (!kwargs.ok()) return InField(field, kwargs.status());
+    if (!kwargs.ok()) return WithContext(field, kwargs.status());
     absl::StatusOr<torch::nn::AnyModule> module = MakeAuxiliaryModule(aux.key(), *kwargs);
-    if (!module.ok()) return InField(field, module.status());
+    if (!module.ok()) return WithContext(field, module.status());
     module->ptr()->to(device);
     if (!aux.ckpt().empty() && std::filesystem::exists(aux.ckpt())) {
       const absl::Status loaded = StateView(*module)->LoadState(aux.ckpt());
-      if (!loaded.ok()) return InField(absl::StrCat(field, ".ckpt"), loaded);
+      if (!loaded.ok()) return WithContext(absl::StrCat(field, ".ckpt"), loaded);
     }
     const bool trains = !aux.has_requires_grad() || aux.requires_grad();
     for (at::Tensor& p : module->ptr()->parameters()) p.requires_grad_(trains);
@@ -252,7 +252,7 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
     std::vector<at::Tensor> in;
     for (const IoRef& ref : aux.inputs) {
       absl::StatusOr<at::Tensor> value = RecordedTensor(io, ref);
-      if (!value.ok()) return InField(aux.name, value.status());
+      if (!value.ok()) return WithContext(aux.name, value.status());
       in.push_back(*std::move(value));
     }
     aux.module.ptr()->train(training && (aux.role == ModelRole::kStudent || aux.trains));
@@ -270,7 +270,7 @@ absl::Status RunAuxiliaryModules(ModelRole role, bool training, std::vector<AuxM
           }
         },
         absl::StatusCode::kInvalidArgument);
-    if (!out.ok()) return InField(aux.name, out.status());
+    if (!out.ok()) return WithContext(aux.name, out.status());
     io[aux.io_name][kOutput] = *std::move(out);
   }
   return absl::OkStatus();

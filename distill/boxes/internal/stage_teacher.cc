@@ -81,10 +81,10 @@ absl::StatusOr<Batch> Stage::NextBatch(std::deque<Batch>& queue, int64_t& fetche
       absl::StatusCode::kInternal);
   const absl::Status status = done.ok() ? *done : done.status();
   if (status.ok()) return front();
-  return absl::Status(
-      status.code(), absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, ", the teacher on ",
-                                  rows, " rows of the coming batches of dataset \"", train_dataset_,
-                                  "\" (teacher_cache.lookahead_rows): ", status.message()));
+  return WithContext(absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, ", the teacher on ",
+                                  rows, " rows of the coming batches of dataset \"",
+                                  train_dataset_, "\" (teacher_cache.lookahead_rows)"),
+                     status);
 }
 
 void Stage::SetUpLookahead(const StageConfig& config) {
@@ -280,7 +280,7 @@ absl::StatusOr<c10::IValue> Stage::TeacherOutput(Batch& batch) {
   teacher_io_ = IoDict();
   absl::StatusOr<absl::StatusOr<c10::IValue>> output =
       CallTorch([&] { return RunTeacher(batch); }, absl::StatusCode::kInternal);
-  if (!output.ok()) return InField(absl::StrCat("stage \"", name_, "\" teacher"), output.status());
+  if (!output.ok()) return WithContext(absl::StrCat("stage \"", name_, "\" teacher"), output.status());
   return *std::move(output);
 }
 
