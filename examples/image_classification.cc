@@ -6,7 +6,7 @@
 // unless --student_only, are tested on the config's test loader.
 //
 //   bazel run -c opt //examples:image_classification -- --run_dir=/tmp/cifar_kd
-//       --config=$PWD/distill/config/torchdistill/testdata/cifar10_kd.yaml   (one line)
+//       --config=$PWD/distill/torchdistill/testdata/cifar10_kd.yaml   (one line)
 //
 // Flags as the script's: --config, --device, --run_log, --start_epoch (a run folder stopped
 // after epoch N resumes at N: its optimizer, scheduler, RNG and best accuracy), --seed,
@@ -45,7 +45,7 @@
 #include "distill/boxes/checkpoint.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
-#include "distill/config/torchdistill/importer.h"
+#include "distill/torchdistill/importer.h"
 #include "distill/data/data_loader.h"
 
 ABSL_FLAG(std::string, config, "", "the config: torchdistill's YAML (.yaml, .yml) or libkd's");

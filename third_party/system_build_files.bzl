@@ -42,7 +42,7 @@ SYSTEM_LIBRARIES = {
     "zlib": {
         "build_file": Label("//third_party/zlib:system.BUILD.bazel"),
     },
-    # libyaml-cpp-dev 0.7: torchdistill's YAML configs (distill/config/torchdistill).
+    # libyaml-cpp-dev 0.7: torchdistill's YAML configs (distill/torchdistill).
     "com_github_jbeder_yaml_cpp": {
         "build_file": Label("//third_party/com_github_jbeder_yaml_cpp:system.BUILD.bazel"),
     },

@@ -1,5 +1,5 @@
 // import_torchdistill: a torchdistill (1.x) YAML config as libkd's DistillConfig text
-// (distill/config/torchdistill/importer.h), then validated as //tools:validate_config does.
+// (distill/torchdistill/importer.h), then validated as //tools:validate_config does.
 //
 //   bazel run //tools:import_torchdistill -- --yaml=configs/kd.yaml --out=kd.pbtxt [--seed=1]
 //
@@ -26,7 +26,7 @@
 #include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
-#include "distill/config/torchdistill/importer.h"
+#include "distill/torchdistill/importer.h"
 #include "google/protobuf/text_format.h"
 #include "hooks/model.h"
 #include "tools/tool_util.h"

@@ -6,7 +6,7 @@ set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 tool="$root/tools/import_torchdistill"
-data="$root/distill/config/torchdistill/testdata"
+data="$root/distill/torchdistill/testdata"
 
 out=$("$tool" --yaml="$data/student_kd.yaml" --seed=1 2>"$TEST_TMPDIR/err"); rc=$?
 check "student_kd: exit 0" test "$rc" -eq 0

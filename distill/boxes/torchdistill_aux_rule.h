@@ -1,6 +1,6 @@
 // How a torchdistill auxiliary model wrapper becomes a libkd auxiliary module
 // (StageModelConfig.auxiliary_modules): a module declares, where it registers, the wrapper it
-// stands for, and //tools:import_torchdistill applies it (distill/config/torchdistill/).
+// stands for, and //tools:import_torchdistill applies it (distill/torchdistill/).
 //
 // torchdistill wraps the model: its modules move under "model." and the wrapper adds its own
 // submodule ("linear"), which hooks and losses then name. libkd keeps the model as it is and

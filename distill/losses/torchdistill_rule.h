@@ -1,7 +1,7 @@
 // How a torchdistill loss's config becomes libkd loss terms: each loss that torchdistill also
 // has declares its rule where it registers (KD_REGISTER(TorchdistillLossRules(), "ATLoss",
 // TorchdistillLossRule{...}, kAnyKwargs)), and //tools:import_torchdistill applies it
-// (distill/config/torchdistill/importer.h), so a new loss brings its import rule with it.
+// (distill/torchdistill/importer.h), so a new loss brings its import rule with it.
 //
 // torchdistill's losses name the recorded values they read in their kwargs; libkd's read them
 // as term inputs (LossTermConfig.inputs):

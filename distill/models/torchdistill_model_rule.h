@@ -2,7 +2,7 @@
 // the torchdistill names it stands for (KD_REGISTER(TorchdistillModelRules(), "wide_resnet40_4",
 // TorchdistillModelRule{.libkd_key = "wrn", .fixed = {{"depth", 40}, {"widen_factor", 4}},
 // .renamed = {{"dropout_p", "dropout"}}}, kAnyKwargs)), and //tools:import_torchdistill applies
-// it (distill/config/torchdistill/importer.h). A torchdistill name that is also a libkd key
+// it (distill/torchdistill/importer.h). A torchdistill name that is also a libkd key
 // (resnet20) needs no rule.
 #ifndef LIBKD_DISTILL_MODELS_TORCHDISTILL_MODEL_RULE_H_
 #define LIBKD_DISTILL_MODELS_TORCHDISTILL_MODEL_RULE_H_

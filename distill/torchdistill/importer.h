@@ -21,8 +21,8 @@
 // module_wise_kwargs, max_grad_norm, grad_accum_step), scheduler (scheduling_step), criterion
 // (WeightedSumLoss's sub_terms; SimpleLossWrapper's input/target; a loss's own kwargs through
 // its TorchdistillLossRule, distill/losses/torchdistill_rule.h); test's test_data_loader.
-#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORTER_H_
-#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORTER_H_
+#ifndef LIBKD_DISTILL_TORCHDISTILL_IMPORTER_H_
+#define LIBKD_DISTILL_TORCHDISTILL_IMPORTER_H_
 
 #include <functional>
 #include <string>
@@ -62,4 +62,4 @@ absl::StatusOr<Import> ImportText(const std::string& text, const std::string& fi
 }  // namespace torchdistill
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORTER_H_
+#endif  // LIBKD_DISTILL_TORCHDISTILL_IMPORTER_H_

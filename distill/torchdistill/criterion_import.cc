@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 #include "distill/losses/torchdistill_rule.h"
 
 namespace kd {

@@ -5,7 +5,7 @@ torchdistill's format, not only what libkd's importer accepts. torchvision keeps
 <root>/FashionMNIST/raw: the Debian files are decompressed there into a temporary folder, and
 download is turned off (no network).
 
-  /root/.cache/libkd/venv/bin/python distill/config/torchdistill/testdata/check_with_torchdistill.py
+  /root/.cache/libkd/venv/bin/python distill/torchdistill/testdata/check_with_torchdistill.py
 """
 import glob
 import gzip

@@ -8,7 +8,7 @@
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/config/proc_fields.h"
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 
 namespace kd {
 namespace torchdistill {

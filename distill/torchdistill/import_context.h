@@ -1,8 +1,8 @@
 // What the parts of the torchdistill importer share: the report, typed reads of YAML values
 // with their positions, kwargs from YAML mappings (checked against the libkd plugin's kwargs
 // contract), and mappings whose every key must be taken or reported.
-#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
-#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
+#ifndef LIBKD_DISTILL_TORCHDISTILL_IMPORT_CONTEXT_H_
+#define LIBKD_DISTILL_TORCHDISTILL_IMPORT_CONTEXT_H_
 
 #include <map>
 #include <memory>
@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "distill/config/distill_config.pb.h"
-#include "distill/config/torchdistill/importer.h"
-#include "distill/config/torchdistill/yaml_value.h"
+#include "distill/torchdistill/importer.h"
+#include "distill/torchdistill/yaml_value.h"
 #include "google/protobuf/repeated_field.h"
 
 namespace kd {
@@ -166,4 +166,4 @@ absl::Status ImportLoader(Context& context, const YamlValue& loader, const std::
 }  // namespace torchdistill
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_CONTEXT_H_
+#endif  // LIBKD_DISTILL_TORCHDISTILL_IMPORT_CONTEXT_H_

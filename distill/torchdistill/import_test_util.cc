@@ -1,4 +1,4 @@
-#include "distill/config/torchdistill/import_test_util.h"
+#include "distill/torchdistill/import_test_util.h"
 
 #include <string>
 
@@ -14,7 +14,7 @@ namespace torchdistill {
 namespace test {
 
 std::string TestData(const std::string& name) {
-  return ::kd::test::RunfilePath("distill/config/torchdistill/testdata/" + name);
+  return ::kd::test::RunfilePath("distill/torchdistill/testdata/" + name);
 }
 
 DistillConfig Original(const std::string& name) {

@@ -2,7 +2,7 @@
 of its __init__, read from the installed peer (torchdistill 1.1.5, the venv's), so importer_test
 checks every TorchdistillLossRule against the peer's own code.
 
-  /root/.cache/libkd/venv/bin/python distill/config/torchdistill/testdata/make_loss_signatures.py
+  /root/.cache/libkd/venv/bin/python distill/torchdistill/testdata/make_loss_signatures.py
 """
 import inspect
 import os

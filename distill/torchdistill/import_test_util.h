@@ -1,7 +1,7 @@
 // What the importer's tests share: their YAML files, the main job's configs, and comparing
 // an imported config with the config it stands for.
-#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_TEST_UTIL_H_
-#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_TEST_UTIL_H_
+#ifndef LIBKD_DISTILL_TORCHDISTILL_IMPORT_TEST_UTIL_H_
+#define LIBKD_DISTILL_TORCHDISTILL_IMPORT_TEST_UTIL_H_
 
 #include <string>
 
@@ -11,7 +11,7 @@ namespace kd {
 namespace torchdistill {
 namespace test {
 
-// distill/config/torchdistill/testdata/<name> in the runfiles.
+// distill/torchdistill/testdata/<name> in the runfiles.
 std::string TestData(const std::string& name);
 // tools/configs/<name>, loaded (a failure fails the test).
 DistillConfig Original(const std::string& name);
@@ -27,4 +27,4 @@ void ExpectSameConfig(const DistillConfig& imported, const DistillConfig& origin
 }  // namespace torchdistill
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_IMPORT_TEST_UTIL_H_
+#endif  // LIBKD_DISTILL_TORCHDISTILL_IMPORT_TEST_UTIL_H_

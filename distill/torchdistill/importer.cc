@@ -1,4 +1,4 @@
-#include "distill/config/torchdistill/importer.h"
+#include "distill/torchdistill/importer.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
-#include "distill/config/torchdistill/import_context.h"
-#include "distill/config/torchdistill/yaml_value.h"
+#include "distill/torchdistill/import_context.h"
+#include "distill/torchdistill/yaml_value.h"
 #include "distill/models/torchdistill_model_rule.h"
 
 namespace kd {

@@ -5,8 +5,8 @@
 // bool), !join / !pathjoin / !expanduser / !abspath evaluated, and the tags that import or call
 // Python (!import_call, !import_get, !getattr, ...) kept as nodes naming what they would import,
 // for the importer to map onto libkd or report.
-#ifndef LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_
-#define LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_
+#ifndef LIBKD_DISTILL_TORCHDISTILL_YAML_VALUE_H_
+#define LIBKD_DISTILL_TORCHDISTILL_YAML_VALUE_H_
 
 #include <cstdint>
 #include <memory>
@@ -88,4 +88,4 @@ absl::StatusOr<std::shared_ptr<const YamlValue>> ReadTorchdistillYaml(const std:
 }  // namespace torchdistill
 }  // namespace kd
 
-#endif  // LIBKD_DISTILL_CONFIG_TORCHDISTILL_YAML_VALUE_H_
+#endif  // LIBKD_DISTILL_TORCHDISTILL_YAML_VALUE_H_

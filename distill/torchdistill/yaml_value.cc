@@ -1,4 +1,4 @@
-#include "distill/config/torchdistill/yaml_value.h"
+#include "distill/torchdistill/yaml_value.h"
 
 #include <cerrno>
 #include <charconv>

@@ -9,7 +9,7 @@
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/boxes/torchdistill_aux_rule.h"
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 
 namespace kd {
 namespace torchdistill {

@@ -1,4 +1,4 @@
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
 // YamlValue's own functions, the values the importer makes, and the text check before parsing
-// (distill/config/torchdistill/yaml_value.h).
+// (distill/torchdistill/yaml_value.h).
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "distill/config/torchdistill/yaml_value.h"
+#include "distill/torchdistill/yaml_value.h"
 
 namespace kd {
 namespace torchdistill {

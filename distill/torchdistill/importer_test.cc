@@ -2,7 +2,7 @@
 // the libkd configs they were written from; what has no translation is reported at its line and
 // column; rules match torchdistill's signatures; bad YAML is one error with line:column.
 // Training the imported configs: importer_training_test.
-#include "distill/config/torchdistill/importer.h"
+#include "distill/torchdistill/importer.h"
 
 #include <fstream>
 #include <map>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "distill/config/torchdistill/import_test_util.h"
+#include "distill/torchdistill/import_test_util.h"
 #include "distill/losses/loss.h"
 #include "distill/losses/torchdistill_rule.h"
 #include "gmock/gmock.h"

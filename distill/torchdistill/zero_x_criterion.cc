@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 
 namespace kd {
 namespace torchdistill {

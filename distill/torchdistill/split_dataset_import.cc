@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "distill/config/torchdistill/import_context.h"
+#include "distill/torchdistill/import_context.h"
 
 namespace kd {
 namespace torchdistill {
