@@ -482,7 +482,8 @@ class Unpickler {
   // ('storage', storage class, key, location, numel): the record data/<key>, each once.
   absl::StatusOr<at::Tensor> Storage(const Item& id) {
     if (!id.value.isTuple()) return absl::InvalidArgumentError("a persistent id not a tuple");
-    const auto& e = id.value.toTupleRef().elements();
+    // A copy: indexing the tuple's inline storage past 3 trips gcc's -Warray-bounds at -O2.
+    const std::vector<c10::IValue> e = id.value.toTupleRef().elements().vec();
     if (e.size() < 5 || !e[0].isString() || e[0].toStringRef() != "storage" || !e[1].isString() ||
         !e[2].isString() || !e[4].isInt()) {
       return absl::InvalidArgumentError("a persistent id other than a storage's");
