@@ -57,6 +57,13 @@ inline absl::Status WithContext(absl::string_view context, const absl::Status& s
   return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
+// The same for a value or an error: the value passes through unchanged.
+template <typename T>
+absl::StatusOr<T> WithContext(absl::string_view context, absl::StatusOr<T> value) {
+  if (value.ok()) return value;
+  return WithContext(context, value.status());
+}
+
 }  // namespace kd
 
 #endif  // LIBKD_BASE_STATUS_MACROS_H_

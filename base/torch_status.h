@@ -83,6 +83,16 @@ auto CallTorch(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal) {
   });
 }
 
+// As CallTorch, for a `fn` that returns a status itself (absl::Status or absl::StatusOr<T>):
+// one status of that type, what `fn` returned or what it threw. For callers that treat both
+// alike; one that words a thrown error differently uses CallTorch.
+template <typename Fn>
+auto CallTorchFlat(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal) {
+  using R = std::invoke_result_t<Fn>;
+  auto done = CallTorch(std::forward<Fn>(fn), code);
+  return done.ok() ? R(*std::move(done)) : R(done.status());
+}
+
 // As CallTorch, the message "<context>: <TorchErrorLine of what was thrown>".
 template <typename Fn>
 auto CallTorch(absl::string_view context, absl::StatusCode code, Fn&& fn) {

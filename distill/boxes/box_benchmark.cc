@@ -297,7 +297,7 @@ int StepApiMain(DistillConfig config, int epochs) {
   config.mutable_train()->clear_teacher_cache();  // AUTO
   // The step API is sequential: Run() without the overlap, like for like; the look-ahead (which
   // needs the batches ahead of the step) is Run()'s alone and stays at its default.
-  config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+  config.mutable_train()->set_overlap_teacher(OFF);
   BoxEpoch(config);  // warm-up
   StepApiRun(config);
   std::vector<double> ratios;
@@ -345,10 +345,10 @@ int Main() {
     return 1;
   }
   if (!absl::GetFlag(FLAGS_teacher_extras)) {  // the teacher on every row, on this thread
-    config.mutable_train()->mutable_teacher_cache()->set_mode(TeacherCacheConfig::OFF);
-    config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+    config.mutable_train()->mutable_teacher_cache()->set_mode(OFF);
+    config.mutable_train()->set_overlap_teacher(OFF);
   } else if (!absl::GetFlag(FLAGS_overlap)) {
-    config.mutable_train()->set_overlap_teacher(TeacherCacheConfig::OFF);
+    config.mutable_train()->set_overlap_teacher(OFF);
   }
   if (const std::string file = absl::GetFlag(FLAGS_teacher); !file.empty()) {
     config.mutable_teacher()->set_torchscript(file);

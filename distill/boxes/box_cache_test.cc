@@ -244,7 +244,7 @@ TEST_F(BoxTest, TeacherCacheSaysWhyItIsOff) {
                        HasSubstr("the teacher trains in this stage")));
   DistillConfig overlap_trains = config;
   overlap_trains.mutable_train()->clear_teacher_cache();
-  overlap_trains.mutable_train()->set_overlap_teacher(TeacherCacheConfig::ON);
+  overlap_trains.mutable_train()->set_overlap_teacher(ON);
   EXPECT_THAT(MakeBox(overlap_trains, {.run_dir = RunDir("overlap_trains")}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("train.overlap_teacher: overlap_teacher ON, but the overlap "

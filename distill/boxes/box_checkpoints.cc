@@ -54,9 +54,8 @@ absl::Status BoxImpl::EndStage(StageRun& stage) {
 
 absl::Status BoxImpl::LoadStage(StageRun& stage, const c10::impl::GenericDict& saved,
                                 const std::string& path) {
-  absl::StatusOr<absl::Status> loaded =
-      CallTorch([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
-  const absl::Status status = loaded.ok() ? *loaded : loaded.status();
+  const absl::Status status =
+      CallTorchFlat([&] { return stage.LoadFrom(saved); }, absl::StatusCode::kInvalidArgument);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path,
                                                    ": the checkpoint's state does not fit stage \"",

@@ -5,11 +5,20 @@
 #ifndef LIBKD_DISTILL_CONFIG_TEACHER_EXTRAS_H_
 #define LIBKD_DISTILL_CONFIG_TEACHER_EXTRAS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "distill/config/distill_config.pb.h"
 
 namespace kd {
+
+// TeacherCacheConfig.lookahead_rows when the field is unset.
+inline constexpr int64_t kDefaultLookaheadRows = 128;
+
+// The look-ahead's rows of `cache`: its field, or kDefaultLookaheadRows.
+inline int64_t LookaheadRows(const TeacherCacheConfig& cache) {
+  return cache.has_lookahead_rows() ? cache.lookahead_rows() : kDefaultLookaheadRows;
+}
 
 // Why the cache could not be exact in `stage` of a run with or without a teacher ("" if
 // nothing the config shows): no teacher, a teacher that trains, a teacher forward process

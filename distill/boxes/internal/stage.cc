@@ -1,5 +1,4 @@
 #include <cmath>
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -159,12 +158,7 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   } else {
     eval_forward_ = student_forward_;
   }
-  if (with_teacher) {
-    KD_ASSIGN_OR_RETURN(teacher_forward_, BuildForwardProcFunc(config.teacher()));
-  }
-  KD_RETURN_IF_ERROR(WithContext("teacher_cache", SetUpTeacherCache(config, run_dir)));
-  KD_RETURN_IF_ERROR(WithContext("overlap_teacher", SetUpOverlap(config)));
-  SetUpLookahead(config);
+  KD_RETURN_IF_ERROR(SetUpTeacher(config, run_dir));
   // Leak detection in the validation loop (memdiag).
   leaks_ = {};
   if (evaluation.has_memory_leak_detection()) {
@@ -269,55 +263,18 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
   double loss_sum = 0;
   Clock::time_point window = Clock::now();
   int64_t window_samples = 0, window_step = 0;
-  BatchStream batches(*train_loader_);  // its workers start assembling batches now
+  BatchStream stream(*train_loader_);  // its workers start assembling batches now
   auto next = [&](Batch& batch) {
     {
       RECORD_USER_SCOPE("data");
-      batch = batches.Next();
+      batch = stream.Next();
     }
     return PreForward(batch);
   };
-  // overlap_teacher: the next batch's teacher values are computed on a thread of their own while
-  // the student steps on this batch; one teacher call is in flight at a time (the cache and
-  // the teacher's hooks are used by one thread at a time). The call in flight reads `upcoming`
-  // and the stage's teacher state, so every way out of the loop, an error included, waits for
-  // it first: a std::future of a packaged_task does not wait when destroyed.
-  Batch upcoming;
-  std::future<absl::StatusOr<TeacherValues>> ahead;
-  struct AwaitOnExit {
-    std::future<absl::StatusOr<TeacherValues>>& call;
-    ~AwaitOnExit() {
-      if (call.valid()) call.wait();
-    }
-  } await_ahead{ahead};
-  // teacher_cache.lookahead_rows: batches fetched ahead, for the teacher to run on their unseen
-  // rows at once.
-  std::deque<Batch> queue;
-  int64_t fetched = 0;
+  // The step's batch, with the teacher run ahead on it where the stage's settings say.
+  StageTeacher::Epoch batches(stage_teacher_, epoch, steps, next);
   for (int64_t step = 0; step < steps; ++step) {
-    Batch batch;
-    if (!overlap_teacher_) {
-      KD_ASSIGN_OR_RETURN(batch, NextBatch(queue, fetched, steps, next));
-    } else {
-      if (step == 0) {
-        KD_RETURN_IF_ERROR(next(upcoming));
-        ahead = LaunchTeacher(upcoming);
-      }
-      absl::StatusOr<TeacherValues> values = ahead.get();
-      if (!values.ok()) {
-        return WithContext(absl::StrCat("stage \"", name_, "\" epoch ", epoch_ + 1, " step ",
-                                        step + 1, ", a batch of dataset \"", train_dataset_,
-                                        "\": teacher"),
-                           values.status());
-      }
-      ready_teacher_ = *std::move(values);
-      batch = std::move(upcoming);
-      if (step + 1 < steps) {
-        upcoming = Batch();
-        KD_RETURN_IF_ERROR(next(upcoming));
-        ahead = LaunchTeacher(upcoming);
-      }
-    }
+    KD_ASSIGN_OR_RETURN(Batch batch, batches.Next());
     KD_ASSIGN_OR_RETURN(CriterionResult result, Forward(batch));
     const double loss = result.total.item<double>();
     loss_sum += loss;
@@ -346,6 +303,50 @@ absl::StatusOr<double> Stage::TrainEpoch(int64_t epoch, const BoxOptions& option
   int64_t count = steps;  // the epoch's loss is the mean over every rank's steps
   if (distributed()) AddAcrossRanks(*group_, device_, loss_sum, count, {});
   return count == 0 ? 0.0 : loss_sum / static_cast<double>(count);
+}
+
+absl::Status Stage::SetUpTeacher(const StageConfig& config, const std::string& run_dir) {
+  StageTeacher::Parts parts{.model = teacher_,
+                            .hooks = &teacher_hooks_,
+                            .trains = teacher_trains_,
+                            .device = device_,
+                            .autocast_dtype = autocast_dtype_};
+  if (teacher_ != nullptr) {
+    KD_ASSIGN_OR_RETURN(parts.forward, BuildForwardProcFunc(config.teacher()));
+  }
+  return stage_teacher_.Configure(config, std::move(parts),
+                                  {.stage = name_,
+                                   .train_dataset = train_dataset_,
+                                   .num_transforms = train_loader_->dataset().NumTransforms(),
+                                   .run_dir = run_dir,
+                                   .distributed = distributed(),
+                                   .rank = rank()});
+}
+
+absl::StatusOr<c10::IValue> Stage::RunTeacher(const Batch& batch) {
+  KD_ASSIGN_OR_RETURN(TeacherValues values, stage_teacher_.ValuesFor(batch));
+  teacher_io_ = std::move(values.io);
+  // The teacher's auxiliary modules run on its values, from the cache or not: they may train.
+  KD_RETURN_IF_ERROR(
+      RunAuxiliaryModules(ModelRole::kTeacher, student_->is_training(), aux_, teacher_io_));
+  return values.output;
+}
+
+absl::StatusOr<c10::IValue> Stage::TeacherOutput(Batch& batch) {
+  if (teacher_ == nullptr) {
+    return absl::FailedPreconditionError("TeacherOutput: the box has no teacher");
+  }
+  if (teacher_trains_ && ddp_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "TeacherOutput: a teacher that trains in a multi-process run forwards only with the "
+        "student (Forward), whose backward its gradient reduction awaits");
+  }
+  ToDevice(batch);
+  std::optional<AutocastGuard> autocast;
+  Autocast(autocast);
+  teacher_io_ = IoDict();
+  return WithContext(absl::StrCat("stage \"", name_, "\" teacher"),
+                     CallTorchFlat([&] { return RunTeacher(batch); }));
 }
 
 absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {

@@ -1,23 +1,18 @@
 // The stage a box runs (StageRun, internal/stage.h) and the TrainingContext its process
 // functions see: what torchdistill's box holds for the current stage. Its parts: stage.cc
 // (building from the config, the training epoch, the forward), stage_setup.cc (requires_grad,
-// loaders, parameter groups, hooks, auxiliary modules), stage_teacher.cc (the teacher through
-// its cache, look-ahead and overlap), stage_eval.cc (validation and test), stage_state.cc (what
-// a checkpoint keeps of it).
+// loaders, parameter groups, hooks, auxiliary modules), stage_teacher.h (the teacher through
+// its cache, look-ahead and overlap: one object the loop asks once a step), stage_eval.cc
+// (validation and test), stage_state.cc (what a checkpoint keeps of it).
 #ifndef LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 #define LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -33,7 +28,7 @@
 #include "distill/boxes/distributed/ddp.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/internal/stage_setup.h"
-#include "distill/boxes/internal/teacher_cache.h"
+#include "distill/boxes/internal/stage_teacher.h"
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/data/data_loader.h"
@@ -45,34 +40,6 @@
 
 namespace kd {
 namespace box_internal {
-
-// One thread running tasks in order: the teacher's thread of overlap_teacher. Its ATen and
-// OpenMP thread settings are made once, as the run's (at::init_num_threads), not per batch.
-class TaskThread {
- public:
-  TaskThread();
-  ~TaskThread();  // runs what was submitted, then joins
-  TaskThread(const TaskThread&) = delete;
-  TaskThread& operator=(const TaskThread&) = delete;
-
-  template <typename F>
-  auto Submit(F f) -> std::future<decltype(f())> {
-    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
-    auto result = task->get_future();
-    Push([task] { (*task)(); });
-    return result;
-  }
-
- private:
-  void Push(std::function<void()> task);
-  void Loop();
-
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<std::function<void()>> tasks_;
-  bool done_ = false;
-  std::thread thread_;  // last: started once the rest is built
-};
 
 class Stage final : public StageRun, public TrainingContext {
  public:
@@ -205,7 +172,9 @@ class Stage final : public StageRun, public TrainingContext {
   const std::string& name() const override { return name_; }
   const StageConfig& config() const override { return config_; }
   double lr() const override { return LearningRates(*optimizer_).at(0); }
-  std::optional<TeacherCacheReport> TakeTeacherCacheReport() override;
+  std::optional<TeacherCacheReport> TakeTeacherCacheReport() override {
+    return stage_teacher_.TakeReport();
+  }
   int64_t train_samples_per_epoch() const override {
     // The loader's batch size: a later stage may inherit the loader from an
     // earlier one.
@@ -230,27 +199,8 @@ class Stage final : public StageRun, public TrainingContext {
   // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
-  // The teacher cache of `config` (StageConfig.teacher_cache): made, left off with the reason
-  // (AUTO), or refused (ON).
-  absl::Status SetUpTeacherCache(const StageConfig& config, const std::string& run_dir);
-  // overlap_teacher: on, off with the reason (AUTO), or refused (ON).
-  absl::Status SetUpOverlap(const StageConfig& config);
-  // TeacherCacheConfig.lookahead_rows: on, or off with the reason (after the two above).
-  void SetUpLookahead(const StageConfig& config);
-  // The step's batch: `queue`'s front, fetched (by `fetch`) if it is empty. With the
-  // look-ahead, where that batch has rows the cache has not seen, `queue` is filled with the
-  // epoch's coming batches up to lookahead_rows_ rows and the teacher run once on their unseen
-  // rows first. `fetched` counts the epoch's batches fetched, of `steps`.
-  absl::StatusOr<Batch> NextBatch(std::deque<Batch>& queue, int64_t& fetched, int64_t steps,
-                                  const std::function<absl::Status(Batch&)>& fetch);
-  // The teacher's forward on `rows` (no grad unless it trains) and its hooks' I/O dict.
-  absl::StatusOr<TeacherValues> TeacherForward(const Batch& rows);
-  // The teacher's output and I/O dict for `batch` (through the cache, if on), before its
-  // auxiliary modules.
-  absl::StatusOr<TeacherValues> TeacherValuesOf(const Batch& batch);
-  // TeacherValuesOf(batch) on a thread of its own, with this thread's grad mode, autocast and
-  // profiler state; `batch` must outlive the result.
-  std::future<absl::StatusOr<TeacherValues>> LaunchTeacher(const Batch& batch);
+  // The teacher's forward set up for this stage (after the loaders and the process functions).
+  absl::Status SetUpTeacher(const StageConfig& config, const std::string& run_dir);
 
   double lr_factor_;
   // Chains of `sequential` sections (KeepModel): declared before the hook managers, which
@@ -282,7 +232,7 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<ProcFunc<PreForwardProc>> pre_forward_;
   std::optional<ProcFunc<PostForwardProc>> post_forward_;
   std::optional<ProcFunc<PostEpochProc>> post_epoch_;
-  std::optional<ProcFunc<ForwardProc>> student_forward_, teacher_forward_;
+  std::optional<ProcFunc<ForwardProc>> student_forward_;
   std::optional<ProcFunc<ForwardProc>> eval_forward_;  // the student's in evaluation
   std::vector<std::pair<std::string, std::unique_ptr<Metric>>> metrics_;
   std::vector<AuxModule> aux_;
@@ -290,16 +240,9 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
   IoDict teacher_io_, student_io_;                // the last Forward's
-  std::unique_ptr<TeacherCache> teacher_cache_;   // null: off, for teacher_cache_off_
-  std::string teacher_cache_off_;
-  bool overlap_teacher_ = false;
-  std::string overlap_off_;
-  int64_t lookahead_rows_ = 0;  // 0: off, for lookahead_off_
-  std::string lookahead_off_;
-  // overlap_teacher: the values a thread computed for the batch Forward runs next.
-  std::optional<TeacherValues> ready_teacher_;
-  // overlap_teacher's thread; last, so that it is joined before what its tasks use goes.
-  std::unique_ptr<TaskThread> teacher_thread_;
+  // The teacher through its cache, look-ahead and overlap; after what its thread uses (the
+  // teacher's hooks), so that the thread is joined first.
+  StageTeacher stage_teacher_;
   int64_t epoch_ = 0, step_ = 0;  // of the step API: for messages
 };
 

@@ -28,7 +28,7 @@ void CheckTeacherExtras(const DistillConfig& config, const StageConfig& stage,
                     absl::StrCat(field, " must be <= 1073741824 (1 PiB), got ", mib));
       }
     }
-    if (stage.teacher_cache().mode() == TeacherCacheConfig::ON) {
+    if (stage.teacher_cache().mode() == ON) {
       const DatasetConfig* train = nullptr;
       for (const DatasetConfig& dataset : config.datasets()) {
         if (dataset.id() == stage.train_data_loader().dataset_id()) train = &dataset;
@@ -41,7 +41,7 @@ void CheckTeacherExtras(const DistillConfig& config, const StageConfig& stage,
       }
     }
   }
-  if (stage.overlap_teacher() == TeacherCacheConfig::ON) {
+  if (stage.overlap_teacher() == ON) {
     if (const std::string why = TeacherOverlapObstacle(stage, has_teacher); !why.empty()) {
       checker.Add(loc.Of("overlap_teacher"),
                   absl::StrCat("overlap_teacher ON, but the overlap would not give the "
