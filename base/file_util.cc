@@ -169,6 +169,11 @@ absl::Status CheckNotInSystemFolder(const std::string& path) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data) {
+  return WriteFileAtomicallyFromParts(path, {data});
+}
+
+absl::Status WriteFileAtomicallyFromParts(const std::string& path,
+                                          absl::Span<const absl::string_view> parts) {
   if (absl::Status writable = CheckWritablePath(path); !writable.ok()) return writable;
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   // A new file of its own: a leftover of the same name (a killed process of the same pid, or
@@ -186,17 +191,19 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view data
     }
     return ErrnoStatus(err, "write", path);
   }
-  size_t written = 0;
-  while (written < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoStatus(err, "write", tmp);
+  for (const absl::string_view data : parts) {
+    size_t written = 0;
+    while (written < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + written, data.size() - written);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return ErrnoStatus(err, "write", tmp);
+      }
+      written += static_cast<size_t>(n);
     }
-    written += static_cast<size_t>(n);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     const int err = errno;

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kd {
 
@@ -49,6 +50,11 @@ absl::Status CheckNotInSystemFolder(const std::string& path);
 // `path`, so a reader (or a crash) sees either the old file or the new one, never a mix.
 // Refuses what CheckWritablePath refuses.
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view data);
+
+// As WriteFileAtomically, the file being `parts` one after another: for a large file whose
+// pieces are already in memory (a header and tensors' bytes), written without joining them.
+absl::Status WriteFileAtomicallyFromParts(const std::string& path,
+                                          absl::Span<const absl::string_view> parts);
 
 // Whether `a` and `b` name the same file: the same inode when both exist (hard links and
 // symbolic links included), else the same path once made absolute and normalized.

@@ -33,6 +33,12 @@ TEST(FileUtilTest, WriteThenReadRoundTrips) {
   EXPECT_FALSE(std::ifstream(path + ".tmp." + std::to_string(::getpid())).good());
 }
 
+TEST(FileUtilTest, WritesPartsOneAfterAnother) {
+  const std::string path = TempPath("parts.bin");
+  ASSERT_THAT(WriteFileAtomicallyFromParts(path, {"head", "", std::string("\0tail", 5)}), IsOk());
+  EXPECT_THAT(ReadFile(path), IsOkAndHolds(std::string("head\0tail", 9)));
+}
+
 TEST(FileUtilTest, MissingFileNamesFileAndReason) {
   EXPECT_THAT(ReadFile("/nonexistent/x.pt"),
               StatusIs(absl::StatusCode::kNotFound,

@@ -11,7 +11,7 @@
 namespace kd {
 namespace {
 
-using internal::Reader;
+using base_internal::Reader;
 
 absl::Status Invalid(absl::string_view message) { return absl::InvalidArgumentError(message); }
 

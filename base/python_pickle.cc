@@ -346,7 +346,7 @@ class Unpickler {
       return absl::InvalidArgumentError("REDUCE of something that is not a class or function");
     }
     if (!args_item.value.isTuple()) return absl::InvalidArgumentError("REDUCE without a tuple");
-    return pickle_internal::CallGlobal(callable.global,
+    return base_internal::CallGlobal(callable.global,
                                        args_item.value.toTupleRef().elements().vec());
   }
 
@@ -356,10 +356,10 @@ class Unpickler {
     return storages_.Read(id.value.toTupleRef().elements().vec());
   }
 
-  pickle_internal::Operands in_;
+  base_internal::Operands in_;
   std::vector<Item> stack_;
   std::vector<std::optional<Item>> memo_;
-  pickle_internal::StorageReader storages_;
+  base_internal::StorageReader storages_;
 };
 
 }  // namespace

@@ -101,7 +101,7 @@ void AddToRegistryDirectory(RegistryBase* registry) {
   Directory& directory = GetDirectory();
   absl::MutexLock lock(&directory.mu);
   if (!directory.by_kind.try_emplace(registry->kind(), registry).second) {
-    internal::DieOfRegistrationError(absl::AlreadyExistsError(
+    base_internal::DieOfRegistrationError(absl::AlreadyExistsError(
         absl::StrCat("two global registries of kind \"", registry->kind(), "\"")));
   }
 }
@@ -121,7 +121,7 @@ std::vector<std::string> RegistryKinds() {
   return kinds;
 }
 
-namespace internal {
+namespace base_internal {
 
 void DieOfRegistrationError(const absl::Status& status) {
   std::fprintf(stderr, "libkd: start-up failed: %s\n", std::string(status.message()).c_str());
@@ -129,5 +129,5 @@ void DieOfRegistrationError(const absl::Status& status) {
   std::abort();
 }
 
-}  // namespace internal
+}  // namespace base_internal
 }  // namespace kd

@@ -157,7 +157,7 @@ const RegistryBase* FindRegistry(absl::string_view kind);
 // Kinds of the global registries, sorted.
 std::vector<std::string> RegistryKinds();
 
-namespace internal {
+namespace base_internal {
 
 // Prints `status` as a start-up failure and aborts.
 [[noreturn]] void DieOfRegistrationError(const absl::Status& status);
@@ -186,7 +186,7 @@ bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std:
                        std::move(check));
 }
 
-}  // namespace internal
+}  // namespace base_internal
 }  // namespace kd
 
 // Registers a plugin at start-up: KD_REGISTER(registry, key, value, kwarg_specs[, check]).
@@ -197,7 +197,7 @@ bool RegisterOrDie(Registry<T>& registry, const char* file, int line, const std:
 
 #define KD_REGISTER_IMPL_(counter, registry, ...)                                   \
   [[maybe_unused]] static const bool KD_REGISTRY_CONCAT_(kd_registered_, counter) = \
-      ::kd::internal::RegisterOrDie(registry, __FILE__, __LINE__, __VA_ARGS__)
+      ::kd::base_internal::RegisterOrDie(registry, __FILE__, __LINE__, __VA_ARGS__)
 
 #define KD_REGISTRY_CONCAT_INNER_(x, y) x##y
 #define KD_REGISTRY_CONCAT_(x, y) KD_REGISTRY_CONCAT_INNER_(x, y)

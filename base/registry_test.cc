@@ -109,8 +109,8 @@ TEST(RegistryDeathTest, DuplicateAtStartUpStopsTheProgramNamingBothSites) {
   EXPECT_DEATH(
       {
         Registry<int> registry("optimizer");
-        internal::RegisterOrDie(registry, "a.cc", 10, "sgd", 1, kAnyKwargs);
-        internal::RegisterOrDie(registry, "b.cc", 20, "sgd", 2, kAnyKwargs);
+        base_internal::RegisterOrDie(registry, "a.cc", 10, "sgd", 1, kAnyKwargs);
+        base_internal::RegisterOrDie(registry, "b.cc", 20, "sgd", 2, kAnyKwargs);
       },
       "libkd: start-up failed: duplicate optimizer key \"sgd\": registered at a.cc:10 and "
       "again at b.cc:20");

@@ -19,7 +19,7 @@
 // Returns the status of `expr` from the enclosing function if it is not OK.
 #define KD_RETURN_IF_ERROR(expr)                                  \
   do {                                                            \
-    ::absl::Status kd_status_ = ::kd::internal::AsStatus((expr)); \
+    ::absl::Status kd_status_ = ::kd::base_internal::AsStatus((expr)); \
     if (!kd_status_.ok()) return kd_status_;                      \
   } while (false)
 
@@ -37,13 +37,13 @@
 #define KD_STATUS_MACROS_CONCAT_(x, y) KD_STATUS_MACROS_CONCAT_INNER_(x, y)
 
 namespace kd {
-namespace internal {
+namespace base_internal {
 inline const absl::Status& AsStatus(const absl::Status& status) { return status; }
 template <typename T>
 const absl::Status& AsStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
 }
-}  // namespace internal
+}  // namespace base_internal
 }  // namespace kd
 
 namespace kd {

@@ -18,7 +18,7 @@
 namespace kd {
 namespace {
 
-using internal::Reader;
+using base_internal::Reader;
 
 constexpr uint32_t kEndSignature = 0x06054b50;
 constexpr uint32_t kZip64EndSignature = 0x06064b50;

@@ -49,10 +49,9 @@ absl::Status StatusFromTorchError(const c10::Error& error,
 // check c10 appends): for messages that stay on one line.
 std::string TorchErrorLine(const std::exception& error);
 
-namespace internal {
-
 // Runs `fn`; what it throws (c10::Error derives from std::exception) becomes
-// `to_status(exception)`. absl::Status for void functions, absl::StatusOr<T> otherwise.
+// `to_status(exception)`. absl::Status for void functions, absl::StatusOr<T> otherwise. For a
+// caller that words the error from the exception itself; CallTorch below for the rest.
 template <typename Fn, typename ToStatus>
 auto CallTorchWith(Fn&& fn, const ToStatus& to_status) {
   using R = std::invoke_result_t<Fn>;
@@ -69,13 +68,11 @@ auto CallTorchWith(Fn&& fn, const ToStatus& to_status) {
   }
 }
 
-}  // namespace internal
-
 // Runs `fn`; a c10::Error or std::exception it throws becomes a status with `code`.
 // Returns absl::Status for void functions, absl::StatusOr<T> for functions returning T.
 template <typename Fn>
 auto CallTorch(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal) {
-  return internal::CallTorchWith(std::forward<Fn>(fn), [code](const std::exception& e) {
+  return CallTorchWith(std::forward<Fn>(fn), [code](const std::exception& e) {
     if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
       return StatusFromTorchError(*torch_error, code);
     }
@@ -96,7 +93,7 @@ auto CallTorchFlat(Fn&& fn, absl::StatusCode code = absl::StatusCode::kInternal)
 // As CallTorch, the message "<context>: <TorchErrorLine of what was thrown>".
 template <typename Fn>
 auto CallTorch(absl::string_view context, absl::StatusCode code, Fn&& fn) {
-  return internal::CallTorchWith(std::forward<Fn>(fn), [context, code](const std::exception& e) {
+  return CallTorchWith(std::forward<Fn>(fn), [context, code](const std::exception& e) {
     return absl::Status(code, absl::StrCat(context, ": ", TorchErrorLine(e)));
   });
 }

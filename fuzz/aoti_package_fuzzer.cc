@@ -27,18 +27,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::ofstream out(path, std::ios::binary | std::ios::trunc);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
-    (void)kd::aoti_internal::CheckPackageEntries(path);
+    (void)kd::hooks_internal::CheckPackageEntries(path);
     return 0;
   }
   kd::AotiManifest manifest;
   google::protobuf::TextFormat::Parser parser;
   parser.AllowPartialMessage(true);
   if (!parser.ParseFromString(bytes, &manifest)) return 0;
-  if (!kd::aoti_internal::CheckManifest(manifest).ok()) return 0;
-  const size_t outputs =
-      static_cast<size_t>(manifest.num_model_outputs()) + static_cast<size_t>(manifest.values_size());
-  for (const auto& [path, calls] : kd::aoti_internal::BuildCalls(manifest)) {
-    for (const kd::aoti_internal::Call& call : calls) {
+  if (!kd::hooks_internal::CheckManifest(manifest).ok()) return 0;
+  const size_t outputs = static_cast<size_t>(manifest.num_model_outputs()) +
+                         static_cast<size_t>(manifest.values_size());
+  for (const auto& [path, calls] : kd::hooks_internal::BuildCalls(manifest)) {
+    for (const kd::hooks_internal::Call& call : calls) {
       if (call.output.has_value() && *call.output >= outputs) std::abort();
       for (const auto& [arg, index] : call.args) {
         if (arg < 0 || index >= outputs) std::abort();

@@ -18,8 +18,8 @@
 namespace {
 
 using kd::Batch;
-using kd::box_internal::TeacherCache;
-using kd::box_internal::TeacherValues;
+using kd::boxes_internal::TeacherCache;
+using kd::boxes_internal::TeacherValues;
 
 Batch MakeBatch() {
   const at::Tensor index = at::arange(8, at::kLong);

@@ -68,7 +68,7 @@ class AotiModel final : public Model {
         loader_(std::move(loader)),
         manifest_(std::move(manifest)),
         path_(std::move(path)) {
-    calls_ = aoti_internal::BuildCalls(manifest_);
+    calls_ = hooks_internal::BuildCalls(manifest_);
     module_paths_.insert(manifest_.module_paths().begin(), manifest_.module_paths().end());
   }
 
@@ -100,7 +100,7 @@ class AotiModel final : public Model {
         hook.fn(args, result);
         continue;
       }
-      for (const aoti_internal::Call& call : calls_.at(hook.path)) {
+      for (const hooks_internal::Call& call : calls_.at(hook.path)) {
         std::vector<c10::IValue> call_args;
         for (const auto& [arg, index] : call.args) call_args.push_back(outputs[index]);
         hook.fn(call_args, call.output ? c10::IValue(outputs[*call.output]) : c10::IValue());
@@ -139,7 +139,8 @@ class AotiModel final : public Model {
       const bool known = module_paths_.count(std::string(path)) > 0;
       std::string listed =
           exported.empty() ? "none" : absl::StrCat("\"", absl::StrJoin(exported, "\", \""), "\"");
-      if (calls_.size() > kListed) absl::StrAppend(&listed, " and ", calls_.size() - kListed, " more");
+      if (calls_.size() > kListed)
+        absl::StrAppend(&listed, " and ", calls_.size() - kListed, " more");
       if (!known) {
         return absl::NotFoundError(absl::StrCat(
             "no module ", QuoteName(path), " in ", path_, "; ",
@@ -169,7 +170,7 @@ class AotiModel final : public Model {
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
   AotiManifest manifest_;
   std::string path_;
-  std::map<std::string, std::vector<aoti_internal::Call>> calls_;
+  std::map<std::string, std::vector<hooks_internal::Call>> calls_;
   std::unordered_set<std::string> module_paths_;  // the manifest's, for lookups
   std::map<int64_t, Hook> hooks_;
   int64_t next_id_ = 0;
@@ -180,7 +181,8 @@ class AotiModel final : public Model {
 absl::StatusOr<ExtractionFolder> MakeExtractionFolder() {
   std::error_code error;
   const std::filesystem::path base = std::filesystem::temp_directory_path(error);
-  std::string pattern = ((error ? std::filesystem::path("/tmp") : base) / "libkd_aoti_XXXXXX").string();
+  std::string pattern =
+      ((error ? std::filesystem::path("/tmp") : base) / "libkd_aoti_XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     return absl::UnavailableError(absl::StrCat("cannot make a folder to extract the package in (",
                                                pattern, "): ", std::strerror(errno)));
@@ -249,7 +251,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
   }
   // Every entry's name and the extracted size, read by libkd before libtorch's loader
   // extracts anything.
-  KD_RETURN_IF_ERROR(aoti_internal::CheckPackageEntries(path));
+  KD_RETURN_IF_ERROR(hooks_internal::CheckPackageEntries(path));
   LoadLibtorchBySoname();
   // What the package was compiled for, checked before its code is loaded: a CPU package's
   // kernels use the compiling machine's instruction sets (a CPU without them would die of an
@@ -258,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
   // it fails (its metadata reader too): both are pointed at a folder of libkd's own, removed
   // on every way out.
   KD_ASSIGN_OR_RETURN(ExtractionFolder folder, MakeExtractionFolder());
-  absl::StatusOr<std::unordered_map<std::string, std::string>> target = internal::CallTorchWith(
+  absl::StatusOr<std::unordered_map<std::string, std::string>> target = CallTorchWith(
       [&] {
         return WithTmpdir(folder, [&] {
           return torch::inductor::AOTIModelPackageLoader::load_metadata_from_package(path,
@@ -278,8 +280,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                      "tools/export_teacher.py --device=cpu"));
   }
   if (auto isa = target->find("AOTI_CPU_ISA"); isa != target->end()) {
-    const std::vector<std::string> missing = aoti_internal::MissingCpuIsa(
-        isa->second, [](const std::string& name) { return aoti_internal::CpuSupports(name); });
+    const std::vector<std::string> missing = hooks_internal::MissingCpuIsa(
+        isa->second, [](const std::string& name) { return hooks_internal::CpuSupports(name); });
     if (!missing.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, " was compiled for instruction sets this CPU lacks (", absl::StrJoin(missing, ", "),
@@ -287,13 +289,14 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
     }
   }
   absl::StatusOr<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loader =
-      internal::CallTorchWith(
+      CallTorchWith(
           [&] {
             return WithTmpdir(folder, [&] {
               return std::make_unique<torch::inductor::AOTIModelPackageLoader>(
                   path, "model", options.single_threaded);
             });
-          },          [&](const std::exception& e) {
+          },
+          [&](const std::exception& e) {
             return absl::InvalidArgumentError(
                 absl::StrCat(path, ": cannot load the AOTInductor package: ", TorchErrorLine(e)));
           });
@@ -318,7 +321,7 @@ absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                      ": its libkd manifest does not parse as kd.AotiManifest with "
                      "num_model_outputs >= 1; re-export it with tools/export_teacher.py"));
   }
-  if (absl::Status checked = aoti_internal::CheckManifest(manifest); !checked.ok()) {
+  if (absl::Status checked = hooks_internal::CheckManifest(manifest); !checked.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", checked.message()));
   }
   return std::make_unique<AotiModel>(*std::move(loader), std::move(manifest), path,

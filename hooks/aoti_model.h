@@ -45,7 +45,7 @@ struct AotiOptions {
 absl::StatusOr<std::unique_ptr<Model>> LoadAotiModel(const std::string& path,
                                                      const AotiOptions& options = {});
 
-namespace aoti_internal {
+namespace hooks_internal {
 
 // The names in `isa_list` (a package's AOTI_CPU_ISA, "AVX512 AVX512_VNNI") that `supports` says
 // no to. Exposed for tests.
@@ -79,7 +79,7 @@ absl::Status CheckManifest(const AotiManifest& manifest);
 // InvalidArgument naming the file and the entry otherwise.
 absl::Status CheckPackageEntries(const std::string& path);
 
-}  // namespace aoti_internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_AOTI_MODEL_H_

@@ -182,14 +182,14 @@ TEST(AotiModelTest, BadPackagesAreNamed) {
 // need none this CPU lacks.
 TEST(AotiModelTest, InstructionSetsTheCpuLacks) {
   auto only_avx2 = [](const std::string& isa) { return isa == "AVX2"; };
-  EXPECT_THAT(aoti_internal::MissingCpuIsa("AVX512 AVX512_VNNI", only_avx2),
+  EXPECT_THAT(hooks_internal::MissingCpuIsa("AVX512 AVX512_VNNI", only_avx2),
               ::testing::ElementsAre("AVX512", "AVX512_VNNI"));
-  EXPECT_THAT(aoti_internal::MissingCpuIsa("AVX2", only_avx2), ::testing::IsEmpty());
-  EXPECT_THAT(aoti_internal::MissingCpuIsa("", only_avx2), ::testing::IsEmpty());
+  EXPECT_THAT(hooks_internal::MissingCpuIsa("AVX2", only_avx2), ::testing::IsEmpty());
+  EXPECT_THAT(hooks_internal::MissingCpuIsa("", only_avx2), ::testing::IsEmpty());
   // A name libkd cannot check is taken as missing: the package's kernels might use it.
-  EXPECT_FALSE(aoti_internal::CpuSupports("NOT_AN_ISA"));
-  EXPECT_FALSE(aoti_internal::CpuSupports("AVX10_2"));
-  EXPECT_TRUE(aoti_internal::CpuSupports("INVALID_VEC_ISA"));  // Inductor's scalar code
+  EXPECT_FALSE(hooks_internal::CpuSupports("NOT_AN_ISA"));
+  EXPECT_FALSE(hooks_internal::CpuSupports("AVX10_2"));
+  EXPECT_TRUE(hooks_internal::CpuSupports("INVALID_VEC_ISA"));  // Inductor's scalar code
   const std::string unknown = FixturePath("unknown_isa_aoti.pt2");
   EXPECT_THAT(LoadAotiModel(unknown),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -246,26 +246,28 @@ TEST(AotiModelTest, EntriesOutsideTheExtractionFolderAreRefused) {
 TEST(AotiModelTest, ManifestValuesOutOfRangeAreRefused) {
   for (const char* name : {"bad_call_aoti.pt2", "huge_call_aoti.pt2"}) {
     const std::string path = FixturePath(name);
-    EXPECT_THAT(LoadAotiModel(path),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr(path + ": its libkd manifest is out of range (values[0].call "),
-                               HasSubstr("); re-export it with tools/export_teacher.py"))));
+    EXPECT_THAT(
+        LoadAotiModel(path),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr(path + ": its libkd manifest is out of range (values[0].call "),
+                       HasSubstr("); re-export it with tools/export_teacher.py"))));
   }
   AotiManifest manifest;
   manifest.set_num_model_outputs(1);
   manifest.add_values()->set_path("conv1");
-  EXPECT_THAT(aoti_internal::CheckManifest(manifest), IsOk());
+  EXPECT_THAT(hooks_internal::CheckManifest(manifest), IsOk());
   manifest.mutable_values(0)->set_arg(-2);
-  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("values[0].arg -2 is not in [0, 256)")));
+  EXPECT_THAT(hooks_internal::CheckManifest(manifest),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("values[0].arg -2 is not in [0, 256)")));
   manifest.mutable_values(0)->set_arg(0);
   for (int i = 0; i < 70000; ++i) manifest.add_module_paths("m" + std::to_string(i));
-  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
+  EXPECT_THAT(hooks_internal::CheckManifest(manifest),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("70000 module paths or types, more than 65536")));
   manifest.clear_module_paths();
   manifest.set_num_model_outputs(0);
-  EXPECT_THAT(aoti_internal::CheckManifest(manifest),
+  EXPECT_THAT(hooks_internal::CheckManifest(manifest),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("num_model_outputs 0 is not in [1, 65536]")));
 }

@@ -1,6 +1,6 @@
 // What libkd checks of an AOTInductor package before libtorch's loader sees it (the package's
 // zip entries, its manifest, the instruction sets it was compiled for): hooks/aoti_model.h's
-// aoti_internal functions.
+// hooks_internal functions.
 #include <algorithm>
 #include <cstdint>
 #include <map>
@@ -19,7 +19,7 @@
 #include "hooks/aoti_model.h"
 
 namespace kd {
-namespace aoti_internal {
+namespace hooks_internal {
 
 std::vector<std::string> MissingCpuIsa(const std::string& isa_list,
                                        const std::function<bool(const std::string&)>& supports) {
@@ -142,6 +142,6 @@ absl::Status CheckPackageEntries(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace aoti_internal
+}  // namespace hooks_internal
 
 }  // namespace kd

@@ -22,8 +22,8 @@ namespace kd {
 // One hook: its options, its recorded values (hooks/internal/recorded_values.h), and the handle
 // that keeps its recorder in place.
 struct ForwardHookManager::Hook {
-  using OnDevice = internal::RecordedOnDevice;
-  using Recorded = internal::Recorded;
+  using OnDevice = hooks_internal::RecordedOnDevice;
+  using Recorded = hooks_internal::Recorded;
 
   std::string key;
   HookOptions options;
@@ -33,7 +33,7 @@ struct ForwardHookManager::Hook {
   bool fired = false;            // raw native modules
   // Non-null: the hook receives references and keeps them as returned with these guards (a
   // model that does not know its later writes, with HookValues::kAsReturned).
-  internal::WriteGuards* write_guards = nullptr;
+  hooks_internal::WriteGuards* write_guards = nullptr;
   HookHandle handle;  // declared last: removed first
 
   // The hot path: one call of the hooked module.
@@ -43,7 +43,7 @@ struct ForwardHookManager::Hook {
         output_value.isTuple() && output_value.toTupleRef().elements().size() == 1
             ? output_value.toTupleRef().elements()[0]
             : output_value;
-    const c10::Device on = internal::RecordingDevice(out, args);
+    const c10::Device on = hooks_internal::RecordingDevice(out, args);
     // The input first: it is usually the output the previous hooked module returned, and
     // shares its write guard.
     if (options.requires_input) {
@@ -53,11 +53,12 @@ struct ForwardHookManager::Hook {
   }
 
   void Store(Recorded& recorded, c10::Device device, c10::IValue value) {
-    internal::StoreValue(recorded, device, std::move(value), options.accumulates, write_guards);
+    hooks_internal::StoreValue(recorded, device, std::move(value), options.accumulates,
+                               write_guards);
   }
 
   // The recorded values as returned: what a write guard kept, where the forward wrote later.
-  void Resolve(OnDevice& on) { internal::ResolveValues(on, write_guards); }
+  void Resolve(OnDevice& on) { hooks_internal::ResolveValues(on, write_guards); }
   void Resolve() {
     for (Recorded* recorded : {&input, &output}) {
       for (OnDevice& d : *recorded) Resolve(d);
@@ -65,14 +66,14 @@ struct ForwardHookManager::Hook {
   }
 
   void Clear() {
-    internal::ClearValues(input);
-    internal::ClearValues(output);
+    hooks_internal::ClearValues(input);
+    hooks_internal::ClearValues(output);
   }
 
   // The I/O dict value of `values`, this hook's calls in order.
   absl::StatusOr<c10::IValue> Finish(absl::string_view io_type,
                                      std::vector<c10::IValue> values) const {
-    return internal::CombineCalls(
+    return hooks_internal::CombineCalls(
         std::move(values),
         {.accumulates = options.accumulates, .stacks_accumulated = options.stacks_accumulated}, key,
         io_type);
@@ -80,7 +81,8 @@ struct ForwardHookManager::Hook {
 };
 
 ForwardHookManager::ForwardHookManager(c10::Device target_device)
-    : target_device_(target_device), write_guards_(std::make_unique<internal::WriteGuards>()) {}
+    : target_device_(target_device),
+      write_guards_(std::make_unique<hooks_internal::WriteGuards>()) {}
 
 ForwardHookManager::~ForwardHookManager() { Clear(); }
 
@@ -255,7 +257,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
             if (!d.values.empty()) per_device.push_back(d.values[i]);
           }
           KD_ASSIGN_OR_RETURN(c10::IValue gathered, CallTorch([&] {
-                                return internal::Gather(per_device, target_device_);
+                                return hooks_internal::Gather(per_device, target_device_);
                               }));
           values.push_back(std::move(gathered));
         }

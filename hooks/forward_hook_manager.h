@@ -57,9 +57,9 @@ struct HookOptions {
   HookValues values = HookValues::kAsReturned;
 };
 
-namespace internal {
+namespace hooks_internal {
 class WriteGuards;
-}  // namespace internal
+}  // namespace hooks_internal
 
 class ForwardHookManager {
  public:
@@ -130,7 +130,7 @@ class ForwardHookManager {
   std::vector<Hook*> sorted_hooks_;
   std::vector<const Model*> models_;  // the distinct models hooked
   // Keep HookValues::kAsReturned values of native models as returned (one share per storage).
-  std::unique_ptr<internal::WriteGuards> write_guards_;
+  std::unique_ptr<hooks_internal::WriteGuards> write_guards_;
   // Lets a HookHandle that outlives the manager do nothing.
   std::shared_ptr<ForwardHookManager*> alive_ = std::make_shared<ForwardHookManager*>(this);
 };

@@ -46,12 +46,12 @@
 namespace kd {
 namespace {
 
-using internal::ChainForwards;
-using internal::HookChain;
-using internal::kHookedCalls;
-using internal::NativeChain;
-using internal::SecondsPerForward;
-using internal::TorchScriptChain;
+using hooks_internal::ChainForwards;
+using hooks_internal::HookChain;
+using hooks_internal::kHookedCalls;
+using hooks_internal::NativeChain;
+using hooks_internal::SecondsPerForward;
+using hooks_internal::TorchScriptChain;
 
 // One benchmark: `model` (with or without hooks from `paths`) on `input`.
 void Register(const std::string& name, std::shared_ptr<Model> model, at::Tensor input,

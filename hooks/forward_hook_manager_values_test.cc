@@ -310,7 +310,7 @@ TEST(ForwardHookManagerValuesTest, NativeForwardWithoutInPlaceWritesCopiesNothin
   }
   at::manual_seed(0);
   const at::Tensor x = at::randn({2, 1, 28, 28});
-  const int64_t copies = internal::WriteGuards::CopiesMade();
+  const int64_t copies = hooks_internal::WriteGuards::CopiesMade();
   for (bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "eval under no_grad");
     model->SetTraining(training);
@@ -320,7 +320,7 @@ TEST(ForwardHookManagerValuesTest, NativeForwardWithoutInPlaceWritesCopiesNothin
     auto io = manager.PopIoDict();
     ASSERT_THAT(io, IsOk());
     EXPECT_THAT(io->at("fc").at(kOutput).toListRef()[0], IValueNear(y, 0));
-    EXPECT_EQ(internal::WriteGuards::CopiesMade(), copies);
+    EXPECT_EQ(hooks_internal::WriteGuards::CopiesMade(), copies);
   }
 }
 

@@ -18,7 +18,7 @@
 #include "hooks/internal/pooled_args.h"
 
 namespace kd {
-namespace hook_point_internal {
+namespace hooks_internal {
 
 std::atomic<int64_t> num_hooks{0};
 
@@ -126,32 +126,32 @@ c10::IValue LazyCopy(const c10::IValue& value) {
   return copy;
 }
 
-}  // namespace hook_point_internal
+}  // namespace hooks_internal
 
 HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn, HookValues values) {
-  using hook_point_internal::HookList;
+  using hooks_internal::HookList;
   if (values == HookValues::kAsReturned) {
     // A native forward's later ops are unknown: copies that cost memory only if written.
     fn = [fn = std::move(fn)](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-      internal::PooledArgs copied;
-      for (const c10::IValue& arg : args) copied->push_back(hook_point_internal::LazyCopy(arg));
-      fn(*copied, hook_point_internal::LazyCopy(output));
+      hooks_internal::PooledArgs copied;
+      for (const c10::IValue& arg : args) copied->push_back(hooks_internal::LazyCopy(arg));
+      fn(*copied, hooks_internal::LazyCopy(output));
     };
   }
   auto shared = std::make_shared<const HookFn>(std::move(fn));
   {
-    hook_point_internal::Table& table = hook_point_internal::GetTable();
+    hooks_internal::Table& table = hooks_internal::GetTable();
     std::unique_lock lock(table.mutex);
     std::shared_ptr<const HookList>& slot = table.by_module[&module];
     auto list = slot ? std::make_shared<HookList>(*slot) : std::make_shared<HookList>();
     list->fns.push_back(shared);
     slot = std::move(list);
     table.generation.fetch_add(1, std::memory_order_release);
-    hook_point_internal::num_hooks.fetch_add(1, std::memory_order_relaxed);
+    hooks_internal::num_hooks.fetch_add(1, std::memory_order_relaxed);
   }
   // The module is only a key here: removal after the module is gone is safe.
   return HookHandle(
-      [module = &module, fn = shared.get()] { hook_point_internal::Remove(module, fn); });
+      [module = &module, fn = shared.get()] { hooks_internal::Remove(module, fn); });
 }
 
 }  // namespace kd

@@ -53,7 +53,7 @@ namespace kd {
 HookHandle AddNativeHook(const torch::nn::Module& module, HookFn fn,
                          HookValues values = HookValues::kAsReturned);
 
-namespace hook_point_internal {
+namespace hooks_internal {
 
 extern std::atomic<int64_t> num_hooks;
 
@@ -85,7 +85,7 @@ inline c10::IValue AnyToIValue(const torch::nn::AnyValue& value) {
   return c10::IValue();
 }
 
-}  // namespace hook_point_internal
+}  // namespace hooks_internal
 
 // Calls `module`'s forward with `args` and runs the hooks registered on that instance.
 // `module` is a module holder (torch::nn::Linear), a std::shared_ptr<Impl> or an Impl*
@@ -93,15 +93,15 @@ inline c10::IValue AnyToIValue(const torch::nn::AnyValue& value) {
 template <typename M, typename... Args>
 decltype(auto) Call(M&& module, Args&&... args) {
   auto& impl = *module;
-  std::shared_ptr<const hook_point_internal::HookList> hooks;
-  if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
-      !(hooks = hook_point_internal::HooksOf(&impl))) {
+  std::shared_ptr<const hooks_internal::HookList> hooks;
+  if (hooks_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
+      !(hooks = hooks_internal::HooksOf(&impl))) {
     return impl.forward(std::forward<Args>(args)...);
   }
-  internal::PooledArgs in;
-  (in->push_back(hook_point_internal::ToIValue(args)), ...);
+  hooks_internal::PooledArgs in;
+  (in->push_back(hooks_internal::ToIValue(args)), ...);
   auto out = impl.forward(std::forward<Args>(args)...);
-  hook_point_internal::RunHooks(*hooks, *in, hook_point_internal::ToIValue(out));
+  hooks_internal::RunHooks(*hooks, *in, hooks_internal::ToIValue(out));
   return out;
 }
 
@@ -128,24 +128,24 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
  private:
   template <typename... InputTypes>
   static torch::nn::AnyValue CallChild(torch::nn::AnyModule& child, InputTypes&&... inputs) {
-    std::shared_ptr<const hook_point_internal::HookList> hooks;
-    if (hook_point_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
-        !(hooks = hook_point_internal::HooksOf(child.ptr().get()))) {
+    std::shared_ptr<const hooks_internal::HookList> hooks;
+    if (hooks_internal::num_hooks.load(std::memory_order_relaxed) == 0 ||
+        !(hooks = hooks_internal::HooksOf(child.ptr().get()))) {
       return child.any_forward(std::forward<InputTypes>(inputs)...);
     }
-    internal::PooledArgs in;
+    hooks_internal::PooledArgs in;
     (in->push_back(ArgToIValue(inputs)), ...);
     torch::nn::AnyValue out = child.any_forward(std::forward<InputTypes>(inputs)...);
-    hook_point_internal::RunHooks(*hooks, *in, hook_point_internal::AnyToIValue(out));
+    hooks_internal::RunHooks(*hooks, *in, hooks_internal::AnyToIValue(out));
     return out;
   }
 
   template <typename T>
   static c10::IValue ArgToIValue(const T& value) {
     if constexpr (std::is_same_v<std::decay_t<T>, torch::nn::AnyValue>) {
-      return hook_point_internal::AnyToIValue(value);
+      return hooks_internal::AnyToIValue(value);
     } else {
-      return hook_point_internal::ToIValue(value);
+      return hooks_internal::ToIValue(value);
     }
   }
 };

@@ -12,7 +12,7 @@
 #include "hooks/internal/tap_list.h"
 
 namespace kd {
-namespace native_model_internal {
+namespace hooks_internal {
 
 void CheckCall(const std::string& type, size_t expected_args, size_t actual_args,
                const Kwargs& kwargs) {
@@ -23,7 +23,7 @@ void CheckCall(const std::string& type, size_t expected_args, size_t actual_args
               " argument(s), got ", actual_args);
 }
 
-}  // namespace native_model_internal
+}  // namespace hooks_internal
 
 std::string NativeTypeName(const torch::nn::Module& module) {
   std::string name = module.name();
@@ -46,13 +46,13 @@ class NativeModel final : public Model {
   std::string kind() const override { return "native"; }
 
   c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs) override {
-    const bool tap_root = taps_.HasPath(internal::TapList::kRootPathId);
+    const bool tap_root = taps_.HasPath(hooks_internal::TapList::kRootPathId);
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue output = forward_(args, kwargs);
     ++forwards_;
     if (tap_root) {
-      taps_.Dispatch(internal::TapList::kRootPathId, root_args, output, root_args, output);
+      taps_.Dispatch(hooks_internal::TapList::kRootPathId, root_args, output, root_args, output);
     }
     return output;
   }
@@ -127,14 +127,14 @@ class NativeModel final : public Model {
     // The tap list keeps the callback; the module's hook-point entry feeds it, and goes with
     // the tap.
     HookHandle handle = taps_.Add(std::move(key), std::move(fn), values);
-    const std::shared_ptr<internal::TapList::Tap>& tap = taps_.back();
+    const std::shared_ptr<hooks_internal::TapList::Tap>& tap = taps_.back();
     tap->forwards_at_add = forwards_;
     // The feed holds the tap (a call in flight may outlive its removal); the tap list breaks
     // that cycle by resetting the feed when the tap goes.
     tap->feed = AddNativeHook(
         *module,
         [tap](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-          internal::TapList::Fire(*tap, args, output);
+          hooks_internal::TapList::Fire(*tap, args, output);
         },
         values);
     return handle;
@@ -167,7 +167,7 @@ class NativeModel final : public Model {
     const torch::nn::Module* parent = dot == absl::string_view::npos
                                           ? root_.get()
                                           : modules[std::string(path.substr(0, dot))].get();
-    std::optional<NativeForwardFn> forward = native_model_internal::ModuleForward(module, parent);
+    std::optional<NativeForwardFn> forward = hooks_internal::ModuleForward(module, parent);
     if (!forward.has_value()) {
       const std::string type = NativeTypeName(*module);
       return absl::FailedPreconditionError(absl::StrCat(
@@ -184,7 +184,7 @@ class NativeModel final : public Model {
  private:
   std::shared_ptr<torch::nn::Module> root_;
   NativeForwardFn forward_;
-  internal::TapList taps_;
+  hooks_internal::TapList taps_;
   // Forwards run (whole or truncated), for CheckHooksFired.
   int64_t forwards_ = 0;
 };

@@ -40,7 +40,7 @@ std::unique_ptr<Model> MakeNativeModel(std::shared_ptr<torch::nn::Module> root,
 // would print for the same module.
 std::string NativeTypeName(const torch::nn::Module& module);
 
-namespace native_model_internal {
+namespace hooks_internal {
 
 template <typename F>
 struct ForwardTraits;
@@ -69,14 +69,14 @@ c10::IValue CallDeduced(Impl& impl, std::vector<c10::IValue>& args, const Kwargs
   return Invoke<Impl, Fn, Args>(impl, &Impl::forward, args, std::make_index_sequence<kNumArgs>());
 }
 
-}  // namespace native_model_internal
+}  // namespace hooks_internal
 
 // Wraps `root`, calling its forward by its signature.
 template <typename Impl>
 std::unique_ptr<Model> MakeNativeModel(std::shared_ptr<Impl> root) {
   Impl* impl = root.get();
   NativeForwardFn forward = [impl](std::vector<c10::IValue>& args, const Kwargs& kwargs) {
-    return native_model_internal::CallDeduced(*impl, args, kwargs);
+    return hooks_internal::CallDeduced(*impl, args, kwargs);
   };
   return MakeNativeModel(std::static_pointer_cast<torch::nn::Module>(std::move(root)),
                          std::move(forward));
@@ -101,7 +101,7 @@ void RegisterNativeModuleForward() {
   RegisterNativeModuleForward(
       std::type_index(typeid(Impl)),
       [](torch::nn::Module& module, std::vector<c10::IValue>& args, const Kwargs& kwargs) {
-        return native_model_internal::CallDeduced(static_cast<Impl&>(module), args, kwargs);
+        return hooks_internal::CallDeduced(static_cast<Impl&>(module), args, kwargs);
       });
 }
 

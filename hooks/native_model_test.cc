@@ -55,7 +55,7 @@ TEST(NativeHookTest, TheHandleRemovesTheHookAndMayOutliveTheModule) {
     outlives = AddNativeHook(*twice, [&](const std::vector<c10::IValue>&, const c10::IValue&) {});
   }
   outlives.Reset();  // the module is gone: removal is a no-op
-  EXPECT_EQ(hook_point_internal::num_hooks.load(), 0);
+  EXPECT_EQ(hooks_internal::num_hooks.load(), 0);
 }
 
 TEST(NativeModelTest, PathsAndParameterCountEqualPython) {
@@ -108,7 +108,8 @@ TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
     SCOPED_TRACE(entry.key().toStringRef());
     const TapRecorder& r = *recorders[i++];
     EXPECT_THAT(c10::ivalue::Tuple::create(r.inputs), IValueNear(At(entry.value(), "input"), 1e-5));
-    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs), IValueNear(At(entry.value(), "output"), 1e-5));
+    EXPECT_THAT(c10::ivalue::Tuple::create(r.outputs),
+                IValueNear(At(entry.value(), "output"), 1e-5));
   }
 }
 
@@ -131,16 +132,16 @@ TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
 
 TEST(NativeModelTest, RemovingTapsRemovesHookPoints) {
   std::unique_ptr<Model> model = SmallCnnModel(test::ModelKind::kNative);
-  const int64_t before = hook_point_internal::num_hooks.load();
+  const int64_t before = hooks_internal::num_hooks.load();
   TapRecorder r;
   {
     auto tap = model->AddHook("layer1.0.relu", r.Fn());
     ASSERT_THAT(tap, IsOk());
-    EXPECT_EQ(hook_point_internal::num_hooks.load(), before + 1);
+    EXPECT_EQ(hooks_internal::num_hooks.load(), before + 1);
     model->Forward({at::zeros({1, 1, 28, 28})});
     EXPECT_EQ(r.outputs.size(), 2u);  // relu runs twice per block
   }
-  EXPECT_EQ(hook_point_internal::num_hooks.load(), before);
+  EXPECT_EQ(hooks_internal::num_hooks.load(), before);
   model->Forward({at::zeros({1, 1, 28, 28})});
   EXPECT_EQ(r.outputs.size(), 2u);
 }
@@ -154,7 +155,7 @@ TEST(NativeModelTest, TapHandleMayOutliveModel) {
     ASSERT_THAT(added, IsOk());
     tap = *std::move(added);
   }
-  EXPECT_EQ(hook_point_internal::num_hooks.load(), 0);
+  EXPECT_EQ(hooks_internal::num_hooks.load(), 0);
   tap.Reset();  // no-op, no crash
 }
 
@@ -173,7 +174,8 @@ TEST(NativeModelTest, DeducedForwardChecksArguments) {
     model->Forward({at::ones({1, 1, 28, 28}), at::ones({1})});
     FAIL() << "expected an error";
   } catch (const c10::Error& e) {
-    EXPECT_THAT(e.what_without_backtrace(), HasSubstr("SmallCnn.forward takes 1 argument(s), got 2"));
+    EXPECT_THAT(e.what_without_backtrace(),
+                HasSubstr("SmallCnn.forward takes 1 argument(s), got 2"));
   }
   try {
     model->Forward({at::ones({1, 1, 28, 28})}, {{"scale", 2.0}});

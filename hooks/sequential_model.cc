@@ -25,7 +25,7 @@ class SequentialModel final : public Model {
   std::string kind() const override { return "sequential"; }
 
   c10::IValue Forward(std::vector<c10::IValue> args, const Kwargs& kwargs) override {
-    const bool tap_root = taps_.HasPath(internal::TapList::kRootPathId);
+    const bool tap_root = taps_.HasPath(hooks_internal::TapList::kRootPathId);
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue value = elements_.front().model->Forward(std::move(args), kwargs);
@@ -33,7 +33,7 @@ class SequentialModel final : public Model {
       value = elements_[i].model->Forward({std::move(value)});
     }
     if (tap_root) {
-      taps_.Dispatch(internal::TapList::kRootPathId, root_args, value, root_args, value);
+      taps_.Dispatch(hooks_internal::TapList::kRootPathId, root_args, value, root_args, value);
     }
     return value;
   }
@@ -125,7 +125,7 @@ class SequentialModel final : public Model {
   }
 
   std::vector<Element> elements_;
-  internal::TapList taps_;  // the root's
+  hooks_internal::TapList taps_;  // the root's
 };
 
 }  // namespace

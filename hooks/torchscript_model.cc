@@ -39,34 +39,34 @@ std::string ShortTypeName(const torch::jit::Module& module) {
 
 // A copy of forward's graph with taps, compiled into a function that runs with the module as
 // `self`; it receives its own taps and hands them to the model's tap list.
-class CompiledForward final : public internal::TapSink {
+class CompiledForward final : public hooks_internal::TapSink {
  public:
-  CompiledForward(internal::TapList* taps) : taps_(taps) {}
+  CompiledForward(hooks_internal::TapList* taps) : taps_(taps) {}
 
   void OnTap(int64_t site, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
              c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) override {
-    internal::PooledArgs values;
+    hooks_internal::PooledArgs values;
     values->assign(args.begin(), args.end());
     if (args_now.data() == args.data()) {  // not copied
       taps_->Dispatch(site_ids[site], *values, output, *values, output_now);
       return;
     }
-    internal::PooledArgs values_now;
+    hooks_internal::PooledArgs values_now;
     values_now->assign(args_now.begin(), args_now.end());
     taps_->Dispatch(site_ids[site], *values, output, *values_now, output_now);
   }
 
   int64_t address() const {
     return static_cast<int64_t>(
-        reinterpret_cast<intptr_t>(static_cast<const internal::TapSink*>(this)));
+        reinterpret_cast<intptr_t>(static_cast<const hooks_internal::TapSink*>(this)));
   }
 
-  internal::TappedGraph tapped;  // the graph with taps (internal/graph_transforms.h)
+  hooks_internal::TappedGraph tapped;  // the graph with taps (internal/graph_transforms.h)
   std::vector<int> site_ids;     // a tap's site index -> the tap list's id of its path
   std::unique_ptr<torch::jit::GraphFunction> function;
 
  private:
-  internal::TapList* taps_;
+  hooks_internal::TapList* taps_;
 };
 
 class TorchScriptModel final : public Model {
@@ -155,7 +155,7 @@ class TorchScriptModel final : public Model {
       dirty_ = true;
     }
     return taps_.Add(std::move(key), std::move(fn), values,
-                     [this](const internal::TapList::Tap&) { dirty_ = true; });
+                     [this](const hooks_internal::TapList::Tap&) { dirty_ = true; });
   }
 
   bool knows_later_writes() const override { return true; }
@@ -186,7 +186,7 @@ class TorchScriptModel final : public Model {
   // Runs `compiled` (or the module's own forward if null) and, if `tap_root`, the root taps.
   c10::IValue Run(CompiledForward* compiled, std::vector<c10::IValue> args, const Kwargs& kwargs,
                   bool tap_root = true) {
-    tap_root = tap_root && taps_.HasPath(internal::TapList::kRootPathId);
+    tap_root = tap_root && taps_.HasPath(hooks_internal::TapList::kRootPathId);
     std::vector<c10::IValue> root_args;
     if (tap_root) root_args = args;
     c10::IValue output;
@@ -200,7 +200,7 @@ class TorchScriptModel final : public Model {
       output = torch::jit::pop(stack);
     }
     if (tap_root) {
-      taps_.Dispatch(internal::TapList::kRootPathId, root_args, output, root_args, output);
+      taps_.Dispatch(hooks_internal::TapList::kRootPathId, root_args, output, root_args, output);
     }
     return output;
   }
@@ -217,13 +217,13 @@ class TorchScriptModel final : public Model {
     tapped_ = std::move(compiled);
   }
 
-  // The tapped copy of forward's graph (internal::InsertTaps) into `out`. Throws naming a
+  // The tapped copy of forward's graph (hooks_internal::InsertTaps) into `out`. Throws naming a
   // path forward never calls.
   void BuildTappedGraph(const std::vector<std::string>& paths, CompiledForward& out) {
     const torch::jit::GraphFunction& forward =
         torch::jit::toGraphFunction(module_.get_method("forward").function());
     out.tapped =
-        internal::InsertTaps(*forward.graph(), paths, out.address(), taps_.AsReturnedPaths());
+        hooks_internal::InsertTaps(*forward.graph(), paths, out.address(), taps_.AsReturnedPaths());
     if (!out.tapped.missing.empty()) {
       const std::string& path = out.tapped.missing.front();
       TORCH_CHECK(false, "module \"", path, "\" (", ModuleType(path),
@@ -242,11 +242,11 @@ class TorchScriptModel final : public Model {
         c10::QualifiedName("__kd_tapped_forward"), compiled.tapped.graph, nullptr);
   }
 
-  // The tapped graph of `paths`, cut after their last calls (internal::Truncate). Throws
+  // The tapped graph of `paths`, cut after their last calls (hooks_internal::Truncate). Throws
   // (FailedPrecondition) where the cut would change a captured value.
   void BuildTruncated(const std::vector<std::string>& paths, CompiledForward& out) {
     BuildTappedGraph(paths, out);
-    if (std::optional<std::string> refused = internal::Truncate(out.tapped, paths)) {
+    if (std::optional<std::string> refused = hooks_internal::Truncate(out.tapped, paths)) {
       TORCH_CHECK(false, *refused);
     }
     Compile(out);
@@ -260,7 +260,7 @@ class TorchScriptModel final : public Model {
   }
 
   torch::jit::Module module_;
-  internal::TapList taps_;
+  hooks_internal::TapList taps_;
   bool dirty_ = false;
   std::unique_ptr<CompiledForward> tapped_;  // null: run the module's own forward
   std::map<std::string, std::unique_ptr<CompiledForward>> truncated_;  // by joined paths

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 
 namespace kd {
-namespace internal {
+namespace testing_internal {
 
 inline const absl::Status& GetStatus(const absl::Status& status) { return status; }
 template <typename T>
@@ -22,18 +22,18 @@ const absl::Status& GetStatus(const absl::StatusOr<T>& status_or) {
   return status_or.status();
 }
 
-}  // namespace internal
+}  // namespace testing_internal
 
 // Matches an OK absl::Status or absl::StatusOr.
 MATCHER(IsOk, "is OK") {
-  const absl::Status& status = internal::GetStatus(arg);
+  const absl::Status& status = testing_internal::GetStatus(arg);
   if (!status.ok()) *result_listener << "status: " << status;
   return status.ok();
 }
 
 // Matches a status (or StatusOr) with `code`, whatever its message.
 MATCHER_P(StatusIs, code, "has code " + absl::StatusCodeToString(code)) {
-  const absl::Status& status = internal::GetStatus(arg);
+  const absl::Status& status = testing_internal::GetStatus(arg);
   *result_listener << "status: " << status;
   return status.code() == code;
 }
@@ -42,7 +42,7 @@ MATCHER_P(StatusIs, code, "has code " + absl::StatusCodeToString(code)) {
 MATCHER_P2(StatusIs, code, message_matcher,
            "has code " + absl::StatusCodeToString(code) + " and a message that " +
                ::testing::DescribeMatcher<std::string>(message_matcher)) {
-  const absl::Status& status = internal::GetStatus(arg);
+  const absl::Status& status = testing_internal::GetStatus(arg);
   *result_listener << "status: " << status;
   return status.code() == code &&
          ::testing::ExplainMatchResult(message_matcher, std::string(status.message()),

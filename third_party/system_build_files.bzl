@@ -46,6 +46,10 @@ SYSTEM_LIBRARIES = {
     "com_github_jbeder_yaml_cpp": {
         "build_file": Label("//third_party/com_github_jbeder_yaml_cpp:system.BUILD.bazel"),
     },
+    # nlohmann-json3-dev: JSON (Hugging Face's config.json, safetensors' headers).
+    "com_github_nlohmann_json": {
+        "build_file": Label("//third_party/com_github_nlohmann_json:system.BUILD.bazel"),
+    },
     # libgoogle-perftools-dev: tcmalloc for the training binaries (//tools:distill).
     "com_github_gperftools_gperftools": {
         "build_file": Label("//third_party/com_github_gperftools_gperftools:system.BUILD.bazel"),

@@ -13,8 +13,16 @@ argument number, shape and dtype, and every module path of the model with its ty
       --state=tests/testdata/small_cnn.state.pt --input_shape=2,1,28,28 \\
       --hooks=stem:output,layer1.0.relu:output,layer2.0:input --out=small_cnn.pt2
 
-Flags: --model=MODULE:FACTORY (an importable callable returning the nn.Module) or a
-torchvision model name (--model=torchvision:resnet18); --kwargs=NAME=VALUE,... (the factory's
+A Hugging Face causal LM (a local folder, nothing downloaded) exports the same way, its
+logits the output and the hooked modules' values (a decoder layer's hidden states) beside:
+
+  python tools/export_teacher.py --model=hf:models/llama --input_shape=2,16 \
+      --hooks=model.layers.1:output --out=llama_teacher.pt2
+
+Flags: --model=MODULE:FACTORY (an importable callable returning the nn.Module), a
+torchvision model name (--model=torchvision:resnet18) or a Hugging Face causal LM folder
+(--model=hf:FOLDER; the input is token ids [batch, tokens], both dimensions dynamic, and the
+output the logits); --kwargs=NAME=VALUE,... (the factory's
 keyword arguments, Python literals); --state=FILE (torch.save of its
 state_dict; optional); --input_shape=N,C,H,W (an example input; dimension 0 is exported
 dynamic unless --static); --dtype=float32; --hooks=PATH:IO,... (IO one of input, output, both);
@@ -62,6 +70,18 @@ def build_model(spec, state, kwargs):
     if ":" not in spec:
         fail(f"--model={spec}: give MODULE:FACTORY or torchvision:NAME")
     module_name, factory_name = spec.split(":", 1)
+    if module_name == "hf":
+        import transformers
+        if not os.path.isfile(os.path.join(factory_name, "config.json")):
+            fail(f"--model={spec}: {factory_name} has no config.json (a Hugging Face folder)")
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            factory_name, attn_implementation="eager", **kwargs)
+        # Its logits alone (its output object is a dict the export would flatten), the module
+        # paths its own.
+        full = model.forward
+        model.forward = lambda input_ids: full(input_ids, use_cache=False).logits
+        model.is_causal_lm = True
+        return model.eval()
     if module_name == "torchvision":
         import torchvision.models as tv
         model = getattr(tv, factory_name)(weights=None, **kwargs)
@@ -99,6 +119,8 @@ class Hooked(nn.Module):
                     if isinstance(a, torch.Tensor):
                         _RECORDED[id(self)].append((path, "input", i, a))
             if want_out:
+                if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+                    output = output[0]  # a transformers layer's (hidden_states, ...)
                 if not isinstance(output, torch.Tensor):
                     raise TypeError(f"{path}'s output is not a tensor")
                 _RECORDED[id(self)].append((path, "output", 0, output))
@@ -185,7 +207,13 @@ def main():
     except ValueError:
         fail(f"--input_shape={args.input_shape}: give integers, N,C,H,W")
     device = torch.device(args.device)
-    example = torch.randn(*shape, dtype=getattr(torch, args.dtype), device=device)
+    causal_lm = getattr(model, "is_causal_lm", False)
+    if causal_lm:
+        if len(shape) != 2:
+            fail(f"--input_shape={args.input_shape}: a causal LM takes [batch, tokens]")
+        example = torch.randint(0, model.config.vocab_size, shape, device=device)
+    else:
+        example = torch.randn(*shape, dtype=getattr(torch, args.dtype), device=device)
     wrapped = Hooked(model, hooks).to(device).eval()
     with torch.no_grad():
         plain = model(example)
@@ -195,6 +223,10 @@ def main():
     dynamic = not args.static and shape[0] > 1
     dynamic_shapes = ({"x": {0: torch.export.Dim("batch", min=1, max=1 << 16)}}
                       if dynamic else None)
+    if causal_lm and not args.static:
+        dynamic = True  # a batch of any size and length, within the model's positions
+        dynamic_shapes = {"x": {0: torch.export.Dim("batch", min=1, max=1 << 16),
+                                1: torch.export.Dim("tokens", min=2, max=4096)}}
     program = torch.export.export(wrapped, (example,), dynamic_shapes=dynamic_shapes)
     manifest = manifest_text(num_outputs, entries, values[num_outputs:],
                              list(model.named_modules()), dynamic)

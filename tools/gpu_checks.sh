@@ -20,7 +20,7 @@
 #   profiler_cuda                    a profiler trace of the box with CUDA kernels in it
 #   memory_history                   //memdiag:cuda_memory_test (CUDA memory history, snapshot,
 #                                    storage inventory on cuda)
-#   nccl_one_rank                    //distill/boxes:nccl_test (a one-rank NCCL group)
+#   nccl_one_rank                    //distill/boxes/distributed:nccl_test (a one-rank NCCL group)
 #   ddp_two_ranks                    //distill/boxes:box_ddp_test (2 ranks: skips on one GPU)
 #   aoti_cuda                        tools/export_teacher.py --device=cuda with the machine's
 #                                    torch, then inspect --model=<package> --device=cuda:0
@@ -29,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 pack=gpu_pack
-tests=(//distill/boxes:box_ddp_test //distill/boxes:nccl_test //memdiag:cuda_memory_test)
+tests=(//distill/boxes:box_ddp_test //distill/boxes/distributed:nccl_test //memdiag:cuda_memory_test)
 tools=(//tools:distill //tools:inspect)
 
 config() {  # config DEVICE PRECISION PROFILE: a small KD run on synthetic data

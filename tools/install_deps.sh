@@ -36,8 +36,14 @@ PACKAGES=(
   libgoogle-perftools-dev
   # YAML (torchdistill's configs: //tools:import_torchdistill).
   libyaml-cpp-dev
-  # The main job's data set: Fashion-MNIST under /usr/share/datasets/fashion-mnist.
-  dataset-fashion-mnist
+  # JSON (Hugging Face's config.json and safetensors headers) and SentencePiece's trainer,
+  # spm_train, run as a child process by //tools:tokenize (Debian's libsentencepiece is not
+  # linked: it carries protobuf-lite 3.14, which aborts beside Debian's libprotobuf 3.21;
+  # distill/data/sentencepiece_tokenizer.h encodes with libkd's own reader).
+  nlohmann-json3-dev sentencepiece
+  # The main jobs' data: Fashion-MNIST under /usr/share/datasets/fashion-mnist; an English text
+  # corpus, fortune-mod's under /usr/share/games/fortunes.
+  dataset-fashion-mnist fortunes
   # The virtual environment (python3 -m venv).
   python3 python3-venv
 )

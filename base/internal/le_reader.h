@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 
 namespace kd {
-namespace internal {
+namespace base_internal {
 
 class Reader {
  public:
@@ -35,7 +35,7 @@ class Reader {
   absl::string_view bytes_;
 };
 
-}  // namespace internal
+}  // namespace base_internal
 }  // namespace kd
 
 #endif  // LIBKD_BASE_INTERNAL_LE_READER_H_

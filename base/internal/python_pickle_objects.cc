@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace pickle_internal {
+namespace base_internal {
 namespace {
 
 // The dtype of a storage class (torch.FloatStorage -> Float).
@@ -187,5 +187,5 @@ absl::StatusOr<at::Tensor> StorageReader::Read(const std::vector<c10::IValue>& e
   return storage;
 }
 
-}  // namespace pickle_internal
+}  // namespace base_internal
 }  // namespace kd

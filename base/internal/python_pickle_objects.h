@@ -21,7 +21,7 @@
 #include "base/torch_archive.h"
 
 namespace kd {
-namespace pickle_internal {
+namespace base_internal {
 
 // The operands of a pickle's opcodes, read in order with bounds checked (errors say what ran
 // past the pickle).
@@ -39,7 +39,7 @@ class Operands {
   absl::StatusOr<std::string> Line();
 
  private:
-  internal::Reader reader_;
+  base_internal::Reader reader_;
   size_t pos_ = 0;
 };
 
@@ -65,7 +65,7 @@ class StorageReader {
   std::map<std::string, at::Tensor> storages_;
 };
 
-}  // namespace pickle_internal
+}  // namespace base_internal
 }  // namespace kd
 
 #endif  // LIBKD_BASE_INTERNAL_PYTHON_PICKLE_OBJECTS_H_

@@ -40,7 +40,7 @@
 #include "hooks/torchscript_model.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 namespace fs = std::filesystem;
 
@@ -58,7 +58,7 @@ absl::Status BoxImpl::Init() {
     }
   }
   seed_ = options_.seed.value_or(config_.run().seed());
-  KD_ASSIGN_OR_RETURN(const std::string device, box_internal::RunDevice(config_, options_));
+  KD_ASSIGN_OR_RETURN(const std::string device, boxes_internal::RunDevice(config_, options_));
   // Checked here as the tools check it: a CUDA device on a machine without one is one line.
   absl::StatusOr<c10::Device> parsed = ParseDevice(device);
   if (!parsed.ok()) {
@@ -82,14 +82,14 @@ absl::Status BoxImpl::Init() {
     KD_ASSIGN_OR_RETURN(group_, InitProcessGroup(env, device_, std::chrono::seconds(timeout_s)));
     KD_ASSIGN_OR_RETURN(monitor_, RankMonitor::Start(group_));
   }
-  run_dir_ = box_internal::RunDir(config_, options_);
-  ckpt_dir_ = box_internal::CheckpointDir(config_, run_dir_);
+  run_dir_ = boxes_internal::RunDir(config_, options_);
+  ckpt_dir_ = boxes_internal::CheckpointDir(config_, run_dir_);
   if (rank_ == 0) {  // the rank that writes holds the folder for the run
-    KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, box_internal::RunFolderOptionsFor(
+    KD_ASSIGN_OR_RETURN(folder_, RunFolder::Claim(run_dir_, boxes_internal::RunFolderOptionsFor(
                                                                 config_, options_, ckpt_dir_)));
   }
   at::manual_seed(seed_);
-  KD_ASSIGN_OR_RETURN(datasets_, box_internal::MakeDatasets(config_));
+  KD_ASSIGN_OR_RETURN(datasets_, boxes_internal::MakeDatasets(config_));
   for (auto& [id, dataset] : inputs_.datasets) {
     if (dataset == nullptr) {
       return absl::InvalidArgumentError(
@@ -233,7 +233,7 @@ absl::StatusOr<RunResult> BoxImpl::RunStages() {
   const std::string primary = PrimaryMetric();
   std::unique_ptr<Profiler> profiler;  // rank 0's
   if (rank_ == 0) {
-    KD_ASSIGN_OR_RETURN(profiler, box_internal::MakeRunProfiler(config_, options_, run_dir_));
+    KD_ASSIGN_OR_RETURN(profiler, boxes_internal::MakeRunProfiler(config_, options_, run_dir_));
   }
   std::unique_ptr<StageRun> last_stage;
   for (size_t s = first_stage; s < stages_.size(); ++s) {
@@ -329,7 +329,7 @@ absl::StatusOr<std::unique_ptr<StageRun>> BoxImpl::BuildStage(size_t s) {
     chains[m] = *std::move(chain);
     models[m] = chains[m].get();
   }
-  std::unique_ptr<StageRun> stage = box_internal::NewStage(
+  std::unique_ptr<StageRun> stage = boxes_internal::NewStage(
       models[0], models[1], device_, config_.run().precision(), group_, options_.lr_factor);
   if (chains[1] != nullptr) stage->SetEvaluatedStudent(student_.get());
   for (std::unique_ptr<Model>& chain : chains) {
@@ -361,7 +361,7 @@ absl::Status BoxImpl::Test(std::unique_ptr<StageRun> last_stage, RunResult& resu
   return absl::OkStatus();
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 
 absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config,
                                              const BoxOptions& options) {
@@ -391,7 +391,7 @@ absl::StatusOr<std::unique_ptr<Box>> MakeBox(const DistillConfig& config, BoxInp
                      errors.size() == 1 ? " problem" : " problems", "):\n  ",
                      absl::StrJoin(errors, "\n  ")));
   }
-  auto box = std::make_unique<box_internal::BoxImpl>(config, options, std::move(inputs));
+  auto box = std::make_unique<boxes_internal::BoxImpl>(config, options, std::move(inputs));
   KD_RETURN_IF_ERROR(box->Init());
   return std::unique_ptr<Box>(std::move(box));
 }

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/procs/proc_func.h"
 #include "hooks/model.h"
 #include "gmock/gmock.h"

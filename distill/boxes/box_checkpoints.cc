@@ -18,7 +18,7 @@
 #include "distill/boxes/internal/box_impl.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 namespace fs = std::filesystem;
 
@@ -107,5 +107,5 @@ absl::Status BoxImpl::Checkpoint(const StageRun& stage, size_t stage_index, int6
                               epochs_done, improved, stage_done);
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -15,7 +15,7 @@
 #include "base/registry.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

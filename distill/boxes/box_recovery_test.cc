@@ -15,7 +15,7 @@
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/procs/proc_func.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -9,7 +9,7 @@
 #include "distill/boxes/internal/box_impl.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 absl::Status BoxImpl::PreEpoch(int64_t epoch) {
   KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
@@ -51,9 +51,10 @@ absl::Status BoxImpl::PostForward(const at::Tensor& loss, const Kwargs& kwargs) 
   KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
   if (step_ == Step::kNoEpoch) return Misuse("PostForward", DueInstead());
   if (!loss.defined() || loss.numel() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PostForward: the loss must be one value (a scalar tensor), got ",
-        loss.defined() ? absl::StrCat(loss.numel(), " values") : std::string("an undefined tensor")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PostForward: the loss must be one value (a scalar tensor), got ",
+                     loss.defined() ? absl::StrCat(loss.numel(), " values")
+                                    : std::string("an undefined tensor")));
   }
   KD_RETURN_IF_ERROR(stage->PostForward(loss, kwargs));
   step_ = Step::kInEpoch;
@@ -179,5 +180,5 @@ absl::Status BoxImpl::CleanModules() {
   return absl::OkStatus();
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/file_util.h"
 #include "base/torch_file.h"
-#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/fixtures.h"

@@ -24,18 +24,18 @@
 namespace kd {
 namespace {
 
-using internal::IsPlainName;
-using internal::kPlainNameRule;
+using config_internal::IsPlainName;
+using config_internal::kPlainNameRule;
 
 // Worker threads of a loader: 100,000 of them took 8.5 GB and aborted.
 constexpr int kMaxWorkers = 256;
 
-using internal::RecordedIo;
-using internal::StageContext;
+using config_internal::RecordedIo;
+using config_internal::StageContext;
 
-// The walk over a config's sections; the generic checks come from internal::Checker, a stage's
-// models, losses and optimizer from internal::StageChecker.
-class Validator : private internal::StageChecker {
+// The walk over a config's sections; the generic checks come from config_internal::Checker, a
+// stage's models, losses and optimizer from config_internal::StageChecker.
+class Validator : private config_internal::StageChecker {
  public:
   Validator(const LoadedConfig& loaded, const ValidateOptions& options)
       : StageChecker(loaded, options.check_files),
@@ -48,7 +48,7 @@ class Validator : private internal::StageChecker {
     CheckFieldValues(config, root);  // numbers, strings, enums; kwargs' numbers in CheckPlugin
     if (config.has_run()) CheckRun(config.run(), root.Nested("run"));
     CheckDatasets(config, root);
-    internal::CheckModels(config, root, options_.student_handed_in, *this);
+    config_internal::CheckModels(config, root, options_.student_handed_in, *this);
     CheckStages(config, root);
     CheckStageCheckpoints(config, root);
     if (config.has_evaluation()) CheckEvaluation(config, root.Nested("evaluation"));
@@ -63,7 +63,7 @@ class Validator : private internal::StageChecker {
     }
     if (config.has_checkpoint()) CheckCheckpoint(config, root.Nested("checkpoint"));
     if (config.has_profiler()) CheckProfiler(config.profiler(), root.Nested("profiler"));
-    internal::CheckOutputFiles(config, root, *this);
+    config_internal::CheckOutputFiles(config, root, *this);
     return TakeProblems();
   }
 
@@ -158,7 +158,7 @@ class Validator : private internal::StageChecker {
       CheckStage(config, config.stages(i), root.Nested("stages", i),
                  /*first=*/i == 0 && !config.has_train());
     }
-    internal::CheckStageNames(config, root, *this);
+    config_internal::CheckStageNames(config, root, *this);
   }
 
   // A stage model's src_ckpt must be readable, unless an earlier stage's dst_ckpt writes it.
@@ -233,7 +233,7 @@ class Validator : private internal::StageChecker {
       Missing(loc, "criterion");
     }
     CheckStageProcs(stage, loc);
-    internal::CheckTeacherExtras(config, stage, loc, has_teacher_, *this);
+    config_internal::CheckTeacherExtras(config, stage, loc, has_teacher_, *this);
   }
 
   void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "distill/config/config_validator.h"
-#include "distill/config/internal/validator_test_fixture.h"
+#include "distill/config/testing/validator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_summary.h"
-#include "distill/config/internal/validator_test_fixture.h"
+#include "distill/config/testing/validator_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"

@@ -25,6 +25,8 @@ TEST(DatasetRegistryTest, RegistersEveryDataset) {
   EXPECT_EQ(registry, &DatasetRegistry());
   EXPECT_THAT(registry->Keys(), Contains("fashion_mnist"));
   EXPECT_THAT(registry->Keys(), Contains("synthetic"));
+  EXPECT_THAT(registry->Keys(), Contains("token_file"));
+  EXPECT_THAT(registry->Keys(), Contains("text_file"));
 }
 
 TEST(DatasetRegistryTest, EveryKwargIsTypedAndDocumented) {

@@ -225,8 +225,9 @@ TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
 
 TEST(ModelRegistryTest, EveryModelIsRegistered) {
   EXPECT_THAT(ModelRegistry().Keys(),
-              ElementsAre("fashion_cnn", "lenet5", "mlp", "resnet110", "resnet1202", "resnet20",
-                          "resnet32", "resnet44", "resnet56", "wrn"));
+              ElementsAre("fashion_cnn", "gpt2", "hf_causal_lm", "lenet5", "llama", "mlp",
+                          "qwen2", "resnet110", "resnet1202", "resnet20", "resnet32", "resnet44",
+                          "resnet56", "wrn"));
   EXPECT_EQ(FindRegistry("model"), &ModelRegistry());
 }
 
@@ -245,8 +246,9 @@ TEST(ModelRegistryTest, UnknownKeyNamesTheNearest) {
   EXPECT_THAT(MakeRegisteredModel("resnet21"),
               StatusIs(absl::StatusCode::kNotFound,
                        Eq("no model \"resnet21\" is registered; did you mean \"resnet20\"? "
-                          "registered: fashion_cnn, lenet5, mlp, resnet110, resnet1202, resnet20, "
-                          "resnet32, resnet44, resnet56, wrn")));
+                          "registered: fashion_cnn, gpt2, hf_causal_lm, lenet5, llama, mlp, "
+                          "qwen2, resnet110, resnet1202, resnet20, resnet32, resnet44, resnet56, "
+                          "wrn")));
 }
 
 TEST(ModelRegistryTest, BadKwargsAreNamed) {

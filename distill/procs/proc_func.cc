@@ -5,7 +5,7 @@
 #include "absl/strings/str_join.h"
 
 namespace kd {
-namespace proc_internal {
+namespace procs_internal {
 
 absl::Status Failure(absl::string_view kind, absl::string_view key, const std::exception& e) {
   const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
@@ -14,7 +14,7 @@ absl::Status Failure(absl::string_view kind, absl::string_view key, const std::e
                    "\" failed: ", torch_error ? torch_error->what_without_backtrace() : e.what()));
 }
 
-}  // namespace proc_internal
+}  // namespace procs_internal
 
 template <typename Kind>
 Registry<ProcFn<Kind>>& ProcRegistry() {

@@ -53,7 +53,7 @@
 
 namespace kd {
 
-namespace proc_internal {
+namespace procs_internal {
 
 // Internal: `<kind> "<key>" failed: <what>`, keeping what_without_backtrace() of c10 errors.
 absl::Status Failure(absl::string_view kind, absl::string_view key, const std::exception& e);
@@ -99,7 +99,7 @@ class BoundProc {
   Kwargs kwargs_;
 };
 
-}  // namespace proc_internal
+}  // namespace procs_internal
 
 // The five kinds. kKind is the registry kind and the config field name; kDeprecatedKey the
 // field's deprecated long name (torchdistill's); kDefaultKey / kDefaultKeyWithoutTeacher the
@@ -111,14 +111,14 @@ struct PreEpochProc {
   static constexpr absl::string_view kDefaultKey = "default_pre_epoch_process_with_teacher";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher =
       "default_pre_epoch_process_without_teacher";
-  using Bound = proc_internal::BoundProc<PreEpochProc, absl::Status, TrainingContext&, int64_t>;
+  using Bound = procs_internal::BoundProc<PreEpochProc, absl::Status, TrainingContext&, int64_t>;
 };
 struct PreForwardProc {
   static constexpr absl::string_view kKind = kPreForwardProcKind;
   static constexpr absl::string_view kDeprecatedKey = kPreForwardProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_pre_forward_process";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_pre_forward_process";
-  using Bound = proc_internal::BoundProc<PreForwardProc, absl::Status, TrainingContext&, Batch&>;
+  using Bound = procs_internal::BoundProc<PreForwardProc, absl::Status, TrainingContext&, Batch&>;
 };
 struct ForwardProc {
   static constexpr absl::string_view kKind = kForwardProcKind;
@@ -126,14 +126,14 @@ struct ForwardProc {
   static constexpr absl::string_view kDefaultKey = "forward_batch_only";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "forward_batch_only";
   using Bound =
-      proc_internal::BoundProc<ForwardProc, absl::StatusOr<c10::IValue>, Model&, const Batch&>;
+      procs_internal::BoundProc<ForwardProc, absl::StatusOr<c10::IValue>, Model&, const Batch&>;
 };
 struct PostForwardProc {
   static constexpr absl::string_view kKind = kPostForwardProcKind;
   static constexpr absl::string_view kDeprecatedKey = kPostForwardProcDeprecated;
   static constexpr absl::string_view kDefaultKey = "default_post_forward_process";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher = "default_post_forward_process";
-  using Bound = proc_internal::BoundProc<PostForwardProc, absl::Status, TrainingContext&,
+  using Bound = procs_internal::BoundProc<PostForwardProc, absl::Status, TrainingContext&,
                                          const at::Tensor&, std::optional<double>>;
 };
 struct PostEpochProc {
@@ -142,7 +142,7 @@ struct PostEpochProc {
   static constexpr absl::string_view kDefaultKey = "default_post_epoch_process_with_teacher";
   static constexpr absl::string_view kDefaultKeyWithoutTeacher =
       "default_post_epoch_process_without_teacher";
-  using Bound = proc_internal::BoundProc<PostEpochProc, absl::Status, TrainingContext&,
+  using Bound = procs_internal::BoundProc<PostEpochProc, absl::Status, TrainingContext&,
                                          std::optional<double>>;
 };
 

@@ -12,7 +12,7 @@
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/internal/box_test_fixture.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/torchdistill/import_test_util.h"

@@ -15,7 +15,7 @@
 #include "testing/ratio_reporter.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 // Native: the chain's modules, called through hook points.
@@ -90,5 +90,5 @@ double SecondsPerForward(Model& model, ForwardHookManager& manager, const at::Te
   return (test::ThreadSeconds() - start) / forwards;
 }
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

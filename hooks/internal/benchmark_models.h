@@ -2,10 +2,10 @@
 // chain of kHookedCalls modules that each add 1 to their input, as TorchScript and as a native
 // model, where a forward costs next to nothing and what hooks add is what is measured.
 //
-//   std::shared_ptr<kd::Model> chain = kd::internal::NativeChain();
+//   std::shared_ptr<kd::Model> chain = kd::hooks_internal::NativeChain();
 //   kd::ForwardHookManager manager;
-//   kd::internal::HookChain(*chain, manager, kd::HookValues::kAsReturned);
-//   kd::internal::ChainForwards(*chain, manager, at::zeros({1}), /*forwards=*/2200);
+//   kd::hooks_internal::HookChain(*chain, manager, kd::HookValues::kAsReturned);
+//   kd::hooks_internal::ChainForwards(*chain, manager, at::zeros({1}), /*forwards=*/2200);
 //
 // Failures (a hook that cannot be added, a pop that fails) exit 2: a benchmark has no one to
 // return a status to.
@@ -20,7 +20,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 // The chain's length: the modules hooked, each called once per forward.
 inline constexpr int kHookedCalls = 5;
@@ -43,7 +43,7 @@ void HookChain(Model& chain, ForwardHookManager& manager, HookValues values);
 double SecondsPerForward(Model& model, ForwardHookManager& manager, const at::Tensor& input,
                          bool grad, int forwards);
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_BENCHMARK_MODELS_H_

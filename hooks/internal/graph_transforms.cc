@@ -13,7 +13,7 @@
 #include "base/ivalue_util.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 // The tap's Operation, made once per node when its graph is compiled: the sink, site and copy
@@ -376,5 +376,5 @@ std::map<Node*, std::string> InPlaceWritersOnce(Graph& graph, std::set<const Val
 }
 
 }  // namespace
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

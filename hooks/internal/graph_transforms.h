@@ -3,9 +3,9 @@
 // kd::Model; hooks/torchscript_model.cc is the adapter that compiles and runs the results.
 //
 //   torch::jit::Graph& forward = *toGraphFunction(module.get_method("forward")).graph();
-//   kd::internal::TappedGraph tapped = kd::internal::InsertTaps(forward, {"layer1"}, sink);
-//   if (!tapped.missing.empty()) ...;  // paths forward never calls
-//   std::optional<std::string> refused = kd::internal::Truncate(tapped, {"layer1"});
+//   kd::hooks_internal::TappedGraph tapped = kd::hooks_internal::InsertTaps(forward, {"layer1"},
+//   sink); if (!tapped.missing.empty()) ...;  // paths forward never calls
+//   std::optional<std::string> refused = kd::hooks_internal::Truncate(tapped, {"layer1"});
 //
 // Graph facts these rely on (verified on libtorch 1.13 and 2.x; see DESIGN.md): a loaded
 // module's forward graph is not inlined (each submodule call is a prim::CallMethod whose
@@ -26,7 +26,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 // The side-effecting op a tap is: kd::tap(args..., output) -> (), a variadic op whose node
 // carries the sink's address, the site and the copy flags as int attributes (TapAttr), read
@@ -104,7 +104,7 @@ std::map<torch::jit::Node*, std::string> InPlaceWriters(torch::jit::Graph& graph
                                                         torch::jit::Value* self,
                                                         bool* returns_alias = nullptr);
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_GRAPH_TRANSFORMS_H_

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 using ::testing::ElementsAre;
@@ -102,9 +102,10 @@ TEST(GraphTransformsTest, TruncateRemovesEverythingAfterTheLastTap) {
   torch::jit::Module a = Define("A2", "def forward(self, x):\n  return x * 2\n");
   torch::jit::Module b = Define("B2", "def forward(self, x):\n  return x + 1\n");
   torch::jit::Module c = Define("C2", "def forward(self, x):\n  return torch.relu(x)\n");
-  torch::jit::Module root = Define(
-      "Chain", "def forward(self, x):\n  return self.c.forward(self.b.forward(self.a.forward(x)))\n",
-      {{"a", a}, {"b", b}, {"c", c}});
+  torch::jit::Module root =
+      Define("Chain",
+             "def forward(self, x):\n  return self.c.forward(self.b.forward(self.a.forward(x)))\n",
+             {{"a", a}, {"b", b}, {"c", c}});
   TappedGraph tapped = InsertTaps(ForwardGraph(root), {"a"}, /*sink=*/7);
   EXPECT_EQ(Truncate(tapped, {"a"}), std::nullopt);
   EXPECT_THAT(CalledPaths(*tapped.graph), ElementsAre("a"));  // b and c are gone
@@ -128,9 +129,10 @@ TEST(GraphTransformsTest, CallsInsideALoopAfterTheCutAreKept) {
 TEST(GraphTransformsTest, TruncateRefusesToSkipAnInPlaceChangeInsideASubmodule) {
   torch::jit::Module a = Define("A", "def forward(self, x):\n  return x * 2\n");
   torch::jit::Module bump = Define("Bump", "def forward(self, x):\n  x.add_(1.0)\n  return x\n");
-  torch::jit::Module root = Define(
-      "Root2", "def forward(self, x):\n  y = self.a.forward(x)\n  self.bump.forward(y)\n  return y\n",
-      {{"a", a}, {"bump", bump}});
+  torch::jit::Module root =
+      Define("Root2",
+             "def forward(self, x):\n  y = self.a.forward(x)\n  self.bump.forward(y)\n  return y\n",
+             {{"a", a}, {"bump", bump}});
   TappedGraph tapped = InsertTaps(ForwardGraph(root), {"a"}, /*sink=*/7);
   std::optional<std::string> refused = Truncate(tapped, {"a"});
   ASSERT_TRUE(refused.has_value());
@@ -157,5 +159,5 @@ TEST(GraphTransformsTest, InPlaceWritersFollowViews) {
 }
 
 }  // namespace
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

@@ -23,7 +23,7 @@
 #include "hooks/native_model.h"
 
 namespace kd {
-namespace native_model_internal {
+namespace hooks_internal {
 namespace {
 
 struct Registry {
@@ -103,7 +103,7 @@ std::optional<NativeForwardFn> ModuleForward(const std::shared_ptr<torch::nn::Mo
       return [raw, any = torch::nn::AnyModule(any)](std::vector<c10::IValue>& args,
                                                     const Kwargs& kwargs) mutable {
         c10::IValue out =
-            hook_point_internal::AnyToIValue(any.any_forward(OneTensor(*raw, args, kwargs)));
+            hooks_internal::AnyToIValue(any.any_forward(OneTensor(*raw, args, kwargs)));
         TORCH_CHECK(out.isTensor(), NativeTypeName(*raw),
                     " returned a value other than a tensor, which a sub-model cannot hand on");
         return out;
@@ -113,10 +113,10 @@ std::optional<NativeForwardFn> ModuleForward(const std::shared_ptr<torch::nn::Mo
   return std::nullopt;
 }
 
-}  // namespace native_model_internal
+}  // namespace hooks_internal
 
 void RegisterNativeModuleForward(std::type_index type, NativeModuleForwardFn forward) {
-  native_model_internal::Registry& registry = native_model_internal::Forwards();
+  hooks_internal::Registry& registry = hooks_internal::Forwards();
   std::lock_guard<std::mutex> lock(registry.mutex);
   registry.forwards.insert_or_assign(type, std::move(forward));
 }

@@ -11,7 +11,7 @@
 #include "hooks/native_model.h"
 
 namespace kd {
-namespace native_model_internal {
+namespace hooks_internal {
 
 // The forward of `module` alone (its parent module: `parent`, null for none): by its type's
 // registered forward, as a Sequential, or through the Sequential that holds it. nullopt when
@@ -19,7 +19,7 @@ namespace native_model_internal {
 std::optional<NativeForwardFn> ModuleForward(const std::shared_ptr<torch::nn::Module>& module,
                                              const torch::nn::Module* parent);
 
-}  // namespace native_model_internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_NATIVE_MODULE_FORWARDS_H_

@@ -3,7 +3,7 @@
 #include <memory>
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 // The vectors free on this thread (deleted when the thread ends).
@@ -33,5 +33,5 @@ PooledArgs::~PooledArgs() {
   ThreadPool().free.emplace_back(args_);
 }
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

@@ -7,7 +7,7 @@
 #include <ATen/core/ivalue.h>
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 // An empty std::vector<c10::IValue> taken from a per-thread pool and given
 // back, emptied with its capacity kept, when this goes: HookFn takes a call's
@@ -28,7 +28,7 @@ class PooledArgs {
   std::vector<c10::IValue>* args_;
 };
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_POOLED_ARGS_H_

@@ -14,7 +14,7 @@
 #include "base/nearest.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 c10::IValue Gather(const std::vector<c10::IValue>& values, c10::Device device) {
   const c10::IValue& first = values.front();
@@ -64,5 +64,5 @@ absl::StatusOr<c10::IValue> CombineCalls(std::vector<c10::IValue> values, Combin
   return c10::IValue(at::stack(tensors, 0));
 }
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

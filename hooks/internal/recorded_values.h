@@ -4,10 +4,11 @@
 // values (torchdistill's, for replicas); and the list or stack of several calls' values.
 // The manager (hooks/forward_hook_manager.cc) decides which hooks record and when to pop.
 //
-//   internal::Recorded outputs;  // of the hook on "fc"
-//   internal::StoreValue(outputs, c10::kCPU, y, /*accumulates=*/true, /*write_guards=*/nullptr);
+//   hooks_internal::Recorded outputs;  // of the hook on "fc"
+//   hooks_internal::StoreValue(outputs, c10::kCPU, y, /*accumulates=*/true,
+//   /*write_guards=*/nullptr);
 //   ...  // more calls
-//   KD_ASSIGN_OR_RETURN(c10::IValue list, internal::CombineCalls(outputs.front().values,
+//   KD_ASSIGN_OR_RETURN(c10::IValue list, hooks_internal::CombineCalls(outputs.front().values,
 //                                                                {.accumulates = true}, "fc",
 //                                                                kOutput));
 #ifndef LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_
@@ -27,7 +28,7 @@
 #include "hooks/internal/write_guard.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 // The values of one io type recorded on one device, in call order (one if !accumulates).
 struct RecordedOnDevice {
@@ -120,7 +121,7 @@ struct CombineOptions {
 absl::StatusOr<c10::IValue> CombineCalls(std::vector<c10::IValue> values, CombineOptions how,
                                          absl::string_view key, absl::string_view io_type);
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_RECORDED_VALUES_H_

@@ -5,7 +5,7 @@
 #include <utility>
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 TapList::~TapList() {
   *alive_ = nullptr;
@@ -77,5 +77,5 @@ std::vector<std::string> TapList::Paths() const {
   return {paths.begin(), paths.end()};
 }
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

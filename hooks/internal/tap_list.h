@@ -15,7 +15,7 @@
 #include "hooks/hook.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 class TapList {
  public:
@@ -80,7 +80,7 @@ class TapList {
   std::shared_ptr<TapList*> alive_;
 };
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_TAP_LIST_H_

@@ -20,7 +20,7 @@
 #include "hooks/internal/lazy_clone.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 constexpr int kChunks = 64;
@@ -330,5 +330,5 @@ void WriteGuards::Reset() {
   rebuilt_.clear();
 }
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

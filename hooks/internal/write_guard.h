@@ -17,8 +17,8 @@
 // instead of a copy-on-write tensor per value. Where a guard cannot serve (see Keep), the value
 // is copied lazily at once, as before.
 //
-//   internal::WriteGuards guards;
-//   internal::WriteGuard guard;
+//   hooks_internal::WriteGuards guards;
+//   hooks_internal::WriteGuard guard;
 //   c10::IValue kept = y;
 //   guards.Keep(kept, guard);      // kept is still y
 //   y.relu_();                     // the write hook copies y's bytes, then the relu_ writes
@@ -51,7 +51,7 @@ struct Node;
 }  // namespace torch
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 
 // What one kept value needs to come back as it was; empty when the value was copied instead.
 // Movable; destroying an armed guard releases its share of the storage's write hook.
@@ -151,7 +151,7 @@ class WriteGuards {
   int chunk_hint_;  // where this recorder looks for free slots first
 };
 
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_INTERNAL_WRITE_GUARD_H_

@@ -16,7 +16,7 @@
 #include "testing/tensor_matchers.h"
 
 namespace kd {
-namespace internal {
+namespace hooks_internal {
 namespace {
 
 using ::kd::test::TensorEq;
@@ -259,5 +259,5 @@ TEST(WriteGuardTest, InferenceTensorsComeBackAsInferenceTensors) {
 }
 
 }  // namespace
-}  // namespace internal
+}  // namespace hooks_internal
 }  // namespace kd

@@ -37,11 +37,11 @@ extern char** environ;
 namespace kd {
 namespace {
 
-using rendezvous_internal::ConnectCause;
-using rendezvous_internal::Deadline;
-using rendezvous_internal::QuietTorchLogs;
-using rendezvous_internal::ReachBefore;
-using rendezvous_internal::Resolve;
+using distributed_internal::ConnectCause;
+using distributed_internal::Deadline;
+using distributed_internal::QuietTorchLogs;
+using distributed_internal::ReachBefore;
+using distributed_internal::Resolve;
 
 // The integer in environment variable `name`, or `fallback` when it is unset.
 absl::StatusOr<int> EnvInt(const char* name, int fallback) {
@@ -60,12 +60,12 @@ absl::StatusOr<int> EnvInt(const char* name, int fallback) {
 // A libtorch error's first line: its message without the trace libtorch appends.
 }  // namespace
 
-namespace ddp_internal {
+namespace distributed_internal {
 NcclBackendFactory& RegisteredNcclBackend() {
   static NcclBackendFactory factory = nullptr;
   return factory;
 }
-}  // namespace ddp_internal
+}  // namespace distributed_internal
 
 absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
   DistributedEnv env;
@@ -115,11 +115,13 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout) {
-  const ddp_internal::NcclBackendFactory nccl = ddp_internal::RegisteredNcclBackend();
+  const distributed_internal::NcclBackendFactory nccl =
+      distributed_internal::RegisteredNcclBackend();
   if (device.is_cuda() && nccl == nullptr) {
     return absl::UnimplementedError(
         "multi-process training on CUDA needs NCCL, which this binary does not link: add "
-        "//distill/boxes:nccl to its deps (//tools:distill has it), or train on cpu (Gloo)");
+        "//distill/boxes/distributed:nccl to its deps (//tools:distill has it), or train on cpu "
+        "(Gloo)");
   }
   // One deadline for the whole rendezvous: resolving the master, reaching it, the store, Gloo.
   const Deadline deadline(timeout);

@@ -57,9 +57,10 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment();
 // Joins the process group of `env`: rank 0 serves the TCPStore at MASTER_ADDR:MASTER_PORT, the
 // others connect to it, all within `timeout`; collectives on CPU tensors go through Gloo, and
 // on a CUDA device those on CUDA tensors through NCCL (libtorch's ProcessGroupNCCL, linked by
-// //distill/boxes:nccl). Unavailable when the master cannot be reached (or its port is taken)
-// in time, or NCCL cannot start (no GPU); Unimplemented for a CUDA device in a binary without
-// //distill/boxes:nccl.
+// //distill/boxes/distributed:nccl). Unavailable when the master cannot be reached (or its port is
+// taken) in time, or NCCL cannot start (no GPU); Unimplemented for a CUDA device in a binary
+// without
+// //distill/boxes/distributed:nccl.
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> InitProcessGroup(
     const DistributedEnv& env, c10::Device device, std::chrono::milliseconds timeout);
 

@@ -6,7 +6,7 @@
 //  3. the Reducer's overlap: DataParallel's bucketed allreduce during backward, against the
 //     same step with one allreduce of all gradients after backward.
 //
-//   bazel run -c opt //distill/boxes:ddp_benchmark
+//   bazel run -c opt //distill/boxes/distributed:ddp_benchmark
 #include <unistd.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // NCCL for multi-process training on CUDA: libtorch's own c10d::ProcessGroupNCCL (in
-// libtorch_cuda), registered with //distill/boxes:ddp at start-up. Compiled with the CUDA
+// libtorch_cuda), registered with //distill/boxes/distributed at start-up. Compiled with the CUDA
 // toolkit's and NCCL's headers where @libtorch//:cuda_headers has them (LIBKD_CUDA_HEADERS); a
 // GPU is needed only to run it.
 #include "distill/boxes/distributed/internal/nccl_backend.h"
@@ -16,7 +16,7 @@
 #endif
 
 namespace kd {
-namespace ddp_internal {
+namespace distributed_internal {
 namespace {
 
 c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(const c10::intrusive_ptr<c10d::Store>& store,
@@ -38,5 +38,5 @@ c10::intrusive_ptr<c10d::Backend> MakeNcclBackend(const c10::intrusive_ptr<c10d:
 const bool kRegistered = (RegisteredNcclBackend() = &MakeNcclBackend, true);
 
 }  // namespace
-}  // namespace ddp_internal
+}  // namespace distributed_internal
 }  // namespace kd

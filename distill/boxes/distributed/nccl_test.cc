@@ -1,4 +1,4 @@
-// InitProcessGroup on a CUDA device in a binary that links //distill/boxes:nccl reaches
+// InitProcessGroup on a CUDA device in a binary that links //distill/boxes/distributed:nccl reaches
 // libtorch's ProcessGroupNCCL. Without a GPU (this machine), NCCL's own refusal comes back as
 // one Unavailable line; on a GPU machine a one-rank group allreduces a CUDA tensor.
 #include <chrono>

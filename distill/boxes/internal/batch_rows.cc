@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 namespace {
 
 bool IsRows(const c10::IValue& value, int64_t rows) {
@@ -95,5 +95,5 @@ absl::StatusOr<std::vector<int64_t>> SuppValues(const Batch& batch, const char* 
                    "NumTransforms); set the stage's teacher_cache { mode: OFF }"));
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -12,7 +12,7 @@
 #include "distill/data/batch.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 // The rows in dimension 0 of a batch's samples (a tensor), else 0.
 int64_t BatchRows(const Batch& batch);
@@ -29,7 +29,7 @@ Batch ConcatRows(const std::vector<const Batch*>& batches);
 // The batch's supp tensor `key` as int64 values, one per row, or NotFound naming it.
 absl::StatusOr<std::vector<int64_t>> SuppValues(const Batch& batch, const char* key, int64_t rows);
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_BATCH_ROWS_H_

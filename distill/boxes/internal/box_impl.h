@@ -28,7 +28,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 class BoxImpl final : public Box {
  public:
@@ -216,7 +216,7 @@ class BoxImpl final : public Box {
   std::unique_ptr<StageRun> current_;
 };
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_BOX_IMPL_H_

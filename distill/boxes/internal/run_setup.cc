@@ -12,7 +12,7 @@
 #include "distill/config/kwargs.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 absl::StatusOr<std::string> RunDevice(const DistillConfig& config, const BoxOptions& options) {
   std::string device =
@@ -146,5 +146,5 @@ absl::StatusOr<std::unique_ptr<Profiler>> MakeRunProfiler(const DistillConfig& c
   return CreateProfiler(profiler);  // its errors begin with "profiler: "
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

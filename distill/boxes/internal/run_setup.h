@@ -15,7 +15,7 @@
 #include "profiler/profiler.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 // The device the run's process uses: BoxOptions.device_ids' one entry, BoxOptions.device or
 // run.device ("cpu" when none is given). InvalidArgument for device_ids that disagree with
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Profiler>> MakeRunProfiler(const DistillConfig& c
                                                           const BoxOptions& options,
                                                           const std::string& run_dir);
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_RUN_SETUP_H_

@@ -34,7 +34,7 @@
 #include "memdiag/leak_detection.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 namespace {
 
 // "float32[32, 1, 28, 28]" for a batch's samples tensor, its kind otherwise.
@@ -392,5 +392,5 @@ std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device d
   return std::make_unique<Stage>(teacher, student, device, precision, group, lr_factor);
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

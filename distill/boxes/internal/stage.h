@@ -38,7 +38,7 @@ class ProcessGroup;
 }  // namespace c10d
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 using Clock = std::chrono::steady_clock;
 
@@ -132,7 +132,7 @@ std::unique_ptr<StageRun> NewStage(Model* teacher, Model* student, c10::Device d
                                    const c10::intrusive_ptr<c10d::ProcessGroup>& group,
                                    double lr_factor = 1.0);
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_H_

@@ -18,7 +18,7 @@
 #include "memdiag/tracking_allocator.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 absl::StatusOr<std::map<std::string, double>> Stage::Test(
     const LoaderConfig& loader, const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
@@ -55,8 +55,19 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
           "evaluation needs a tensor output (logits) and tensor targets");
     }
     const at::Tensor logits = output.toTensor(), targets = batch.targets.toTensor();
-    loss_sum += at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum).item<double>();
-    count += targets.size(0);
+    if (logits.dim() == 3 && targets.dim() == 2) {
+      // A causal LM's (B, T, V) logits and (B, T) labels in transformers' convention: the loss
+      // is the mean next-token NLL over the tokens with a label (the log of the perplexity).
+      const at::Tensor next =
+          at::constant_pad_nd(targets, {0, 1}, -100).narrow(1, 1, targets.size(1)).reshape(-1);
+      loss_sum += at::cross_entropy_loss(logits.reshape({-1, logits.size(2)}).to(at::kFloat),
+                                         next, {}, at::Reduction::Sum, /*ignore_index=*/-100)
+                      .item<double>();
+      count += next.ne(-100).sum().item<int64_t>();
+    } else {
+      loss_sum += at::cross_entropy_loss(logits, targets, {}, at::Reduction::Sum).item<double>();
+      count += targets.size(0);
+    }
     for (auto& [name, metric] : metrics_) metric->Update(logits, targets);
   }
   if (leaks_.callback != nullptr) leaks_.callback->OnEvaluate();
@@ -67,5 +78,5 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
   return out;
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

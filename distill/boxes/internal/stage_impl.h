@@ -39,7 +39,7 @@
 #include "memdiag/leak_detection.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 class Stage final : public StageRun, public TrainingContext {
  public:
@@ -246,7 +246,7 @@ class Stage final : public StageRun, public TrainingContext {
   int64_t epoch_ = 0, step_ = 0;  // of the step API: for messages
 };
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_IMPL_H_

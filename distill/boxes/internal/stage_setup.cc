@@ -26,7 +26,7 @@
 #include "hooks/native_model.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 absl::Status SetRequiresGrad(Model& model, const StageModelConfig& config, bool default_value,
                              const char* role) {
@@ -336,5 +336,5 @@ void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_
   }
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -38,7 +38,7 @@ class Optimizer;
 }  // namespace torch::optim
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 // Sets requires_grad on `model`'s parameters: `config.requires_grad` (else `default_value`),
 // false under `frozen_modules`. Errors name `role`.frozen_modules and the unknown path.
@@ -129,7 +129,7 @@ using NamedMetrics = std::vector<std::pair<std::string, std::unique_ptr<Metric>>
 void AddAcrossRanks(c10d::ProcessGroup& group, c10::Device device, double& loss_sum, int64_t& count,
                     const NamedMetrics& metrics);
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_SETUP_H_

@@ -20,7 +20,7 @@
 #include "memdiag/tracking_allocator.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 void Stage::SaveTo(c10::impl::GenericDict& dict) const {
   torch::serialize::OutputArchive archive;
@@ -111,5 +111,5 @@ absl::Status Stage::LoadFrom(const c10::impl::GenericDict& dict) {
   return absl::OkStatus();
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

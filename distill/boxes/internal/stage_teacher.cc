@@ -28,7 +28,7 @@
 #include "distill/config/teacher_extras.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 namespace {
 
 // Autocast in `guard` for `dtype` on `device` (nothing for FP32).
@@ -307,5 +307,5 @@ void TaskThread::Loop() {
   }
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

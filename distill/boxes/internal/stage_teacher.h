@@ -45,7 +45,7 @@
 #include "hooks/model.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 // One thread running tasks in order: the teacher's thread of overlap_teacher. Its ATen and
 // OpenMP thread settings are made once, as the run's (at::init_num_threads), not per batch.
@@ -174,7 +174,7 @@ class StageTeacher {
   std::unique_ptr<TaskThread> thread_;
 };
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_STAGE_TEACHER_H_

@@ -21,7 +21,7 @@
 #include "distill/data/dataset.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 TeacherCache::TeacherCache(Options options) : options_(std::move(options)) {}
 
 TeacherCache::~TeacherCache() { RemoveSpill(); }
@@ -336,5 +336,5 @@ TeacherCacheReport TeacherCache::TakeStats() {
   return out;
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

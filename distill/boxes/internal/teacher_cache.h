@@ -39,7 +39,7 @@
 #include "hooks/io_dict.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 // What the teacher returned for a batch: its output and its hooks' I/O dict.
 struct TeacherValues {
@@ -153,7 +153,7 @@ class TeacherCache {
   std::string disabled_reason_;
 };
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_INTERNAL_TEACHER_CACHE_H_

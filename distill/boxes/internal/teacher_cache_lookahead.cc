@@ -14,7 +14,7 @@
 #include "distill/boxes/internal/teacher_cache.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 bool TeacherCache::HasMisses(const Batch& batch) const {
   const int64_t rows = BatchRows(batch);
@@ -101,5 +101,5 @@ absl::Status TeacherCache::Prefill(const std::vector<const Batch*>& batches,
   return absl::OkStatus();
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

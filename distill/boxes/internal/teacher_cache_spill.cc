@@ -18,7 +18,7 @@
 #include "distill/boxes/internal/teacher_cache.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 
 void TeacherCache::RemoveSpill() {
   if (spill_fd_ < 0) return;
@@ -96,5 +96,5 @@ absl::Status TeacherCache::Load(int64_t slot, char* out) {
   return absl::CancelledError(reason);  // off; the caller recomputes
 }
 
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -14,7 +14,7 @@
 #include "testing/status_matchers.h"
 
 namespace kd {
-namespace box_internal {
+namespace boxes_internal {
 namespace {
 
 using ::testing::HasSubstr;
@@ -371,5 +371,5 @@ TEST(TeacherCacheTest, OneRowBatchesAndUnkeyedBatchesRunAsTheyAre) {
 }
 
 }  // namespace
-}  // namespace box_internal
+}  // namespace boxes_internal
 }  // namespace kd

@@ -16,7 +16,7 @@
 #include "base/file_util.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 std::vector<ConfigProblem> Checker::TakeProblems() {
   std::stable_sort(problems_.begin(), problems_.end(), [](const auto& a, const auto& b) {
@@ -211,5 +211,5 @@ void Checker::CheckDevice(const std::string& device, const ConfigLocator& loc,
   }
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

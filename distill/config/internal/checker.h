@@ -19,7 +19,7 @@
 #include "google/protobuf/message.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 class Checker {
  public:
@@ -70,7 +70,7 @@ class Checker {
   std::vector<ConfigProblem> problems_;
 };
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_CHECKER_H_

@@ -6,7 +6,7 @@
 #include "distill/config/plugin_kinds.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 namespace {
 
 void CheckModel(const ModelConfig& model, const ConfigLocator& loc, Checker& c) {
@@ -81,5 +81,5 @@ void CheckModels(const DistillConfig& config, const ConfigLocator& root, bool st
   CheckOptimizeForInference(config, root, checker);
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

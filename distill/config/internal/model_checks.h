@@ -10,12 +10,12 @@
 #include "distill/config/internal/checker.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 void CheckModels(const DistillConfig& config, const ConfigLocator& root, bool student_handed_in,
                  Checker& checker);
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_MODEL_CHECKS_H_

@@ -16,7 +16,7 @@
 #include "distill/config/config_loader.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Checker& checker) {
   struct File {
@@ -143,5 +143,5 @@ void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Ch
   }
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

@@ -11,11 +11,11 @@
 #include "distill/config/internal/checker.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 void CheckOutputFiles(const DistillConfig& config, const ConfigLocator& root, Checker& checker);
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_OUTPUT_FILES_H_

@@ -15,7 +15,7 @@
 #include "distill/config/proc_fields.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 void StageChecker::CheckStageModel(const StageModelConfig& model, const ConfigLocator& loc,
                                    IoRef::Source role, const StageContext& context) {
@@ -297,5 +297,5 @@ void StageChecker::CheckFrozenTeacher(const StageConfig& stage, const ConfigLoca
   }
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

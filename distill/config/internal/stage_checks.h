@@ -12,7 +12,7 @@
 #include "distill/config/internal/stage_io.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 class StageChecker : public Checker {
  public:
@@ -52,7 +52,7 @@ class StageChecker : public Checker {
                      const StageModelConfig& model, const StageContext& context);
 };
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_CHECKS_H_

@@ -10,7 +10,7 @@
 #include "distill/config/distill_config.pb.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 // "teacher" or "student", as messages name the model an I/O reference reads.
 inline const char* RoleName(IoRef::Source source) {
@@ -52,7 +52,7 @@ struct StageContext {
   const RecordedIo* student = nullptr;
 };
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_IO_H_

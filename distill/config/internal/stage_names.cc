@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 namespace {
 
 constexpr size_t kMaxPlainName = 200;
@@ -65,5 +65,5 @@ void CheckStageNames(const DistillConfig& config, const ConfigLocator& root, Che
   }
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

@@ -10,7 +10,7 @@
 #include "distill/config/internal/checker.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 // A name that becomes part of a file or folder name in the run folder: not a path (no '/' or
 // '\\', not "." or ".."), no control characters, and short enough that the longest file made
@@ -23,7 +23,7 @@ inline constexpr char kPlainNameRule[] =
 // best or <x>_epoch<N> (the run's checkpoints), not another stage's. Each problem at its field.
 void CheckStageNames(const DistillConfig& config, const ConfigLocator& root, Checker& checker);
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_STAGE_NAMES_H_

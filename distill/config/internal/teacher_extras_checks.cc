@@ -8,7 +8,7 @@
 #include "distill/config/teacher_extras.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 // teacher_cache and overlap_teacher: mode ON where the config shows it would not give the
 // run without them is refused (the stage checks the rest when the box is made).
@@ -51,5 +51,5 @@ void CheckTeacherExtras(const DistillConfig& config, const StageConfig& stage,
   }
 }
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd

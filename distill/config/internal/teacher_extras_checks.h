@@ -9,13 +9,13 @@
 #include "distill/config/internal/checker.h"
 
 namespace kd {
-namespace internal {
+namespace config_internal {
 
 // `stage` (at `loc`) of `config`; `has_teacher`: the config's teacher or one handed to MakeBox.
 void CheckTeacherExtras(const DistillConfig& config, const StageConfig& stage,
                         const ConfigLocator& loc, bool has_teacher, Checker& checker);
 
-}  // namespace internal
+}  // namespace config_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_CONFIG_INTERNAL_TEACHER_EXTRAS_CHECKS_H_

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace kd {
-namespace rendezvous_internal {
+namespace distributed_internal {
 
 // `host`'s first address (IPv4 preferred, as libtorch's store tries), or Unavailable naming
 // the host and the resolver's reason.
@@ -89,5 +89,5 @@ std::string ConnectCause(int err) {
 QuietTorchLogs::QuietTorchLogs() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = 2; }
 QuietTorchLogs::~QuietTorchLogs() { FLAGS_caffe2_log_level = saved_; }
 
-}  // namespace rendezvous_internal
+}  // namespace distributed_internal
 }  // namespace kd

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 
 namespace kd {
-namespace rendezvous_internal {
+namespace distributed_internal {
 
 // A point in time a rendezvous must be done by.
 class Deadline {
@@ -53,7 +53,7 @@ class QuietTorchLogs {
   int saved_;
 };
 
-}  // namespace rendezvous_internal
+}  // namespace distributed_internal
 }  // namespace kd
 
 #endif  // LIBKD_DISTILL_BOXES_DISTRIBUTED_INTERNAL_RENDEZVOUS_H_
