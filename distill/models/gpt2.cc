@@ -140,25 +140,18 @@ TORCH_MODULE(Gpt2Model);
 
 class Gpt2LmHeadModel final : public CausalLm {
  public:
-  explicit Gpt2LmHeadModel(const CausalLmConfig& c) : CausalLm(c) {
-    transformer_ = register_module("transformer", Gpt2Model(c));
-    if (c.tie_word_embeddings) {
-      tied_head_ = register_module("lm_head", TiedLinear(transformer_->wte));
-    } else {
-      lm_head_ = register_module(
-          "lm_head", nn::Linear(nn::LinearOptions(c.hidden_size, c.vocab_size).bias(false)));
-    }
-  }
+  explicit Gpt2LmHeadModel(const CausalLmConfig& c)
+      : CausalLm(c),
+        transformer_(register_module("transformer", Gpt2Model(c))),
+        lm_head_(*this, c, transformer_->wte) {}
 
   at::Tensor Logits(const LmInputs& inputs) override {
-    const at::Tensor h = Call(transformer_, inputs);
-    return tied_head_ ? Call(tied_head_, h) : Call(lm_head_, h);
+    return lm_head_(Call(transformer_, inputs));
   }
 
  private:
-  Gpt2Model transformer_{nullptr};
-  nn::Linear lm_head_{nullptr};
-  TiedLinear tied_head_{nullptr};
+  Gpt2Model transformer_;
+  LmHead lm_head_;
 };
 
 }  // namespace

@@ -141,24 +141,16 @@ TORCH_MODULE(LlamaModel);
 
 class LlamaForCausalLm final : public CausalLm {
  public:
-  explicit LlamaForCausalLm(const CausalLmConfig& c) : CausalLm(c) {
-    model_ = register_module("model", LlamaModel(c));
-    if (c.tie_word_embeddings) {
-      tied_head_ = register_module("lm_head", TiedLinear(model_->embed_tokens));
-    } else {
-      lm_head_ = register_module("lm_head", Linear(c.hidden_size, c.vocab_size, false));
-    }
-  }
+  explicit LlamaForCausalLm(const CausalLmConfig& c)
+      : CausalLm(c),
+        model_(register_module("model", LlamaModel(c))),
+        lm_head_(*this, c, model_->embed_tokens) {}
 
-  at::Tensor Logits(const LmInputs& inputs) override {
-    const at::Tensor h = Call(model_, inputs);
-    return tied_head_ ? Call(tied_head_, h) : Call(lm_head_, h);
-  }
+  at::Tensor Logits(const LmInputs& inputs) override { return lm_head_(Call(model_, inputs)); }
 
  private:
-  LlamaModel model_{nullptr};
-  nn::Linear lm_head_{nullptr};
-  TiedLinear tied_head_{nullptr};
+  LlamaModel model_;
+  LmHead lm_head_;
 };
 
 }  // namespace

@@ -12,8 +12,26 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/init.h>
 
+#include "hooks/hook_point.h"
+
 namespace kd {
 namespace models_internal {
+
+LmHead::LmHead(torch::nn::Module& owner, const CausalLmConfig& config,
+               const torch::nn::Embedding& embedding) {
+  if (config.tie_word_embeddings) {
+    tied_ = owner.register_module("lm_head", TiedLinear(embedding));
+  } else {
+    linear_ = owner.register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size,
+                                                              config.vocab_size)
+                                         .bias(false)));
+  }
+}
+
+at::Tensor LmHead::operator()(const at::Tensor& h) {
+  return tied_ ? Call(tied_, h) : Call(linear_, h);
+}
 
 at::Tensor RotaryInverseFrequencies(int64_t head_dim, double theta) {
   // As transformers: 1 / theta^(arange(0, d, 2) / d), in float32.

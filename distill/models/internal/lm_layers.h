@@ -39,6 +39,20 @@ struct TiedLinearImpl : torch::nn::Module {
 };
 TORCH_MODULE(TiedLinear);
 
+// The output layer, registered on `owner` as "lm_head": a Linear without bias, or with
+// tie_word_embeddings a TiedLinear over `embedding`.
+class LmHead {
+ public:
+  LmHead(torch::nn::Module& owner, const CausalLmConfig& config,
+         const torch::nn::Embedding& embedding);
+  // The logits of the final hidden states `h`, through the head's hook point.
+  at::Tensor operator()(const at::Tensor& h);
+
+ private:
+  torch::nn::Linear linear_{nullptr};
+  TiedLinear tied_{nullptr};
+};
+
 // Rotary embeddings' cos and sin for `positions` (int64 [B, T]), each [B, T, head_dim], as
 // transformers' LlamaRotaryEmbedding (inverse frequencies theta^(-2i/d), the halves repeated).
 std::pair<at::Tensor, at::Tensor> RotaryCosSin(const at::Tensor& inv_freq,
