@@ -166,8 +166,11 @@ int Run() {
   if (corpus_flag.empty()) return Fail(kTool, "--corpus is required (see --help)");
   if (out_flag.empty()) return Fail(kTool, "--out_dir is required (see --help)");
   const int64_t vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  if (vocab_size < 1 || vocab_size > (int64_t{1} << 31)) {
-    return Fail(kTool, absl::StrCat("--vocab_size must be in [1, 2^31]; got ", vocab_size));
+  // unk, bos, eos and the 256 byte pieces of byte_fallback come first: fewer leaves no room.
+  if (vocab_size < 260 || vocab_size > (int64_t{1} << 31)) {
+    return Fail(kTool, absl::StrCat("--vocab_size must be in [260, 2^31] (3 special pieces and "
+                                    "256 byte pieces come first); got ",
+                                    vocab_size));
   }
   const int64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed < 0 || seed > int64_t{0xffffffff}) {
