@@ -12,9 +12,14 @@
 #include <string>
 #include <vector>
 
+#include <torch/nn/modules/embedding.h>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/testing/box_test_fixture.h"
+#include "distill/models/causal_lm.h"
+#include "hooks/native_model.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 
@@ -122,6 +127,190 @@ TEST_F(BoxTest, ACausalLmTrainsOnTokenFilesAndKeepsItsBestPerplexity) {
   EXPECT_THAT(result->tested_checkpoint, ::testing::HasSubstr("best.pt"));
   EXPECT_NEAR(result->final_metrics.at("perplexity"),
               result->epochs.back().metrics.at("perplexity"), 1e-9);
+}
+
+// A 2-layer Llama teacher distilled into a 1-layer one: forward KL on the logits (GKD's and
+// DistiLLM's divergence, masked by the labels) beside the next-token loss, and the student's
+// last hidden states regressed onto the teacher's, both read by hooks on transformers' paths
+// ("model.layers.0", "model.layers.1"). The teacher cache keys
+// each token window by its index (a token dataset has no random transforms): from the second
+// epoch the teacher runs on no window, and the student equals the run without the cache bit
+// for bit.
+std::string DistillationConfig(const std::string& cache) {
+  constexpr char kModels[] = R"pb(
+    teacher {
+      native {
+        key: "llama"
+        kwargs { name: "vocab_size" integer: 32 }
+        kwargs { name: "hidden_size" integer: 32 }
+        kwargs { name: "intermediate_size" integer: 64 }
+        kwargs { name: "num_hidden_layers" integer: 2 }
+        kwargs { name: "num_attention_heads" integer: 4 }
+      }
+    }
+    student {
+      native {
+        key: "llama"
+        kwargs { name: "vocab_size" integer: 32 }
+        kwargs { name: "hidden_size" integer: 32 }
+        kwargs { name: "intermediate_size" integer: 32 }
+        kwargs { name: "num_hidden_layers" integer: 1 }
+        kwargs { name: "num_attention_heads" integer: 2 }
+      }
+    }
+  )pb";
+  constexpr char kKdStage[] = R"pb(
+    name: "kd"
+    num_epochs: 3
+    train_data_loader { dataset_id: "train" batch_size: 16 shuffle: true }
+    optimizer {
+      key: "AdamW"
+      kwargs { name: "lr" number: 0.01 }
+    }
+    teacher { forward_hooks { module_path: "model.layers.1" requires_output: true } }
+    student { forward_hooks { module_path: "model.layers.0" requires_output: true } }
+    criterion {
+      terms {
+        key: "forward_kl"
+        inputs { arg: "student" source: STUDENT }
+        inputs { arg: "teacher" source: TEACHER }
+        inputs { arg: "labels" source: TARGETS }
+      }
+      terms {
+        key: "CausalLMLoss"
+        weight: 0.5
+        inputs { arg: "input" source: STUDENT }
+        inputs { arg: "labels" source: TARGETS }
+      }
+      terms {
+        key: "MSELoss"
+        weight: 0.1
+        inputs { arg: "input" source: STUDENT path: "model.layers.0" }
+        inputs { arg: "target" source: TEACHER path: "model.layers.1" }
+      }
+    }
+  )pb";
+  return absl::StrCat(R"pb(run { name: "lm_kd" seed: 2 })pb",
+                      TokenData("train", WriteTokens("kd_train.bin", 16 * 64, 5)), kModels,
+                      "train {", kKdStage, cache, "}");
+}
+
+TEST_F(BoxTest, ALlamaDistilsIntoASmallerOneWithTheTeacherCacheExact) {
+  std::vector<TeacherCacheReport> reports;
+  auto run = [&](const std::string& cache, const std::string& dir) {
+    reports.clear();
+    auto box = MakeBox(Parse(DistillationConfig(cache)),
+                       {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
+                          if (r.teacher_cache) reports.push_back(*r.teacher_cache);
+                        }});
+    ASSERT_THAT(box, IsOk());
+    EXPECT_EQ((*box)->kind(), "DistillationBox");
+    auto result = (*box)->Run();
+    ASSERT_THAT(result, IsOk());
+    EXPECT_LT(result->epochs.back().train_loss, result->epochs.front().train_loss);
+  };
+  const std::string off = RunDir("lm_kd_off"), on = RunDir("lm_kd_on");
+  run("teacher_cache { mode: OFF } overlap_teacher: OFF", off);
+  run("teacher_cache { mode: ON } overlap_teacher: OFF", on);
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
+  EXPECT_EQ(reports[0].hits, 0);
+  EXPECT_GT(reports[1].hits, 0);
+  EXPECT_GT(reports[2].hits, 0);
+  test::ExpectSameStudent(off, on);
+}
+
+// A teacher whose forward returns a dict, as Hugging Face's models do: {"logits": ...,
+// "embeddings": its input embeddings}. Losses read the entries by `key` (a dict output's
+// "logits" is also its output tensor), and the teacher cache keeps them entry by entry: the
+// student equals the run without the cache bit for bit.
+std::unique_ptr<Model> DictTeacher() {
+  at::manual_seed(3);
+  std::shared_ptr<CausalLm> lm = *MakeCausalLm({.architecture = "llama",
+                                                .vocab_size = 32,
+                                                .hidden_size = 32,
+                                                .intermediate_size = 64,
+                                                .num_hidden_layers = 2,
+                                                .num_attention_heads = 4});
+  CausalLm* impl = lm.get();
+  auto* embed = impl->named_modules()["model.embed_tokens"]->as<torch::nn::Embedding>();
+  return MakeNativeModel(lm, [impl, embed](std::vector<c10::IValue>& args, const Kwargs&) {
+    const at::Tensor ids = args.at(0).toTensor();
+    c10::Dict<std::string, at::Tensor> out;
+    out.insert("logits", impl->Logits({.input_ids = ids}));
+    out.insert("embeddings", embed->forward(ids));
+    return c10::IValue(out);
+  });
+}
+
+std::string DictTeacherConfig(const std::string& cache) {
+  constexpr char kStudentAndStage[] = R"pb(
+    student {
+      native {
+        key: "llama"
+        kwargs { name: "vocab_size" integer: 32 }
+        kwargs { name: "hidden_size" integer: 32 }
+        kwargs { name: "intermediate_size" integer: 32 }
+        kwargs { name: "num_hidden_layers" integer: 1 }
+        kwargs { name: "num_attention_heads" integer: 2 }
+      }
+    }
+    train {
+      name: "kd"
+      num_epochs: 2
+      train_data_loader { dataset_id: "train" batch_size: 16 shuffle: true }
+      optimizer {
+        key: "AdamW"
+        kwargs { name: "lr" number: 0.01 }
+      }
+      student { forward_hooks { module_path: "model.embed_tokens" requires_output: true } }
+      criterion {
+        terms {
+          key: "forward_kl"
+          inputs { arg: "student" source: STUDENT }
+          inputs { arg: "teacher" source: TEACHER key: "logits" }
+          inputs { arg: "labels" source: TARGETS }
+        }
+        terms {
+          key: "MSELoss"
+          weight: 0.1
+          inputs { arg: "input" source: STUDENT path: "model.embed_tokens" }
+          inputs { arg: "target" source: TEACHER key: "embeddings" }
+        }
+      }
+  )pb";
+  return absl::StrCat(R"pb(run { name: "dict" seed: 4 })pb",
+                      TokenData("train", WriteTokens("dict_train.bin", 16 * 32, 9)),
+                      kStudentAndStage, cache, "}");
+}
+
+TEST_F(BoxTest, ATeachersDictOutputIsReadByKeyAndCachedExactly) {
+  std::vector<TeacherCacheReport> reports;
+  auto run = [&](const std::string& cache, const std::string& dir) {
+    reports.clear();
+    auto box = MakeBox(Parse(DictTeacherConfig(cache)), {.teacher = DictTeacher()},
+                       {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
+                          if (r.teacher_cache) reports.push_back(*r.teacher_cache);
+                        }});
+    ASSERT_THAT(box, IsOk());
+    ASSERT_THAT((*box)->Run(), IsOk());
+  };
+  const std::string off = RunDir("dict_off"), on = RunDir("dict_on");
+  run("teacher_cache { mode: OFF } overlap_teacher: OFF", off);
+  run("teacher_cache { mode: ON } overlap_teacher: OFF", on);
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
+  EXPECT_GT(reports[1].hits, 0);
+  test::ExpectSameStudent(off, on);
+  // A key the dict does not have is named, with the ones it has.
+  auto bad = MakeBox(Parse(absl::StrReplaceAll(DictTeacherConfig(""),
+                                               {{"key: \"embeddings\"", "key: \"embedding\""}})),
+                     {.teacher = DictTeacher()}, {.run_dir = RunDir("dict_bad")});
+  ASSERT_THAT(bad, IsOk());
+  EXPECT_THAT((*bad)->Run(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(::testing::HasSubstr("[\"embedding\"]: the dict has no key"),
+                                        ::testing::HasSubstr("did you mean \"embeddings\""))));
 }
 
 }  // namespace

@@ -113,6 +113,16 @@ TEST(ConfigValidatorTest, AnElementIsPickedFromRecordedValuesOnly) {
               ElementsAre(At(negative, 25, "element") + "element must be >= 0, got -1"));
 }
 
+// `key` picks an entry of a recorded dict (a model's or a module's): not from the targets.
+TEST(ConfigValidatorTest, AKeyIsPickedFromRecordedValuesOnly) {
+  const Lines lines = Replace(kBase, 21, {R"(      inputs { arg: "targets" source: TARGETS key: "x" })"});
+  EXPECT_THAT(Validate(lines),
+              ElementsAre(At(lines, 21, "key") + "key picks an entry of a recorded dict: not here"));
+  const Lines fine =
+      Replace(kBase, 25, {R"(      inputs { arg: "student" source: STUDENT path: "layer2" key: "h" })"});
+  EXPECT_THAT(Validate(fine), ElementsAre());
+}
+
 // A BATCH input names a key of the batch's supplementary dict, and nothing else.
 TEST(ConfigValidatorTest, BatchInputsNameASuppKey) {
   EXPECT_THAT(

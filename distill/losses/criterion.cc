@@ -60,6 +60,16 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
         absl::StrCat(DescribeIoRef(ref), ": the ", student ? "student" : "teacher",
                      " has no such parameter or buffer; ", Suggest(ref.path(), names)));
   }
+  if (ref.path().empty() && ref.io() == IoRef::OUTPUT &&
+      (!ref.key().empty() || ref.has_element())) {
+    const c10::IValue& value = student ? in.student_output_value : in.teacher_output_value;
+    if (value.isNone()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeIoRef(ref), ": the ", student ? "student" : "teacher",
+                       "'s output is not available (no teacher in this run?)"));
+    }
+    return SelectedTensor(value, ref);
+  }
   if (ref.path().empty() && ref.io() == IoRef::OUTPUT) {
     const at::Tensor& output = student ? in.student_output : in.teacher_output;
     if (!output.defined()) {
@@ -81,6 +91,31 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
 absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
   KD_ASSIGN_OR_RETURN(c10::IValue value,
                       GetIo(io, ref.path(), ref.io() == IoRef::INPUT ? kInput : kOutput));
+  return SelectedTensor(std::move(value), ref);
+}
+
+absl::StatusOr<at::Tensor> SelectedTensor(c10::IValue value, const IoRef& ref) {
+  if (!ref.key().empty()) {
+    if (!value.isGenericDict()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DescribeIoRef(ref), ": the value is a ", value.tagKind(),
+                       ", not a dict: leave `key` out"));
+    }
+    const c10::impl::GenericDict dict = value.toGenericDict();
+    std::vector<std::string> keys;
+    c10::IValue found;
+    for (const auto& entry : dict) {
+      if (!entry.key().isString()) continue;
+      keys.push_back(entry.key().toStringRef());
+      if (keys.back() == ref.key()) found = entry.value();
+    }
+    if (found.isNone()) {
+      return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": the dict has no key ",
+                                                     QuoteName(ref.key()), "; ",
+                                                     Suggest(ref.key(), keys)));
+    }
+    value = std::move(found);
+  }
   if (ref.has_element()) {
     const bool sequence = value.isTuple() || value.isList();
     const size_t size = value.isTuple()  ? value.toTupleRef().elements().size()
@@ -98,7 +133,9 @@ absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
   if (!value.isTensor()) {
     return absl::InvalidArgumentError(absl::StrCat(
         DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor",
-        value.isTuple() || value.isList() ? ": pick one of its values with `element`" : ""));
+        value.isTuple() || value.isList() ? ": pick one of its values with `element`"
+        : value.isGenericDict()            ? ": pick one of its entries with `key`"
+                                           : ""));
   }
   return value.toTensor();
 }
@@ -110,7 +147,8 @@ std::string DescribeIoRef(const IoRef& ref) {
   if (ref.io() == IoRef::PARAMETER) return absl::StrCat(role, " parameter ", QuoteName(ref.path()));
   return absl::StrCat(ref.source() == IoRef::TEACHER ? "teacher" : "student", " io[",
                       QuoteName(ref.path()), "][\"", ref.io() == IoRef::INPUT ? "input" : "output",
-                      "\"]", ref.has_element() ? absl::StrCat("[", ref.element(), "]") : "");
+                      "\"]", ref.key().empty() ? "" : absl::StrCat("[", QuoteName(ref.key()), "]"),
+                      ref.has_element() ? absl::StrCat("[", ref.element(), "]") : "");
 }
 
 absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {

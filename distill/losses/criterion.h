@@ -32,8 +32,11 @@ struct CriterionInputs {
   // For references to parameters and buffers (io: PARAMETER).
   const Model* student_model = nullptr;
   const Model* teacher_model = nullptr;
-  at::Tensor student_output;  // path "" of STUDENT
+  at::Tensor student_output;  // path "" of STUDENT (a dict output's "logits")
   at::Tensor teacher_output;  // path "" of TEACHER
+  // The outputs as the models returned them, for IoRef.key / element on path "" (a dict or
+  // tuple output); None: only the tensors above.
+  c10::IValue student_output_value, teacher_output_value;
   at::Tensor targets;         // TARGETS
   // The batch's supplementary dict, Dict[str, Tensor] (BATCH); None: none.
   c10::IValue supp;
@@ -82,10 +85,14 @@ class Criterion {
 // messages name a reference.
 std::string DescribeIoRef(const IoRef& ref);
 
-// The tensor `ref` names in `io` (a model's I/O dict): io[path]["input"|"output"], its
-// `element` if set. InvalidArgument naming the reference when it is missing, has no such
-// element or is not a tensor.
+// The tensor `ref` names in `io` (a model's I/O dict): io[path]["input"|"output"], its `key`
+// and `element` if set. InvalidArgument naming the reference when it is missing, has no such
+// key or element or is not a tensor.
 absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref);
+
+// `value`'s entry `ref.key()` (a dict's, if set), then its element `ref.element()` (a tuple's
+// or list's, if set), as a tensor; errors as RecordedTensor's.
+absl::StatusOr<at::Tensor> SelectedTensor(c10::IValue value, const IoRef& ref);
 
 }  // namespace kd
 

@@ -359,6 +359,7 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   if (teacher_ != nullptr) {
     KD_ASSIGN_OR_RETURN(c10::IValue output, RunTeacher(batch));
     KD_ASSIGN_OR_RETURN(in.teacher_output, OutputTensor(output, "teacher"));
+    in.teacher_output_value = output;
     in.teacher_io = &teacher_io_;
     in.teacher_model = teacher_;
   }
@@ -369,6 +370,7 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
     KD_RETURN_IF_ERROR(
         RunAuxiliaryModules(ModelRole::kStudent, student_->is_training(), aux_, student_io_));
     KD_ASSIGN_OR_RETURN(in.student_output, OutputTensor(output, "student"));
+    in.student_output_value = output;
   }
   in.student_io = &student_io_;
   in.student_model = student_;

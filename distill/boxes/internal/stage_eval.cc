@@ -50,11 +50,13 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
     Autocast(autocast);
     KD_ASSIGN_OR_RETURN(c10::IValue output, (*eval_forward_)(student, batch));
     student_hooks_.ClearIoDict();
-    if (!output.isTensor() || !batch.targets.isTensor()) {
+    KD_ASSIGN_OR_RETURN(const at::Tensor logits, OutputTensor(output, "student"));
+    if (!logits.defined() || !batch.targets.isTensor()) {
       return absl::InvalidArgumentError(
-          "evaluation needs a tensor output (logits) and tensor targets");
+          "evaluation needs the student's logits (a tensor output, or a dict output's "
+          "\"logits\") and tensor targets");
     }
-    const at::Tensor logits = output.toTensor(), targets = batch.targets.toTensor();
+    const at::Tensor targets = batch.targets.toTensor();
     if (logits.dim() == 3 && targets.dim() == 2) {
       // A causal LM's (B, T, V) logits and (B, T) labels in transformers' convention: the loss
       // is the mean next-token NLL over the tokens with a label (the log of the perplexity).

@@ -296,9 +296,20 @@ int64_t BatchSize(const Batch& batch) {
 
 absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role) {
   if (output.isTensor()) return output.toTensor();
+  if (output.isGenericDict()) {  // Hugging Face's {"logits": ..., ...}
+    for (const auto& entry : output.toGenericDict()) {
+      if (entry.key().isString() && entry.key().toStringRef() == "logits" &&
+          entry.value().isTensor()) {
+        return entry.value().toTensor();
+      }
+    }
+    return at::Tensor();  // read by key only
+  }
+  if (output.isTuple() || output.isList()) return at::Tensor();  // read by element only
   return absl::InvalidArgumentError(
       absl::StrCat("the ", role, "'s output is a ", output.tagKind(),
-                   "; the criterion reads tensor outputs (hook a module for the rest)"));
+                   "; the criterion reads tensors, dicts of them (IoRef.key) and tuples "
+                   "(IoRef.element)"));
 }
 
 at::Tensor BytesTensor(const std::string& bytes) {

@@ -28,9 +28,12 @@ TeacherCache::~TeacherCache() { RemoveSpill(); }
 
 absl::Status TeacherCache::Layout(const TeacherValues& values, int64_t rows) {
   std::vector<Field> fields;
-  auto add = [&](std::string path, std::string io, const c10::IValue& value) -> absl::Status {
+  auto add = [&](std::string path, std::string io, const c10::IValue& value,
+                 std::string key = "") -> absl::Status {
     const std::string name =
-        path.empty() && io.empty() ? "output" : absl::StrCat("io[\"", path, "\"][\"", io, "\"]");
+        !path.empty() || !io.empty() ? absl::StrCat("io[\"", path, "\"][\"", io, "\"]")
+        : key.empty()                ? std::string("output")
+                                     : absl::StrCat("output[\"", key, "\"]");
     if (!value.isTensor() || value.toTensor().dim() == 0 || value.toTensor().size(0) != rows) {
       return absl::InvalidArgumentError(absl::StrCat(
           "teacher_cache: the teacher's ", name, " is ",
@@ -42,13 +45,25 @@ absl::Status TeacherCache::Layout(const TeacherValues& values, int64_t rows) {
           "}"));
     }
     const at::Tensor& t = value.toTensor();
-    Field field{.path = std::move(path), .io = std::move(io), .dtype = t.scalar_type()};
+    Field field{
+        .path = std::move(path), .io = std::move(io), .key = std::move(key), .dtype = t.scalar_type()};
     field.row_shape.assign(t.sizes().begin() + 1, t.sizes().end());
     field.row_bytes = static_cast<int64_t>(t.numel() / rows * t.element_size());
     fields.push_back(std::move(field));
     return absl::OkStatus();
   };
-  KD_RETURN_IF_ERROR(add("", "", values.output));
+  if (values.output.isGenericDict()) {  // Hugging Face's {"logits": ..., ...}: entry by entry
+    for (const auto& entry : values.output.toGenericDict()) {
+      if (!entry.key().isString()) {
+        return absl::InvalidArgumentError(
+            "teacher_cache: the teacher's output is a dict with keys that are not strings; set "
+            "the stage's teacher_cache { mode: OFF }");
+      }
+      KD_RETURN_IF_ERROR(add("", "", entry.value(), entry.key().toStringRef()));
+    }
+  } else {
+    KD_RETURN_IF_ERROR(add("", "", values.output));
+  }
   for (const auto& [path, entry] : values.io) {
     for (const auto& [io, value] : entry) {
       KD_RETURN_IF_ERROR(add(path, std::string(io), value));
@@ -71,7 +86,12 @@ absl::StatusOr<std::vector<at::Tensor>> TeacherCache::Flatten(const TeacherValue
   out.reserve(fields_.size());
   for (const Field& field : fields_) {
     c10::IValue value;
-    if (field.path.empty() && field.io.empty()) {
+    if (field.path.empty() && field.io.empty() && !field.key.empty()) {
+      if (values.output.isGenericDict()) {
+        const c10::impl::GenericDict dict = values.output.toGenericDict();
+        if (const auto it = dict.find(field.key); it != dict.end()) value = it->value();
+      }
+    } else if (field.path.empty() && field.io.empty()) {
       value = values.output;
     } else if (const auto it = values.io.find(field.path);
                it != values.io.end() && it->second.count(field.io) > 0) {
@@ -96,9 +116,13 @@ absl::StatusOr<std::vector<at::Tensor>> TeacherCache::Flatten(const TeacherValue
 
 TeacherValues TeacherCache::Unflatten(std::vector<at::Tensor> fields) const {
   TeacherValues values;
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   for (size_t i = 0; i < fields_.size(); ++i) {
     const Field& field = fields_[i];
-    if (field.path.empty() && field.io.empty()) {
+    if (field.path.empty() && field.io.empty() && !field.key.empty()) {
+      dict.insert(field.key, std::move(fields[i]));
+      values.output = dict;
+    } else if (field.path.empty() && field.io.empty()) {
       values.output = std::move(fields[i]);
     } else {
       values.io[field.path][field.io] = std::move(fields[i]);

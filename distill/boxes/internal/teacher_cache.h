@@ -106,6 +106,7 @@ class TeacherCache {
   struct Field {
     std::string path;  // "" for the output
     std::string io;    // "input" / "output" for hooked values
+    std::string key;   // of the output's dict ({"logits": ..., ...}); "" for a tensor output
     std::vector<int64_t> row_shape;
     c10::ScalarType dtype;
     int64_t row_bytes = 0;

@@ -140,6 +140,10 @@ void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
     }
     AtLeast(loc, "element", ref.element(), 0);
   }
+  if (!ref.key().empty() && (ref.source() == IoRef::TARGETS || ref.source() == IoRef::BATCH ||
+                             ref.io() == IoRef::PARAMETER)) {
+    Add(loc.Of("key"), "key picks an entry of a recorded dict: not here");
+  }
   if (ref.source() == IoRef::BATCH) {
     if (!loss_input) {
       Add(loc.Of("source"), "an auxiliary module reads a model's values, not the batch's");
