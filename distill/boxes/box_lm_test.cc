@@ -55,19 +55,36 @@ std::string TokenData(const std::string& id, const std::string& path) {
                       "kwargs { name: \"vocab_size\" integer: 32 } }");
 }
 
-constexpr char kLlama[] = R"pb(
-  student {
-    native {
-      key: "llama"
-      kwargs { name: "vocab_size" integer: 32 }
-      kwargs { name: "hidden_size" integer: 32 }
-      kwargs { name: "intermediate_size" integer: 64 }
-      kwargs { name: "num_hidden_layers" integer: 2 }
-      kwargs { name: "num_attention_heads" integer: 4 }
-      kwargs { name: "num_key_value_heads" integer: 2 }
+// The config section `role` ("teacher", "student") of a native Llama over 32 ids.
+std::string Llama(const char* role, int hidden, int intermediate, int layers, int heads,
+                  int kv_heads = 0) {
+  auto kwarg = [](const char* name, int value) {
+    return absl::StrCat("kwargs { name: \"", name, "\" integer: ", value, " } ");
+  };
+  return absl::StrCat(role, " { native { key: \"llama\" ", kwarg("vocab_size", 32),
+                      kwarg("hidden_size", hidden), kwarg("intermediate_size", intermediate),
+                      kwarg("num_hidden_layers", layers), kwarg("num_attention_heads", heads),
+                      kwarg("num_key_value_heads", kv_heads), "} }");
+}
+
+// Runs a box of `config` over `inputs` in `dir`: its epochs' teacher-cache reports.
+std::vector<TeacherCacheReport> RunReports(const std::string& config, BoxInputs inputs,
+                                           const std::string& dir) {
+  std::vector<TeacherCacheReport> reports;
+  auto box = MakeBox(Parse(config), std::move(inputs),
+                     {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
+                        if (r.teacher_cache) reports.push_back(*r.teacher_cache);
+                      }});
+  EXPECT_THAT(box, IsOk());
+  if (box.ok()) {
+    auto result = (*box)->Run();
+    EXPECT_THAT(result, IsOk());
+    if (result.ok()) {
+      EXPECT_LT(result->epochs.back().train_loss, result->epochs.front().train_loss);
     }
   }
-)pb";
+  return reports;
+}
 
 constexpr char kStage[] = R"pb(
   train {
@@ -99,7 +116,8 @@ TEST_F(BoxTest, ACausalLmTrainsOnTokenFilesAndKeepsItsBestPerplexity) {
   const std::string config =
       absl::StrCat(R"pb(run { name: "lm" seed: 1 })pb",
                    TokenData("train", WriteTokens("lm_train.bin", 16 * 256, 7)),
-                   TokenData("val", WriteTokens("lm_val.bin", 16 * 64, 11)), kLlama, kStage);
+                   TokenData("val", WriteTokens("lm_val.bin", 16 * 64, 11)),
+                   Llama("student", 32, 64, 2, 4, 2), kStage);
   auto box = MakeBox(Parse(config), {.run_dir = RunDir("lm")});
   ASSERT_THAT(box, IsOk());
   auto result = (*box)->Run();
@@ -137,28 +155,6 @@ TEST_F(BoxTest, ACausalLmTrainsOnTokenFilesAndKeepsItsBestPerplexity) {
 // epoch the teacher runs on no window, and the student equals the run without the cache bit
 // for bit.
 std::string DistillationConfig(const std::string& cache) {
-  constexpr char kModels[] = R"pb(
-    teacher {
-      native {
-        key: "llama"
-        kwargs { name: "vocab_size" integer: 32 }
-        kwargs { name: "hidden_size" integer: 32 }
-        kwargs { name: "intermediate_size" integer: 64 }
-        kwargs { name: "num_hidden_layers" integer: 2 }
-        kwargs { name: "num_attention_heads" integer: 4 }
-      }
-    }
-    student {
-      native {
-        key: "llama"
-        kwargs { name: "vocab_size" integer: 32 }
-        kwargs { name: "hidden_size" integer: 32 }
-        kwargs { name: "intermediate_size" integer: 32 }
-        kwargs { name: "num_hidden_layers" integer: 1 }
-        kwargs { name: "num_attention_heads" integer: 2 }
-      }
-    }
-  )pb";
   constexpr char kKdStage[] = R"pb(
     name: "kd"
     num_epochs: 3
@@ -191,27 +187,16 @@ std::string DistillationConfig(const std::string& cache) {
     }
   )pb";
   return absl::StrCat(R"pb(run { name: "lm_kd" seed: 2 })pb",
-                      TokenData("train", WriteTokens("kd_train.bin", 16 * 64, 5)), kModels,
-                      "train {", kKdStage, cache, "}");
+                      TokenData("train", WriteTokens("kd_train.bin", 16 * 64, 5)),
+                      Llama("teacher", 32, 64, 2, 4), Llama("student", 32, 32, 1, 2), "train {",
+                      kKdStage, cache, "}");
 }
 
 TEST_F(BoxTest, ALlamaDistilsIntoASmallerOneWithTheTeacherCacheExact) {
-  std::vector<TeacherCacheReport> reports;
-  auto run = [&](const std::string& cache, const std::string& dir) {
-    reports.clear();
-    auto box = MakeBox(Parse(DistillationConfig(cache)),
-                       {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
-                          if (r.teacher_cache) reports.push_back(*r.teacher_cache);
-                        }});
-    ASSERT_THAT(box, IsOk());
-    EXPECT_EQ((*box)->kind(), "DistillationBox");
-    auto result = (*box)->Run();
-    ASSERT_THAT(result, IsOk());
-    EXPECT_LT(result->epochs.back().train_loss, result->epochs.front().train_loss);
-  };
   const std::string off = RunDir("lm_kd_off"), on = RunDir("lm_kd_on");
-  run("teacher_cache { mode: OFF } overlap_teacher: OFF", off);
-  run("teacher_cache { mode: ON } overlap_teacher: OFF", on);
+  RunReports(DistillationConfig("teacher_cache { mode: OFF } overlap_teacher: OFF"), {}, off);
+  const std::vector<TeacherCacheReport> reports =
+      RunReports(DistillationConfig("teacher_cache { mode: ON } overlap_teacher: OFF"), {}, on);
   ASSERT_EQ(reports.size(), 3u);
   EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
   EXPECT_EQ(reports[0].hits, 0);
@@ -244,17 +229,7 @@ std::unique_ptr<Model> DictTeacher() {
 }
 
 std::string DictTeacherConfig(const std::string& cache) {
-  constexpr char kStudentAndStage[] = R"pb(
-    student {
-      native {
-        key: "llama"
-        kwargs { name: "vocab_size" integer: 32 }
-        kwargs { name: "hidden_size" integer: 32 }
-        kwargs { name: "intermediate_size" integer: 32 }
-        kwargs { name: "num_hidden_layers" integer: 1 }
-        kwargs { name: "num_attention_heads" integer: 2 }
-      }
-    }
+  constexpr char kStage[] = R"pb(
     train {
       name: "kd"
       num_epochs: 2
@@ -281,23 +256,16 @@ std::string DictTeacherConfig(const std::string& cache) {
   )pb";
   return absl::StrCat(R"pb(run { name: "dict" seed: 4 })pb",
                       TokenData("train", WriteTokens("dict_train.bin", 16 * 32, 9)),
-                      kStudentAndStage, cache, "}");
+                      Llama("student", 32, 32, 1, 2), kStage, cache, "}");
 }
 
 TEST_F(BoxTest, ATeachersDictOutputIsReadByKeyAndCachedExactly) {
-  std::vector<TeacherCacheReport> reports;
-  auto run = [&](const std::string& cache, const std::string& dir) {
-    reports.clear();
-    auto box = MakeBox(Parse(DictTeacherConfig(cache)), {.teacher = DictTeacher()},
-                       {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
-                          if (r.teacher_cache) reports.push_back(*r.teacher_cache);
-                        }});
-    ASSERT_THAT(box, IsOk());
-    ASSERT_THAT((*box)->Run(), IsOk());
-  };
   const std::string off = RunDir("dict_off"), on = RunDir("dict_on");
-  run("teacher_cache { mode: OFF } overlap_teacher: OFF", off);
-  run("teacher_cache { mode: ON } overlap_teacher: OFF", on);
+  RunReports(DictTeacherConfig("teacher_cache { mode: OFF } overlap_teacher: OFF"),
+             {.teacher = DictTeacher()}, off);
+  const std::vector<TeacherCacheReport> reports =
+      RunReports(DictTeacherConfig("teacher_cache { mode: ON } overlap_teacher: OFF"),
+                 {.teacher = DictTeacher()}, on);
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
   EXPECT_GT(reports[1].hits, 0);
