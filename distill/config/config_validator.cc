@@ -304,6 +304,24 @@ class Validator : private config_internal::StageChecker {
           absl::StrCat("unknown metric \"", evaluation.primary_metric(), "\" in primary_metric; ",
                        Suggest(evaluation.primary_metric(), names)));
     }
+    // The best checkpoint follows lower_is_better: a metric with a known direction against it
+    // would keep the worst epoch's student.
+    const int primary = evaluation.primary_metric().empty()
+                            ? 0
+                            : static_cast<int>(std::find(names.begin(), names.end(),
+                                                         evaluation.primary_metric()) -
+                                               names.begin());
+    if (primary < evaluation.metrics_size()) {
+      const std::string& key = evaluation.metrics(primary).key();
+      const bool lower = key == "perplexity" || key == "bits_per_byte";
+      const bool higher = key == "accuracy" || key == "token_accuracy";
+      if ((lower && !evaluation.lower_is_better()) || (higher && evaluation.lower_is_better())) {
+        Add(loc.Of("lower_is_better"),
+            absl::StrCat("the primary metric \"", names[primary], "\" (", key, ") is ",
+                         lower ? "lower" : "higher", "-is-better: set lower_is_better: ",
+                         lower ? "true" : "false", " (else the worst epoch's student is kept)"));
+      }
+    }
     AtLeast(loc, "every_n_epochs", evaluation.every_n_epochs(), 0);
     if (evaluation.has_memory_leak_detection()) {
       const MemoryLeakDetectionConfig& leaks = evaluation.memory_leak_detection();

@@ -390,6 +390,26 @@ TEST(ConfigValidatorTest, DuplicateIdsAndNames) {
                       "duplicate metric name \"accuracy\"; give the metrics distinct names"));
 }
 
+// The best checkpoint follows lower_is_better: perplexity kept as if higher were better (or
+// accuracy as if lower were) would keep the worst epoch's student.
+TEST(ConfigValidatorTest, APrimaryMetricsDirectionIsItsOwn) {
+  const Lines perplexity = Replace(
+      kBase, 30, {R"(evaluation { metrics { key: "perplexity" } primary_metric: "perplexity" })"});
+  // (This test's binary registers no "perplexity": that problem comes too, and is not ours.)
+  EXPECT_THAT(Validate(perplexity),
+              ::testing::Contains(HasSubstr("the primary metric \"perplexity\" (perplexity) is "
+                                            "lower-is-better: set lower_is_better: true")));
+  const Lines right = Replace(
+      kBase, 30,
+      {R"(evaluation { metrics { key: "perplexity" } metrics { key: "accuracy" } )",
+       R"(  primary_metric: "perplexity" lower_is_better: true })"});
+  EXPECT_THAT(Validate(right), ::testing::Each(::testing::Not(HasSubstr("lower_is_better"))));
+  const Lines accuracy =
+      Replace(kBase, 30, {R"(evaluation { metrics { key: "accuracy" } lower_is_better: true })"});
+  EXPECT_THAT(Validate(accuracy),
+              ElementsAre(HasSubstr("(accuracy) is higher-is-better: set lower_is_better: false")));
+}
+
 TEST(ConfigValidatorTest, EvaluationAndCheckpointNeedEachOther) {
   Lines lines = Replace(kBase, 9, {});  // no val loader
   lines = Replace(lines, 29,
