@@ -189,6 +189,12 @@ def main():
         except AttributeError:
             fail(f"--inductor_configs: torch._inductor.config has no {name!r}")
 
+    try:
+        shape = [int(d) for d in args.input_shape.split(",")]
+    except ValueError:
+        fail(f"--input_shape={args.input_shape}: give integers, N,C,H,W")
+    if args.model.startswith("hf:") and len(shape) != 2:
+        fail(f"--input_shape={args.input_shape}: a causal LM takes [batch, tokens]")
     model = build_model(args.model, args.state, parse_kwargs(args.kwargs))
     module_paths = [p for p, _ in model.named_modules()]
     hooks = {}
@@ -202,15 +208,9 @@ def main():
                  + (f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""))
         want_in, want_out = hooks.get(path, (False, False))
         hooks[path] = (want_in or io in ("input", "both"), want_out or io in ("output", "both"))
-    try:
-        shape = [int(d) for d in args.input_shape.split(",")]
-    except ValueError:
-        fail(f"--input_shape={args.input_shape}: give integers, N,C,H,W")
     device = torch.device(args.device)
     causal_lm = getattr(model, "is_causal_lm", False)
     if causal_lm:
-        if len(shape) != 2:
-            fail(f"--input_shape={args.input_shape}: a causal LM takes [batch, tokens]")
         example = torch.randint(0, model.config.vocab_size, shape, device=device)
     else:
         example = torch.randn(*shape, dtype=getattr(torch, args.dtype), device=device)
