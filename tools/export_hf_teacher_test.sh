@@ -9,9 +9,7 @@ set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 python="$root/external/libtorch/python.sh"
-tool="$TEST_TMPDIR/export_teacher"
-printf '#!/bin/sh\ncd "%s" && exec "%s" tools/export_teacher.py "$@"\n' "$root" "$python" >"$tool"
-chmod +x "$tool"
+tool=$(python_tool export_teacher.py)
 llama="$root/tests/testdata/lm/llama"
 
 expect_error "not a Hugging Face folder" "has no config.json (a Hugging Face folder)" \

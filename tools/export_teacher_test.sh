@@ -6,9 +6,7 @@ set -u
 source "$TEST_SRCDIR/$TEST_WORKSPACE/tools/tool_test_lib.sh"
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 python="$root/external/libtorch/python.sh"
-tool="$TEST_TMPDIR/export_teacher"
-printf '#!/bin/sh\ncd "%s" && exec "%s" tools/export_teacher.py "$@"\n' "$root" "$python" >"$tool"
-chmod +x "$tool"
+tool=$(python_tool export_teacher.py)
 small="--model=tests.testdata.make_fixtures:SmallCNN --input_shape=2,1,28,28 --out=$TEST_TMPDIR/t.pt2"
 
 expect_error "unknown module path" \

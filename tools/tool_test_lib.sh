@@ -33,6 +33,16 @@ expect_exact_error() {
   check "$name: one line" test "$err" = "$line"
 }
 
+# python_tool SCRIPT: prints the path of a wrapper (written under $TEST_TMPDIR) that runs
+# tools/SCRIPT with libkd's venv Python from the workspace root: tool=$(python_tool x.py).
+python_tool() {
+  local root="$TEST_SRCDIR/$TEST_WORKSPACE" wrapper="$TEST_TMPDIR/${1%.py}"
+  printf '#!/bin/sh\ncd "%s" && exec "%s" tools/%s "$@"\n' "$root" \
+    "$root/external/libtorch/python.sh" "$1" >"$wrapper"
+  chmod +x "$wrapper"
+  echo "$wrapper"
+}
+
 # finish TEST_NAME: prints the failure count and exits non-zero if any check failed.
 finish() {
   echo "$1: $failures failure(s)"
