@@ -39,15 +39,17 @@
 
 namespace kd {
 
-// A labelled image dataset, random access by batches of indices. Get is const and safe to call
-// from several threads at once.
+// A labelled dataset, random access by batches of indices: images with class labels, or token
+// windows with their labels (token_dataset.h). Get is const and safe to call from several
+// threads at once.
 class Dataset {
  public:
   virtual ~Dataset() = default;
 
   // The number of samples.
   virtual int64_t size() const = 0;
-  // The number of classes; targets are in [0, num_classes()).
+  // The number of classes (a token dataset's: the vocabulary's size); targets are in
+  // [0, num_classes()) (a token dataset's also -100 where no loss is taken).
   virtual int64_t num_classes() const = 0;
   // Every sample's target, int64 (size()), without loading or transforming the samples
   // (torchdistill's dataset.targets, which CRDDatasetWrapper reads). Unimplemented by default:
@@ -63,8 +65,10 @@ class Dataset {
 
   // The samples at `indices` (1-D int64, each in [0, size()), repeats allowed) with the
   // dataset's transforms applied, their random choices drawn from `generator` (a CPU
-  // generator): samples float (B, C, H, W), targets int64 (B), supp a Dict[str, Tensor]
-  // {"indices": the indices}. Throws c10::Error for indices out of range or of another dtype.
+  // generator): samples float (B, C, H, W) and targets int64 (B) for images; input_ids and
+  // labels int64 (B, T) for token windows (supp adds "attention_mask"); supp a Dict[str, Tensor]
+  // {"indices": the indices, ...}. Throws c10::Error for indices out of range or of another
+  // dtype.
   Batch Get(const at::Tensor& indices, at::Generator generator) const;
   // As above, with a fresh CPU generator seeded with `seed` (see TransformSeed).
   Batch Get(const at::Tensor& indices, uint64_t seed) const;
@@ -73,8 +77,8 @@ class Dataset {
   // The transformed samples and the targets at `indices` (checked already: 1-D, int64, in
   // range, on the CPU).
   struct Samples {
-    at::Tensor samples;  // float (B, C, H, W); a wrapper's views (B, V, C, H, W)
-    at::Tensor targets;  // int64 (B)
+    at::Tensor samples;  // float (B, C, H, W) (a wrapper's views (B, V, C, H, W)); ids (B, T)
+    at::Tensor targets;  // int64 (B); labels (B, T)
     // More of the batch's supplementary dict (a wrapper's: CRD's pos_idx, contrast_idx).
     c10::Dict<std::string, at::Tensor> supp = c10::Dict<std::string, at::Tensor>();
   };
