@@ -14,6 +14,7 @@
 #include "base/kwargs.h"
 #include "base/status_macros.h"
 #include "distill/losses/loss.h"
+#include "distill/models/next_token.h"
 
 namespace kd {
 namespace {
@@ -29,10 +30,7 @@ absl::StatusOr<std::unique_ptr<Loss>> MakeCausalLmLoss(const Kwargs& kwargs) {
           "loss \"CausalLMLoss\": needs logits (B, T, V) and integer labels (B, T), got ",
           ShapeString(logits), " and ", ShapeString(labels)));
     }
-    const int64_t t = logits.size(1);
-    const at::Tensor next = at::constant_pad_nd(labels, {0, 1}, ignore).narrow(1, 1, t);
-    return at::cross_entropy_loss(logits.to(at::kFloat).reshape({-1, logits.size(2)}),
-                                  next.reshape({-1}), {}, at::Reduction::Mean, ignore);
+    return NextTokenLoss(logits, labels, ignore);
   });
 }
 

@@ -93,14 +93,6 @@ std::unique_ptr<Model> MakeCausalLmModel(std::shared_ptr<CausalLm> lm) {
   return MakeNativeModel(std::move(lm), std::move(forward));
 }
 
-at::Tensor NextTokenLoss(const at::Tensor& logits, const at::Tensor& labels) {
-  const int64_t t = logits.size(1);
-  const at::Tensor shifted = at::constant_pad_nd(labels, {0, 1}, -100).narrow(1, 1, t);
-  return at::cross_entropy_loss(logits.to(at::kFloat).reshape({-1, logits.size(-1)}),
-                                shifted.reshape({-1}), {}, at::Reduction::Mean,
-                                /*ignore_index=*/-100);
-}
-
 namespace {
 
 absl::StatusOr<std::unique_ptr<Model>> MakeRegisteredLm(const std::string& architecture,

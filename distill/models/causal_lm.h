@@ -101,10 +101,6 @@ absl::StatusOr<std::shared_ptr<CausalLm>> MakeCausalLm(const CausalLmConfig& con
 // the mask also as the kwarg "attention_mask"; returns the logits.
 std::unique_ptr<Model> MakeCausalLmModel(std::shared_ptr<CausalLm> lm);
 
-// transformers' ForCausalLMLoss: the mean cross-entropy of logits[:, t] against labels[:, t + 1]
-// over the positions whose next label is not -100 (float32).
-at::Tensor NextTokenLoss(const at::Tensor& logits, const at::Tensor& labels);
-
 namespace models_internal {
 std::shared_ptr<CausalLm> MakeLlama(const CausalLmConfig& config);
 std::shared_ptr<CausalLm> MakeGpt2(const CausalLmConfig& config);

@@ -19,6 +19,7 @@
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/models/generate.h"
+#include "distill/models/next_token.h"
 #include "distill/models/hf_causal_lm.h"
 #include "distill/models/hf_config.h"
 #include "distill/models/model_registry.h"

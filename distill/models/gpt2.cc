@@ -48,7 +48,9 @@ struct Gpt2AttentionImpl : nn::Module {
   at::Tensor forward(const at::Tensor& x, const at::Tensor& key_mask, KvCache* cache) {
     const int64_t b = x.size(0), t = x.size(1);
     const std::vector<at::Tensor> qkv = Call(c_attn, x).split(x.size(2), 2);
-    auto split = [&](const at::Tensor& y) { return y.view({b, t, heads, head_dim}).transpose(1, 2); };
+    auto split = [&](const at::Tensor& y) {
+      return y.view({b, t, heads, head_dim}).transpose(1, 2);
+    };
     auto [k, v] = CacheKeysValues(cache, layer, split(qkv[1]), split(qkv[2]));
     const double p = is_training() ? dropout : 0.0;
     const at::Tensor out = Attend(split(qkv[0]), k, v, key_mask, 1.0 / std::sqrt(head_dim), p);
@@ -118,9 +120,7 @@ struct Gpt2ModelImpl : nn::Module {
 
   at::Tensor forward(const LmInputs& in) {
     at::Tensor x = Call(drop, Call(wte, in.input_ids) + Call(wpe, PositionIds(in)));
-    const at::Tensor mask = in.attention_mask.defined() && !in.attention_mask.all().item<bool>()
-                                ? in.attention_mask
-                                : at::Tensor();
+    const at::Tensor mask = KeyMask(in);
     for (const auto& module : *h) {
       auto* block = module->as<Gpt2BlockImpl>();
       block->cache = in.cache;

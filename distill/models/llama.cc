@@ -50,7 +50,8 @@ struct LlamaAttentionImpl : nn::Module {
       return Call(proj, x).view({b, t, -1, head_dim}).transpose(1, 2);
     };
     const at::Tensor q = ApplyRotary(heads(q_proj), cos, sin);
-    auto [k, v] = CacheKeysValues(cache, layer, ApplyRotary(heads(k_proj), cos, sin), heads(v_proj));
+    auto [k, v] =
+        CacheKeysValues(cache, layer, ApplyRotary(heads(k_proj), cos, sin), heads(v_proj));
     const double p = is_training() ? dropout : 0.0;
     return Call(o_proj, Attend(q, k, v, key_mask, 1.0 / std::sqrt(head_dim), p));
   }
@@ -119,9 +120,7 @@ struct LlamaModelImpl : nn::Module {
   at::Tensor forward(const LmInputs& in) {
     at::Tensor h = Call(embed_tokens, in.input_ids);
     auto [cos, sin] = RotaryCosSin(inv_freq, PositionIds(in), h.scalar_type());
-    const at::Tensor mask = in.attention_mask.defined() && !in.attention_mask.all().item<bool>()
-                                ? in.attention_mask
-                                : at::Tensor();
+    const at::Tensor mask = KeyMask(in);
     for (const auto& module : *layers) {
       auto* layer = module->as<LlamaDecoderLayerImpl>();
       layer->cache = in.cache;

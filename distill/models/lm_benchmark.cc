@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "distill/models/causal_lm.h"
 #include "distill/models/generate.h"
+#include "distill/models/next_token.h"
 #include "memdiag/tracking_allocator.h"
 #include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"

@@ -15,6 +15,7 @@
 #include "base/torch_status.h"
 #include "distill/boxes/internal/stage_impl.h"
 #include "distill/boxes/io_util.h"
+#include "distill/models/next_token.h"
 #include "memdiag/tracking_allocator.h"
 
 namespace kd {
@@ -60,8 +61,7 @@ absl::StatusOr<std::map<std::string, double>> Stage::EvaluateOn(DataLoader& load
     if (logits.dim() == 3 && targets.dim() == 2) {
       // A causal LM's (B, T, V) logits and (B, T) labels in transformers' convention: the loss
       // is the mean next-token NLL over the tokens with a label (the log of the perplexity).
-      const at::Tensor next =
-          at::constant_pad_nd(targets, {0, 1}, -100).narrow(1, 1, targets.size(1)).reshape(-1);
+      const at::Tensor next = NextTokenLabels(targets).reshape(-1);
       loss_sum += at::cross_entropy_loss(logits.reshape({-1, logits.size(2)}).to(at::kFloat),
                                          next, {}, at::Reduction::Sum, /*ignore_index=*/-100)
                       .item<double>();

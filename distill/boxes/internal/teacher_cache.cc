@@ -45,8 +45,10 @@ absl::Status TeacherCache::Layout(const TeacherValues& values, int64_t rows) {
           "}"));
     }
     const at::Tensor& t = value.toTensor();
-    Field field{
-        .path = std::move(path), .io = std::move(io), .key = std::move(key), .dtype = t.scalar_type()};
+    Field field{.path = std::move(path),
+                .io = std::move(io),
+                .key = std::move(key),
+                .dtype = t.scalar_type()};
     field.row_shape.assign(t.sizes().begin() + 1, t.sizes().end());
     field.row_bytes = static_cast<int64_t>(t.numel() / rows * t.element_size());
     fields.push_back(std::move(field));
@@ -121,13 +123,13 @@ TeacherValues TeacherCache::Unflatten(std::vector<at::Tensor> fields) const {
     const Field& field = fields_[i];
     if (field.path.empty() && field.io.empty() && !field.key.empty()) {
       dict.insert(field.key, std::move(fields[i]));
-      values.output = dict;
     } else if (field.path.empty() && field.io.empty()) {
       values.output = std::move(fields[i]);
     } else {
       values.io[field.path][field.io] = std::move(fields[i]);
     }
   }
+  if (!dict.empty()) values.output = dict;  // a dict output, entry by entry
   return values;
 }
 

@@ -15,6 +15,7 @@
 #include "base/kwargs.h"
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/config/plugin_kinds.h"
+#include "distill/models/next_token.h"
 
 namespace kd {
 namespace {
@@ -25,8 +26,7 @@ std::pair<at::Tensor, at::Tensor> NextTokens(const at::Tensor& logits, const at:
                   logits.size(1) == labels.size(1),
               "a language-model metric takes logits [B, T, V] and labels [B, T], got ",
               logits.sizes(), " and ", labels.sizes());
-  const int64_t t = logits.size(1);
-  const at::Tensor next = at::constant_pad_nd(labels, {0, 1}, -100).narrow(1, 1, t).reshape(-1);
+  const at::Tensor next = NextTokenLabels(labels).reshape(-1);
   const at::Tensor keep = next.ne(-100);
   return {logits.reshape({-1, logits.size(2)}).index({keep}).to(at::kFloat), next.index({keep})};
 }

@@ -64,6 +64,11 @@ at::Tensor PositionIds(const LmInputs& inputs) {
       .expand({inputs.input_ids.size(0), t});
 }
 
+at::Tensor KeyMask(const LmInputs& inputs) {
+  const at::Tensor& mask = inputs.attention_mask;
+  return mask.defined() && !mask.all().item<bool>() ? mask : at::Tensor();
+}
+
 std::pair<at::Tensor, at::Tensor> CacheKeysValues(KvCache* cache, int64_t layer, at::Tensor k,
                                                   at::Tensor v) {
   if (cache == nullptr) return {std::move(k), std::move(v)};

@@ -64,6 +64,10 @@ at::Tensor ApplyRotary(const at::Tensor& x, const at::Tensor& cos, const at::Ten
 // The positions of `inputs`' tokens: given, else the cache's length onwards ([B, T]).
 at::Tensor PositionIds(const LmInputs& inputs);
 
+// The key mask Attend takes for `inputs`: its attention_mask, or undefined where there is none or
+// it masks nothing (attention then takes SDPA's causal path).
+at::Tensor KeyMask(const LmInputs& inputs);
+
 // Scaled dot-product attention of q [B, H, T, D] over k, v [B, KV, S, D] (S: the cache's tokens
 // and these; KV divides H, grouped-query attention), causal, with `key_mask` ([B, S], 1 attend,
 // 0 padding; undefined: none). A query whose every key is masked (left padding) attends to its
