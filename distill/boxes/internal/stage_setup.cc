@@ -297,13 +297,10 @@ int64_t BatchSize(const Batch& batch) {
 absl::StatusOr<at::Tensor> OutputTensor(const c10::IValue& output, const char* role) {
   if (output.isTensor()) return output.toTensor();
   if (output.isGenericDict()) {  // Hugging Face's {"logits": ..., ...}
-    for (const auto& entry : output.toGenericDict()) {
-      if (entry.key().isString() && entry.key().toStringRef() == "logits" &&
-          entry.value().isTensor()) {
-        return entry.value().toTensor();
-      }
-    }
-    return at::Tensor();  // read by key only
+    const c10::impl::GenericDict dict = output.toGenericDict();
+    const auto logits = dict.find("logits");
+    return logits != dict.end() && logits->value().isTensor() ? logits->value().toTensor()
+                                                              : at::Tensor();  // by key only
   }
   if (output.isTuple() || output.isList()) return at::Tensor();  // read by element only
   return absl::InvalidArgumentError(
