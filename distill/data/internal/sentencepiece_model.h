@@ -1,7 +1,7 @@
 // A SentencePiece model file (SentencePiece's serialized ModelProto, a .model file) read into
-// plain structs: the pieces and the few settings that encoding and decoding need. Read with a
-// protobuf wire-format reader of its own, not SentencePiece's library (see
-// distill/data/sentencepiece_tokenizer.h for why).
+// plain structs: the pieces and the few settings that encoding and decoding need. Parsed by
+// protobuf with the part of upstream's schema libkd reads (sentencepiece_model.proto), not by
+// SentencePiece's library (see distill/data/sentencepiece_tokenizer.h for why).
 #ifndef LIBKD_DISTILL_DATA_INTERNAL_SENTENCEPIECE_MODEL_H_
 #define LIBKD_DISTILL_DATA_INTERNAL_SENTENCEPIECE_MODEL_H_
 
