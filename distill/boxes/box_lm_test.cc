@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -30,23 +29,10 @@ using test::BoxTest;
 using test::Parse;
 using test::RunDir;
 
-// A stream of uint16 ids following a rule a small model learns: each id is (3 * previous + 1)
-// mod 32, restarted at a random id every 8 tokens (so the first token of a run is unknowable).
+// Ids below 32 in runs of 8 following id -> (3 * id + 1) mod 32: 14 of a window of 16's 15
+// predictions are certain, the run's restart unknowable.
 std::string WriteTokens(const std::string& name, int64_t tokens, uint32_t seed) {
-  const std::string path = test::TempPath(name);
-  std::ofstream out(path, std::ios::binary);
-  uint32_t state = seed;
-  uint16_t id = 0;
-  for (int64_t i = 0; i < tokens; ++i) {
-    if (i % 8 == 0) {
-      state = state * 1664525u + 1013904223u;
-      id = static_cast<uint16_t>((state >> 16) % 32);
-    } else {
-      id = static_cast<uint16_t>((3 * id + 1) % 32);
-    }
-    out.write(reinterpret_cast<const char*>(&id), sizeof(id));
-  }
-  return path;
+  return test::WriteRuleTokens(name, tokens, seed);
 }
 
 std::string TokenData(const std::string& id, const std::string& path) {

@@ -18,7 +18,9 @@ namespace kd {
 namespace {
 
 // What an error of a term is prefixed with (kd::WithContext).
-std::string TermContext(const std::string& term) { return absl::StrCat("loss term \"", term, "\""); }
+std::string TermContext(const std::string& term) {
+  return absl::StrCat("loss term \"", term, "\"");
+}
 
 absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) {
   if (ref.source() == IoRef::TARGETS) {
@@ -86,6 +88,14 @@ absl::StatusOr<at::Tensor> Resolve(const IoRef& ref, const CriterionInputs& in) 
   return RecordedTensor(*io, ref);
 }
 
+// silverspoon-kd's _combine_losses with magnitude_aware_weighting, one term at a time: the value
+// w * L, the gradient w * grad(L) / max(|L|, 1e-8) (the straight-through sum of silverspoon-kd,
+// raw.detach() + (normalized - normalized.detach()), splits term by term).
+at::Tensor MagnitudeAware(const at::Tensor& value, double weight) {
+  const at::Tensor normalized = weight * value / value.detach().abs().clamp_min(1e-8);
+  return weight * value.detach() + (normalized - normalized.detach());
+}
+
 }  // namespace
 
 absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
@@ -97,9 +107,9 @@ absl::StatusOr<at::Tensor> RecordedTensor(const IoDict& io, const IoRef& ref) {
 absl::StatusOr<at::Tensor> SelectedTensor(c10::IValue value, const IoRef& ref) {
   if (!ref.key().empty()) {
     if (!value.isGenericDict()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(DescribeIoRef(ref), ": the value is a ", value.tagKind(),
-                       ", not a dict: leave `key` out"));
+      return absl::InvalidArgumentError(absl::StrCat(DescribeIoRef(ref), ": the value is a ",
+                                                     value.tagKind(),
+                                                     ", not a dict: leave `key` out"));
     }
     const c10::impl::GenericDict dict = value.toGenericDict();
     std::vector<std::string> keys;
@@ -131,11 +141,11 @@ absl::StatusOr<at::Tensor> SelectedTensor(c10::IValue value, const IoRef& ref) {
                             : c10::IValue(value.toListRef()[ref.element()]);
   }
   if (!value.isTensor()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor",
-        value.isTuple() || value.isList() ? ": pick one of its values with `element`"
-        : value.isGenericDict()            ? ": pick one of its entries with `key`"
-                                           : ""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(DescribeIoRef(ref), " is a ", value.tagKind(), ", not a tensor",
+                     value.isTuple() || value.isList() ? ": pick one of its values with `element`"
+                     : value.isGenericDict()           ? ": pick one of its entries with `key`"
+                                                       : ""));
   }
   return value.toTensor();
 }
@@ -153,6 +163,9 @@ std::string DescribeIoRef(const IoRef& ref) {
 
 absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
   Criterion criterion;
+  // A single term has nothing to balance; silverspoon-kd, too, weighs by magnitude only where
+  // it combines the soft and the hard loss (alpha > 0).
+  criterion.magnitude_aware_ = config.magnitude_aware_weighting() && config.terms_size() > 1;
   for (const LossTermConfig& term : config.terms()) {
     Term built;
     built.name = term.name().empty() ? term.key() : term.name();
@@ -194,9 +207,10 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
             absl::StrCat(ref.arg(), " = ", DescribeIoRef(ref), " ", ShapeString(value), " ",
                          value.defined() ? c10::toString(value.scalar_type()) : "undefined"));
       }
-      return WithContext(TermContext(term.name), absl::Status(value.status().code(),
-                                            absl::StrCat(value.status().message(), " (inputs: ",
-                                                         absl::StrJoin(described, ", "), ")")));
+      return WithContext(
+          TermContext(term.name),
+          absl::Status(value.status().code(), absl::StrCat(value.status().message(), " (inputs: ",
+                                                           absl::StrJoin(described, ", "), ")")));
     }
     // mdistiller's warm-up: min(epoch / warmup, 1), its epochs counted from 1.
     const double weight =
@@ -204,7 +218,9 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
             ? term.weight * std::min(1.0, static_cast<double>(inputs.epoch + 1) /
                                               static_cast<double>(term.warmup_epochs))
             : term.weight;
-    const at::Tensor weighted = weight == 1 ? *value : weight * *value;
+    const at::Tensor weighted = magnitude_aware_ ? MagnitudeAware(*value, weight)
+                                : weight == 1    ? *value
+                                                 : weight * *value;
     result.total = result.total.defined() ? result.total + weighted : weighted;
     result.terms.push_back({term.name, weight, *value});
   }

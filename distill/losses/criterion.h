@@ -79,6 +79,7 @@ class Criterion {
     std::vector<IoRef> inputs;
   };
   std::vector<Term> terms_;
+  bool magnitude_aware_ = false;  // CriterionConfig.magnitude_aware_weighting
 };
 
 // "student io[\"layer2\"][\"output\"]", "teacher parameter \"fc.weight\"", "targets": how

@@ -16,6 +16,14 @@
 // With no kept token the means are 0, not NaN: a fully masked batch gives no gradient.
 // These are true divergences (0 for equal distributions); DistiLLM's code drops the teacher's
 // entropy from its forward KLs, which changes the value by a constant and not the gradients.
+//
+// shift_labels (causal LMs' logits beside their input ids as labels): position t is kept where
+// the label at t + 1 is (transformers' shift, distill/models/next_token.h), the last position
+// never, as GKD and DistiLLM score a causal LM's predictions. chunk_size (forward_kl,
+// reverse_kl, generalized_jsd with token_mean): the kept tokens computed that many at a time
+// with no softmax kept for the backward (losses/internal/chunked_divergence.h, as
+// silverspoon-kd's kl_div and jsd chunk), so a 32k-50k vocabulary at a long block fits memory:
+// the same value up to float32 summation order.
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -28,7 +36,9 @@
 #include "base/ivalue_util.h"
 #include "base/kwargs.h"
 #include "base/status_macros.h"
+#include "distill/losses/internal/chunked_divergence.h"
 #include "distill/losses/loss.h"
+#include "distill/models/next_token.h"
 
 namespace kd {
 namespace {
@@ -50,6 +60,8 @@ struct SequenceOptions {
   int64_t ignore_index = -100;
   Reduce reduce = Reduce::kTokenMean;
   double mix = 0.5;  // generalized_jsd's beta, the skews' alpha
+  bool shift_labels = false;
+  int64_t chunk = 0;  // chunk_size
 };
 
 // sum_v p (log p - log q), p = exp(log_p).
@@ -96,7 +108,13 @@ class SequenceDivergence final : public Loss {
   absl::StatusOr<at::Tensor> Forward(const LossInputs& inputs) override {
     KD_ASSIGN_OR_RETURN(at::Tensor student, inputs.Get(key_, "student"));
     KD_ASSIGN_OR_RETURN(at::Tensor teacher, inputs.Get(key_, "teacher"));
-    const at::Tensor labels = inputs.GetOptional("labels");
+    at::Tensor labels = inputs.GetOptional("labels");
+    if (o_.shift_labels && !labels.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loss \"", key_,
+          "\": shift_labels needs \"labels\" (the input ids, -100 where no loss "
+          "is taken); give the term an input of arg \"labels\", or set shift_labels false"));
+    }
     const int64_t min_dim = o_.reduce == Reduce::kSequenceMean ? 3 : 1;
     if (!student.sizes().equals(teacher.sizes()) || student.dim() < min_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -113,6 +131,8 @@ class SequenceDivergence final : public Loss {
                        ShapeString(student.select(-1, 0)), "; got ", ShapeString(labels), " of ",
                        c10::toString(labels.scalar_type())));
     }
+    if (o_.shift_labels) labels = NextTokenLabels(labels, o_.ignore_index);
+    if (o_.chunk > 0) return ChunkedTokenMean(student, teacher, labels);
     const at::Tensor per_token = PerToken(o_, student, teacher);
     if (!labels.defined()) return Reduced(per_token, at::ones_like(per_token));
     const at::Tensor keep = labels.ne(o_.ignore_index).to(labels.device());
@@ -120,6 +140,36 @@ class SequenceDivergence final : public Loss {
   }
 
  private:
+  // The token mean over the kept tokens, chunk_size of them at a time. The chunked functions
+  // give T^2 / N sum KL (silverspoon-kd's scaling); these divergences have no T^2.
+  at::Tensor ChunkedTokenMean(const at::Tensor& student, const at::Tensor& teacher,
+                              const at::Tensor& labels) const {
+    const int64_t vocab = student.size(-1);
+    at::Tensor s = student.reshape({-1, vocab}), t = teacher.reshape({-1, vocab});
+    if (labels.defined()) {
+      const at::Tensor kept = labels.reshape({-1}).ne(o_.ignore_index).nonzero().squeeze(1);
+      if (kept.numel() == 0) return (s.sum() * 0).to(at::kFloat);  // no token: 0, no NaN
+      if (kept.numel() < s.size(0)) {
+        s = s.index_select(0, kept.to(s.device()));
+        t = t.index_select(0, kept.to(t.device()));
+      }
+    }
+    const double temp = o_.temperature;
+    at::Tensor sum_t2;
+    switch (o_.divergence) {
+      case Divergence::kForwardKl:
+        sum_t2 = losses_internal::ChunkedKlDivergence(s, t, temp, o_.chunk);
+        break;
+      case Divergence::kReverseKl:  // KL(p_s || p_t): the forward KL with the roles swapped
+        sum_t2 = losses_internal::ChunkedKlDivergence(t, s, temp, o_.chunk);
+        break;
+      default:  // kGeneralizedJsd (the factory refuses the others)
+        sum_t2 = losses_internal::ChunkedJsd(s, t, temp, o_.mix, o_.chunk);
+        break;
+    }
+    return temp == 1 ? sum_t2 : sum_t2 / (temp * temp);
+  }
+
   // `values` are 0 where `keep` is.
   at::Tensor Reduced(const at::Tensor& values, const at::Tensor& keep) const {
     switch (o_.reduce) {
@@ -154,6 +204,14 @@ LossFactory Factory(std::string key, Divergence divergence, const char* mix_kwar
                : reduction == "none"        ? Reduce::kNone
                                             : Reduce::kTokenMean;
     if (mix_kwarg != nullptr) o.mix = NumberKwarg(kwargs, mix_kwarg);
+    o.shift_labels = BoolKwarg(kwargs, "shift_labels");
+    if (kwargs.contains("chunk_size")) o.chunk = IntKwarg(kwargs, "chunk_size");
+    if (o.chunk > 0 && o.reduce != Reduce::kTokenMean) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("loss \"", key, "\": chunk_size ", o.chunk,
+                       " computes the token mean only, not reduction \"", reduction,
+                       "\"; set reduction \"token_mean\", or chunk_size 0"));
+    }
     return std::unique_ptr<Loss>(std::make_unique<SequenceDivergence>(key, o));
   };
 }
@@ -168,16 +226,30 @@ std::vector<KwargSpec> Specs(std::vector<KwargSpec> extra = {}) {
                                    .type = KwargType::kString,
                                    .doc = "token_mean, sequence_mean, sum or none",
                                    .default_value = "token_mean",
-                                   .choices = {"token_mean", "sequence_mean", "sum", "none"}}};
+                                   .choices = {"token_mean", "sequence_mean", "sum", "none"}},
+                                  {.name = "shift_labels",
+                                   .type = KwargType::kBool,
+                                   .doc = "causal LM: keep position t where label t + 1 is kept, "
+                                          "never the last",
+                                   .default_value = false}};
   specs.insert(specs.end(), extra.begin(), extra.end());
   return specs;
 }
 
-KD_REGISTER(LossRegistry(), "forward_kl", Factory("forward_kl", Divergence::kForwardKl), Specs());
-KD_REGISTER(LossRegistry(), "reverse_kl", Factory("reverse_kl", Divergence::kReverseKl), Specs());
+const KwargSpec kChunkSize = {.name = "chunk_size",
+                              .type = KwargType::kInteger,
+                              .doc =
+                                  "kept tokens computed at a time, no softmax kept for the "
+                                  "backward (less memory, same value); 0: all at once",
+                              .default_value = 0,
+                              .min = 0};
+KD_REGISTER(LossRegistry(), "forward_kl", Factory("forward_kl", Divergence::kForwardKl),
+            Specs({kChunkSize}));
+KD_REGISTER(LossRegistry(), "reverse_kl", Factory("reverse_kl", Divergence::kReverseKl),
+            Specs({kChunkSize}));
 KD_REGISTER(LossRegistry(), "generalized_jsd",
             Factory("generalized_jsd", Divergence::kGeneralizedJsd, "beta"),
-            Specs({JsdBetaKwargSpec()}));
+            Specs({JsdBetaKwargSpec(), kChunkSize}));
 KD_REGISTER(LossRegistry(), "total_variation",
             Factory("total_variation", Divergence::kTotalVariation), Specs());
 const KwargSpec kSkew = {.name = "alpha",

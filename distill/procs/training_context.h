@@ -65,6 +65,9 @@ class TrainingContext {
 
   // Adds one to the count of batches trained in this stage and returns the new count.
   virtual int64_t IncrementStageGradCount() = 0;
+  // The count of batches trained in this stage so far (checkpoints keep it): what a process
+  // function seeds its per-batch draws with, so a resumed run draws what an uninterrupted one did.
+  virtual int64_t stage_grad_count() const { return 0; }
   // Batches whose gradients add up before an optimizer step (>= 1).
   virtual int64_t grad_accum_step() const = 0;
   // The gradient-norm clip, if any.

@@ -87,6 +87,7 @@ class Stage final : public StageRun, public TrainingContext {
     if (distributed()) group_->barrier()->wait();
   }
   int64_t IncrementStageGradCount() override { return ++grad_count_; }
+  int64_t stage_grad_count() const override { return grad_count_; }
   int64_t grad_accum_step() const override { return grad_accum_step_; }
   bool teacher_in_eval_mode() const override { return teacher_in_eval_mode_; }
   std::optional<double> max_grad_norm() const override { return max_grad_norm_; }

@@ -1,6 +1,8 @@
 #include "distill/boxes/testing/box_test_fixture.h"
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -44,6 +46,25 @@ std::string Stage(const std::string& name, int epochs, const std::string& loss) 
         }
       )pb",
       loss);
+}
+
+std::string WriteRuleTokens(const std::string& name, int64_t tokens, uint32_t seed,
+                            const RuleTokens& rule) {
+  const std::string path = TempPath(name);
+  std::ofstream out(path, std::ios::binary);
+  uint32_t state = seed;
+  int64_t id = 0;
+  for (int64_t i = 0; i < tokens; ++i) {
+    if (i % rule.run == 0) {
+      state = state * 1664525u + 1013904223u;
+      id = (state >> 16) % rule.vocab;
+    } else {
+      id = (rule.mul * id + rule.add) % rule.vocab;
+    }
+    const uint16_t value = static_cast<uint16_t>(id);
+    out.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  return path;
 }
 
 DistillConfig Parse(const std::string& text) {

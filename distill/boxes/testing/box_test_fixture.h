@@ -140,6 +140,18 @@ std::string HintStage(const std::string& student_dst);
 // kImages with the hint stage (2 epochs) and a KD stage (1 epoch) on the whole models.
 std::string FitNetConfig(const std::string& student_dst);
 
+// A token file for "token_file" datasets, in the test's temporary folder: `tokens` uint16 ids
+// below `vocab` in runs of `run`, each run starting at a pseudo-random id (from `seed`) and
+// following id -> (mul * id + add) mod vocab, so a small LM learns all but a run's first token.
+struct RuleTokens {
+  int64_t vocab = 32;
+  int64_t run = 8;
+  int64_t mul = 3;
+  int64_t add = 1;
+};
+std::string WriteRuleTokens(const std::string& name, int64_t tokens, uint32_t seed,
+                            const RuleTokens& rule = {});
+
 // `text` parsed as a DistillConfig (a failed parse fails the test).
 DistillConfig Parse(const std::string& text);
 
