@@ -17,6 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -25,13 +27,20 @@
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/distributed/ddp.h"
+#include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
+#include "distill/data/sentencepiece_tokenizer.h"
+#include "distill/models/causal_lm.h"
+#include "distill/models/hf_causal_lm.h"
 #include "google/protobuf/text_format.h"
+#include "hooks/native_model.h"
+#include "tools/lm_text.h"
 #include "tools/run_job.h"
 #include "tools/run_log.pb.h"
 #include "tools/run_report.h"
 #include "tools/teacher_package.h"
+#include "tools/token_corpus.h"
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, config, "",
@@ -68,10 +77,18 @@ ABSL_FLAG(std::string, teacher_format, "native",
           "teacher exported as an AOTInductor package by tools/export_teacher.py through "
           "--python, then distilled from; the export takes a minute or two). Only without "
           "--config: a config names its teacher (teacher { aoti_package: ... }).");
+ABSL_FLAG(std::string, job, "image",
+          "Without --config, the default job to run: image (Fashion-MNIST: a teacher CNN, the "
+          "student alone, the student distilled) or lm (the fortunes corpus: a SentencePiece "
+          "tokenizer, a Llama teacher, a small Llama alone, distilled with forward KL and with "
+          "on-policy GKD; runs/lm).");
+ABSL_FLAG(std::string, corpus, "/usr/share/games/fortunes",
+          "The LM job's corpus: fortune-mod files (Debian's fortunes package installs them) or "
+          "one text file of documents separated by lines of %.");
 ABSL_FLAG(std::string, job_configs, "",
-          "The default job's three configs (fashion_mnist_teacher.pbtxt, "
-          "fashion_mnist_student.pbtxt, fashion_mnist_student_kd.pbtxt) from this folder. "
-          "Default: tools/configs. Only without --config.");
+          "The default job's configs from this folder: the image job's fashion_mnist_teacher, "
+          "_student and _student_kd.pbtxt, the LM job's fortunes_teacher, _student, _student_kd "
+          "and _student_gkd.pbtxt. Default: tools/configs. Only without --config.");
 ABSL_FLAG(std::string, python, "",
           "The Python (with torch) that exports the package teacher of --teacher_format=aoti. "
           "Default: $LIBKD_VENV/bin/python, else ~/.cache/libkd/venv/bin/python (the "
@@ -223,9 +240,150 @@ int DefaultJob() {
   return 0;
 }
 
+// The LM job's parts: its name, config and the role its config trains.
+struct LmPart {
+  const char* name;
+  const char* config;
+};
+constexpr LmPart kLmParts[] = {{"teacher", "fortunes_teacher.pbtxt"},
+                               {"student", "fortunes_student.pbtxt"},
+                               {"student_kd", "fortunes_student_kd.pbtxt"},
+                               {"student_gkd", "fortunes_student_gkd.pbtxt"}};
+constexpr char kLmDataPrefix[] = "runs/lm/data/";
+
+// The token files' paths of `config` (kLmDataPrefix in the configs) in `data`.
+void PointAtLmData(DistillConfig& config, const std::string& data) {
+  for (DatasetConfig& dataset : *config.mutable_datasets()) {
+    for (Kwarg& kwarg : *dataset.mutable_kwargs()) {
+      if (kwarg.name() == "path" && absl::StartsWith(kwarg.str(), kLmDataPrefix)) {
+        kwarg.set_str(absl::StrCat(data, "/", kwarg.str().substr(sizeof(kLmDataPrefix) - 1)));
+      }
+    }
+  }
+}
+
+// A trained LM of the job: its parameters, its Hugging Face folder (<dir>/hf, for transformers'
+// from_pretrained and //tools:generate) and its continuations of `prompts`.
+struct LmResult {
+  int64_t parameters = 0;
+  std::vector<std::string> samples;
+};
+
+absl::StatusOr<LmResult> DescribeLm(const DistillConfig& config, const std::string& dir,
+                                    const SentencePieceTokenizer& tokenizer,
+                                    const std::vector<std::string>& prompts) {
+  ModelConfig trained = config.student();
+  trained.set_src_ckpt(dir + "/model.pt");
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(trained, "", "student"));
+  std::shared_ptr<CausalLm> lm = std::dynamic_pointer_cast<CausalLm>(GetNativeModule(*model));
+  if (lm == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": the LM job's models are native causal LMs (llama, qwen2, gpt2)"));
+  }
+  LmResult result;
+  for (const NamedTensor& param : model->NamedParameters())
+    result.parameters += param.second.numel();
+  KD_RETURN_IF_ERROR(SaveHfCausalLm(*lm, dir + "/hf"));
+  KD_ASSIGN_OR_RETURN(
+      result.samples,
+      GenerateText(
+          *lm, tokenizer, prompts,
+          {.max_new_tokens = 24, .do_sample = true, .temperature = 0.8, .top_k = 40, .seed = 1}));
+  return result;
+}
+
+int LmJob() {
+  const std::string root = ResolveUserPath(
+      absl::GetFlag(FLAGS_run_dir).empty() ? "runs/lm" : absl::GetFlag(FLAGS_run_dir));
+  std::vector<DistillConfig> configs;
+  std::vector<std::string> texts;
+  for (const LmPart& part : kLmParts) {
+    std::string text;
+    absl::StatusOr<DistillConfig> config = Load(DefaultConfig(part.config), &text);
+    if (!config.ok()) return Fail(config.status().message());
+    configs.push_back(*std::move(config));
+    texts.push_back(std::move(text));
+  }
+  // The corpus tokenized once (a tokenizer trained on its train split, the three splits as
+  // token files): a resumed run reuses it, --overwrite makes it again.
+  const std::string data = root + "/data";
+  std::error_code error;
+  if (absl::GetFlag(FLAGS_overwrite) || !std::filesystem::exists(data + "/meta.json", error)) {
+    if (absl::Status made = CheckNotInSystemFolder(root); !made.ok()) return Fail(made.message());
+    const bool made_root = !std::filesystem::exists(root, error);
+    std::filesystem::create_directories(root, error);
+    if (error) return Fail(absl::StrCat(root, ": cannot make it: ", error.message()), 1);
+    absl::StatusOr<TokenCorpusSummary> corpus =
+        WriteTokenCorpus({.corpus = ResolveUserPath(absl::GetFlag(FLAGS_corpus)),
+                          .out_dir = data,
+                          .out_dir_name = "the LM job's data folder",
+                          .vocab_size = 2048,
+                          .seed = 1,
+                          .overwrite = absl::GetFlag(FLAGS_overwrite)});
+    if (!corpus.ok()) {
+      if (made_root) std::filesystem::remove(root, error);  // nothing left behind
+      return Fail(corpus.status().message(), ExitCodeOf(corpus.status()));
+    }
+    std::cerr << absl::StrFormat(
+        "distill: tokenized %s into %s: %d documents; train %d, validation %d, test %d tokens "
+        "(BPE, %d pieces)\n",
+        absl::GetFlag(FLAGS_corpus), data, corpus->documents, corpus->splits[0].tokens,
+        corpus->splits[1].tokens, corpus->splits[2].tokens, corpus->vocab_size);
+  }
+  absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> tokenizer =
+      SentencePieceTokenizer::Load(data + "/tokenizer.model");
+  if (!tokenizer.ok()) return Fail(tokenizer.status().message());
+  const std::string teacher_ckpt = root + "/teacher/model.pt";
+  const std::vector<std::string> prompts = {"The meaning of life is", "A computer", "Never trust"};
+  std::vector<RunSummary> summaries;
+  std::vector<LmResult> results;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    DistillConfig& config = configs[i];
+    const std::string dir = absl::StrCat(root, "/", kLmParts[i].name);
+    PointAtLmData(config, data);
+    config.mutable_student()->set_dst_ckpt(dir + "/model.pt");
+    if (config.has_teacher()) config.mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    google::protobuf::TextFormat::PrintToString(config, &texts[i]);
+    absl::StatusOr<RunSummary> summary =
+        RunJob(config, kLmParts[i].name, texts[i], JobOptionsOf(dir));
+    if (!summary.ok()) {
+      return Fail(absl::StrCat(kLmParts[i].name, ": ", summary.status().message()),
+                  ExitCodeOf(summary.status()));
+    }
+    absl::StatusOr<LmResult> result = DescribeLm(config, dir, **tokenizer, prompts);
+    if (!result.ok()) {
+      return Fail(absl::StrCat(kLmParts[i].name, ": ", result.status().message()),
+                  ExitCodeOf(result.status()));
+    }
+    summaries.push_back(*std::move(summary));
+    results.push_back(*std::move(result));
+  }
+  std::cout << absl::StrFormat("\n%-12s %-16s %10s %15s %14s %9s\n", "model", "box", "parameters",
+                               "test perplexity", "test token acc", "time");
+  for (size_t i = 0; i < summaries.size(); ++i) {
+    const RunSummary& s = summaries[i];
+    auto metric = [&](const char* name) {
+      auto it = s.test_metrics().find(name);
+      return it == s.test_metrics().end() ? NAN : it->second;
+    };
+    std::cout << absl::StrFormat("%-12s %-16s %9.2fM %15.2f %13.2f%% %9s\n", s.name(), s.box(),
+                                 results[i].parameters / 1e6, metric("perplexity"),
+                                 100 * metric("token_accuracy"), Clock(s.seconds()));
+  }
+  std::cout << "\nSampled continuations (temperature 0.8, top-k 40, seed 1):\n";
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (size_t i = 0; i < summaries.size(); ++i) {
+      std::cout << absl::StrFormat("  %-12s %s\n", summaries[i].name(),
+                                   absl::CHexEscape(results[i].samples[p]));
+    }
+  }
+  std::cout << "\nThe models as Hugging Face folders: " << root << "/<model>/hf\n";
+  return 0;
+}
+
 int Main() {
   const std::string path = absl::GetFlag(FLAGS_config);
-  if (path.empty()) return DefaultJob();
+  if (path.empty()) return absl::GetFlag(FLAGS_job) == "lm" ? LmJob() : DefaultJob();
   std::string text;
   absl::StatusOr<DistillConfig> config = Load(ResolveUserPath(path), &text);
   if (!config.ok()) {
@@ -285,7 +443,18 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--teacher_format must be native or aoti, got \"", format, "\""));
   }
+  if (const std::string job = absl::GetFlag(FLAGS_job); job != "image" && job != "lm") {
+    return absl::InvalidArgumentError(absl::StrCat("--job must be image or lm, got \"", job, "\""));
+  }
+  if (absl::GetFlag(FLAGS_job) == "lm" && absl::GetFlag(FLAGS_teacher_format) != "native") {
+    return absl::InvalidArgumentError(
+        "--teacher_format is the image job's; the LM job's teacher is a native Llama");
+  }
   if (!absl::GetFlag(FLAGS_config).empty()) {
+    if (absl::GetFlag(FLAGS_job) != "image") {
+      return absl::InvalidArgumentError(
+          "--job picks a default job; with --config the config is the job: drop one");
+    }
     if (absl::GetFlag(FLAGS_teacher_format) != "native") {
       return absl::InvalidArgumentError(
           "--teacher_format is the default job's; with --config the config names its teacher "

@@ -1,0 +1,446 @@
+// Response-based distillation of a causal LM: libkd's DistillationBox against silverspoon-kd's
+// ResponseBasedDistiller and against a plain PyTorch loop of the same kernels, side by side in
+// one run (the two Python columns served over a pipe by peer_lm_kd_timing.py), at batch 2 x 32
+// tokens (where Python's per-op cost dominates) and 8 x 128 (where the kernels do). Prints per
+// size the steps/s and tokens/s of each column and libkd's speed-up over each, the median of
+// paired ratios.
+//
+// Like for like on all three columns:
+// - the same tiny Llama pair, random init: teacher 4 layers x hidden 256 (intermediate 688,
+//   4 heads), student 2 x 128 (344, 4 heads), vocabulary 4096. The peer makes them with
+//   transformers (LlamaConfig + from_config, seeded) and save_pretrained's them; libkd's
+//   "hf_causal_lm" loads the same folders. Float32, transformers' default attention (sdpa).
+// - the same batches: random ids (seeded) written here as a flat uint16 token file, read by
+//   libkd's "token_file" and by the peer from the bytes, windows in order, never shuffled;
+//   labels = input_ids.
+// - the same loss: silverspoon-kd's alpha 0.5 with "kl_div" at temperature 2, i.e. 0.5 soft +
+//   0.5 the student's own next-token loss (libkd: terms "kl_div" and "CausalLMLoss", each
+//   weighted 0.5; box_lm_kd_test holds them equal). Before timing, the first 3 steps' losses
+//   of fresh models on every side are printed and must agree (relative 1e-4).
+// - the same optimizer: AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay, the
+//   per-parameter implementation on every side (the peer's Trainer with optim "adamw_torch");
+//   constant learning rate; no gradient clipping (the peer's max_grad_norm 0, libkd's unset).
+// - one intra-op thread each (--threads), tcmalloc each (libkd's binaries link it; the peer
+//   LD_PRELOADs it).
+// - libkd's teacher cache and overlap off (silverspoon-kd has neither on the CPU);
+//   --teacher_extras leaves them at their defaults (AUTO), an advantage the peer does not get.
+//
+// A round is an epoch of --steps batches on each side, the three alternating: libkd's box
+// Run()s one epoch per round (after a warm-up epoch, and before a last one left untimed, whose
+// end is the run's), and its on_epoch callback asks the peer for a round of silverspoon-kd's
+// and one of the plain loop (their order alternating), so all three see the same machine
+// state. libkd's round is timed from the end of one callback to the start of the next (its
+// epoch, loading the batches and the epoch's own work included); silverspoon-kd's from each
+// step's on_step_begin to its on_step_end in the distiller's own Trainer loop
+// (distiller.train(): silverspoon-kd's training_step, the grad norm the Trainer logs, the
+// optimizer step, zero_grad; not fetching the batch); the plain loop's per step.
+//
+//   bazel run -c opt //distill/boxes:lm_kd_benchmark -- --pairs=5
+//   (the peers: tools/install_deps.sh --peers)
+#include <dlfcn.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "distill/boxes/box.h"
+#include "distill/boxes/box_options.h"
+#include "distill/data/data_loader.h"
+#include "google/protobuf/text_format.h"
+#include "testing/peer_process.h"
+#include "testing/ratio_reporter.h"
+
+ABSL_FLAG(int, pairs, 5, "timed rounds of each side per size, alternating (after a warm-up)");
+ABSL_FLAG(int, steps, 20, "training steps a round (an epoch of its token file), each side");
+ABSL_FLAG(int, threads, 1, "intra-op threads, each side");
+ABSL_FLAG(bool, teacher_extras, false,
+          "leave libkd's teacher cache and overlap at their defaults (AUTO): work the peer does "
+          "not skip (off by default: like for like)");
+ABSL_FLAG(std::string, work_dir, "/tmp/libkd_lm_kd_benchmark",
+          "where the models, token files, run folders and the peer's log go (replaced)");
+
+namespace kd {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+constexpr int64_t kVocab = 4096;
+// The first steps whose losses must agree before timing, and how closely (relative).
+constexpr int kLossSteps = 3;
+constexpr double kLossTolerance = 1e-4;
+
+struct Size {
+  int64_t batch, block;
+  std::string name() const { return absl::StrCat(batch, " x ", block); }
+  std::string file() const { return absl::StrCat(batch, "x", block); }
+};
+
+// Seconds of each timed round of one column.
+struct Rounds {
+  std::vector<double> wall, cpu;
+};
+
+struct SizeResult {
+  Size size;
+  Rounds libkd, silverspoon, plain;
+  // libkd's teacher cache and overlap in the last timed epoch.
+  std::optional<TeacherCacheReport> teacher_cache;
+};
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// This process's CPU time, every thread's (a loader's or the teacher's thread included).
+double ProcessSeconds() {
+  timespec now;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// `count` random ids below kVocab (seeded by `seed`) as a flat little-endian uint16 file.
+absl::Status WriteTokens(const std::string& path, int64_t count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> id(0, kVocab - 1);
+  std::vector<uint16_t> ids(count);
+  for (uint16_t& v : ids) v = static_cast<uint16_t>(id(gen));  // x86: little-endian
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(ids.data()),
+            static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("could not write the token file ", path));
+  return absl::OkStatus();
+}
+
+// The box: silverspoon-kd's ResponseBasedDistiller(alpha=0.5, soft_loss_fn="kl_div",
+// soft_loss_fn_kwargs={"temperature": 2.0}) as a criterion, the peer's AdamW, `epochs` epochs
+// of the token file's windows in order.
+absl::StatusOr<DistillConfig> Config(const std::string& models, const std::string& tokens,
+                                     const Size& size, int epochs, bool extras) {
+  const std::string text = absl::StrFormat(
+      R"pb(
+        run { name: "lm_kd" seed: 1 log_every_n_steps: 1000000 }
+        datasets {
+          id: "train"
+          key: "token_file"
+          kwargs { name: "path" str: "%s" }
+          kwargs { name: "block_size" integer: %d }
+          kwargs { name: "vocab_size" integer: %d }
+        }
+        teacher {
+          native {
+            key: "hf_causal_lm"
+            kwargs { name: "path" str: "%s/teacher" }
+          }
+        }
+        student {
+          native {
+            key: "hf_causal_lm"
+            kwargs { name: "path" str: "%s/student" }
+          }
+        }
+        train {
+          name: "kd"
+          num_epochs: %d
+          train_data_loader { dataset_id: "train" batch_size: %d }
+          optimizer {
+            key: "AdamW"
+            kwargs { name: "lr" number: 0.001 }
+            kwargs {
+              name: "betas"
+              numbers { values: [ 0.9, 0.999 ] }
+            }
+            kwargs { name: "eps" number: 1e-8 }
+            kwargs { name: "weight_decay" number: 0 }
+          }
+          criterion {
+            terms {
+              name: "soft"
+              key: "kl_div"
+              kwargs { name: "temperature" number: 2 }
+              weight: 0.5
+              inputs { arg: "student" source: STUDENT }
+              inputs { arg: "teacher" source: TEACHER }
+            }
+            terms {
+              name: "hard"
+              key: "CausalLMLoss"
+              weight: 0.5
+              inputs { arg: "input" source: STUDENT }
+              inputs { arg: "labels" source: TARGETS }
+            }
+          } %s
+        }
+        checkpoint { save_last: false save_best: false }
+      )pb",
+      tokens, size.block, kVocab, models, models, epochs, size.batch,
+      extras ? "" : "teacher_cache { mode: OFF } overlap_teacher: OFF");
+  DistillConfig config;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
+    return absl::InternalError("the benchmark's own config does not parse");
+  }
+  return config;
+}
+
+int64_t NumParams(const Model& model) {
+  int64_t n = 0;
+  for (const auto& [name, p] : model.NamedParameters()) n += p.numel();
+  return n;
+}
+
+// The answer's numbers, exactly `count` of them.
+absl::StatusOr<std::vector<double>> Ask(test::PeerProcess& peer, const std::string& request,
+                                        size_t count) {
+  const std::optional<std::vector<double>> answer = peer.Ask(request);
+  if (!answer.has_value() || answer->size() != count) {
+    return absl::InternalError(absl::StrCat(
+        "the peer did not answer \"", request, "\" (its log: ", absl::GetFlag(FLAGS_work_dir),
+        "/peer.log; is silverspoon-kd installed? tools/install_deps.sh --peers)"));
+  }
+  return *answer;
+}
+
+// The total loss of the first `steps` steps of a fresh box, driven by its step API.
+absl::StatusOr<std::vector<double>> FirstLosses(Box& box, int steps) {
+  std::vector<double> losses;
+  KD_RETURN_IF_ERROR(box.PreEpoch(0));
+  KD_ASSIGN_OR_RETURN(DataLoader * loader, box.TrainLoader());
+  for (BatchStream batches(*loader); !batches.done();) {
+    if (static_cast<int>(losses.size()) == steps) break;
+    Batch batch = batches.Next();
+    KD_RETURN_IF_ERROR(box.PreForward(batch));
+    KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
+    losses.push_back(loss.item<double>());
+    KD_RETURN_IF_ERROR(box.PostForward(loss));
+  }
+  return losses;
+}
+
+double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
+  }
+  return worst;
+}
+
+std::string Losses(const std::vector<double>& losses) {
+  return absl::StrJoin(losses, " ", [](std::string* out, double v) {
+    absl::StrAppend(out, absl::StrFormat("%.6f", v));
+  });
+}
+
+// Fresh models on every side, the same first batches: the losses of the first steps must agree
+// (the weights, batches, loss and optimizer are the same), or the timing compares other work.
+absl::Status CheckLosses(test::PeerProcess& peer, const DistillConfig& config,
+                         const std::string& tokens, const Size& size,
+                         const std::vector<double>& peer_params) {
+  const std::string run_dir = absl::StrCat(absl::GetFlag(FLAGS_work_dir), "/check_", size.file());
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
+                      MakeBox(config, {.run_dir = run_dir, .overwrite = true}));
+  const int64_t teacher = NumParams(*box->teacher()), student = NumParams(box->student());
+  if (teacher != static_cast<int64_t>(peer_params[0]) ||
+      student != static_cast<int64_t>(peer_params[1])) {
+    return absl::InternalError(absl::StrFormat(
+        "the models differ: libkd's teacher has %d parameters and student %d, the peer's %d "
+        "and %d",
+        teacher, student, static_cast<int64_t>(peer_params[0]),
+        static_cast<int64_t>(peer_params[1])));
+  }
+  KD_ASSIGN_OR_RETURN(std::vector<double> ours, FirstLosses(*box, kLossSteps));
+  KD_ASSIGN_OR_RETURN(
+      std::vector<double> theirs,
+      Ask(peer, absl::StrCat("losses ", tokens, " ", size.batch, " ", size.block, " ", kLossSteps),
+          2 * kLossSteps));
+  const std::vector<double> silverspoon(theirs.begin(), theirs.begin() + kLossSteps);
+  const std::vector<double> plain(theirs.begin() + kLossSteps, theirs.end());
+  const double ss = MaxRelativeDifference(ours, silverspoon);
+  const double pt = MaxRelativeDifference(ours, plain);
+  std::printf(
+      "%-8s first %d steps' losses: libkd %s, silverspoon-kd %s, PyTorch %s; max relative "
+      "difference %.1e (silverspoon-kd), %.1e (PyTorch)\n",
+      size.name().c_str(), kLossSteps, Losses(ours).c_str(), Losses(silverspoon).c_str(),
+      Losses(plain).c_str(), ss, pt);
+  std::fflush(stdout);
+  if (!(ss <= kLossTolerance && pt <= kLossTolerance)) {
+    return absl::InternalError(absl::StrFormat(
+        "the losses differ by more than %.0e: the sides do not compute the same thing",
+        kLossTolerance));
+  }
+  return absl::OkStatus();
+}
+
+// The timed rounds at one size: libkd's Run() epochs, the peer's rounds between them.
+absl::StatusOr<SizeResult> TimeSize(test::PeerProcess& peer, const std::string& models,
+                                    const Size& size, const std::vector<double>& peer_params) {
+  const int steps = absl::GetFlag(FLAGS_steps), pairs = absl::GetFlag(FLAGS_pairs);
+  const bool extras = absl::GetFlag(FLAGS_teacher_extras);
+  const std::string dir = absl::GetFlag(FLAGS_work_dir);
+  const std::string tokens = absl::StrCat(dir, "/tokens_", size.file(), ".bin");
+  KD_RETURN_IF_ERROR(WriteTokens(tokens, steps * size.batch * size.block,
+                                 static_cast<uint32_t>(1000 * size.batch + size.block)));
+  KD_ASSIGN_OR_RETURN(DistillConfig config, Config(models, tokens, size, 2 + pairs, extras));
+  KD_RETURN_IF_ERROR(CheckLosses(peer, config, tokens, size, peer_params));
+
+  SizeResult result{.size = size};
+  const std::string args = absl::StrCat(tokens, " ", size.batch, " ", size.block, " ", steps);
+  absl::Status peer_status;
+  double start_wall = 0, start_cpu = 0;
+  auto on_epoch = [&](const EpochReport& report) {
+    const double wall = WallSeconds() - start_wall, cpu = ProcessSeconds() - start_cpu;
+    // The first epoch warms up (the stage's setup, first allocations), the last is not timed
+    // (the run's end: the peer's end of train() is not timed either).
+    if (!peer_status.ok() || report.epoch > 1 + pairs) return;
+    const bool warmup = report.epoch == 1;
+    if (!warmup) {
+      result.libkd.wall.push_back(wall);
+      result.libkd.cpu.push_back(cpu);
+      result.teacher_cache = report.teacher_cache;
+    }
+    for (int i = 0; i < 2; ++i) {  // silverspoon-kd first in odd epochs, PyTorch in even ones
+      const bool silverspoon = (i == 0) == (report.epoch % 2 == 1);
+      absl::StatusOr<std::vector<double>> t =
+          Ask(peer, absl::StrCat(silverspoon ? "silverspoon " : "plain ", args), 2);
+      if (!t.ok()) {
+        peer_status = t.status();
+        return;
+      }
+      if (warmup) continue;
+      Rounds& rounds = silverspoon ? result.silverspoon : result.plain;
+      rounds.wall.push_back((*t)[0]);
+      rounds.cpu.push_back((*t)[1]);
+    }
+    start_wall = WallSeconds();
+    start_cpu = ProcessSeconds();
+  };
+  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
+                      MakeBox(config, {.run_dir = absl::StrCat(dir, "/run_", size.file()),
+                                       .overwrite = true,
+                                       .on_epoch = on_epoch}));
+  start_wall = WallSeconds();
+  start_cpu = ProcessSeconds();
+  KD_RETURN_IF_ERROR(box->Run().status());
+  KD_RETURN_IF_ERROR(peer_status);
+  return result;
+}
+
+// The median over pairs of other's seconds / libkd's: libkd's speed-up.
+double SpeedUp(const std::vector<double>& libkd, const std::vector<double>& other) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < libkd.size(); ++i) ratios.push_back(other[i] / libkd[i]);
+  return test::Median(std::move(ratios));
+}
+
+void PrintTable(const std::vector<SizeResult>& results) {
+  const int steps = absl::GetFlag(FLAGS_steps);
+  std::printf(
+      "\nlibkd (%s) against silverspoon-kd's ResponseBasedDistiller and a plain PyTorch loop "
+      "(tcmalloc by LD_PRELOAD); %d intra-op thread(s) each; libkd's teacher cache and overlap "
+      "%s; %d steps a round, medians of %zu rounds; speed-ups: medians of paired ratios of "
+      "wall time (CPU time in brackets)\n",
+      dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc",
+      absl::GetFlag(FLAGS_threads),
+      absl::GetFlag(FLAGS_teacher_extras) ? "at their defaults (AUTO)" : "off", steps,
+      results.empty() ? size_t{0} : results[0].libkd.wall.size());
+  std::printf("%-8s | %-33s | %-33s | %-31s\n", "", "steps/s", "tokens/s", "libkd's speed-up");
+  std::printf("%-8s | %9s %13s %9s | %9s %13s %9s | %15s %15s\n", "size", "libkd", "silverspoon",
+              "PyTorch", "libkd", "silverspoon", "PyTorch", "vs silverspoon", "vs PyTorch");
+  for (const SizeResult& r : results) {
+    const double tokens = static_cast<double>(r.size.batch * r.size.block);
+    const double libkd = steps / test::Median(r.libkd.wall);
+    const double silverspoon = steps / test::Median(r.silverspoon.wall);
+    const double plain = steps / test::Median(r.plain.wall);
+    const std::string vs_ss =
+        absl::StrFormat("%.2fx (%.2fx)", SpeedUp(r.libkd.wall, r.silverspoon.wall),
+                        SpeedUp(r.libkd.cpu, r.silverspoon.cpu));
+    const std::string vs_pt = absl::StrFormat("%.2fx (%.2fx)", SpeedUp(r.libkd.wall, r.plain.wall),
+                                              SpeedUp(r.libkd.cpu, r.plain.cpu));
+    std::printf("%-8s | %9.1f %13.1f %9.1f | %9.0f %13.0f %9.0f | %15s %15s\n",
+                r.size.name().c_str(), libkd, silverspoon, plain, libkd * tokens,
+                silverspoon * tokens, plain * tokens, vs_ss.c_str(), vs_pt.c_str());
+  }
+  // What libkd skipped (with --teacher_extras): the teacher's rows served from its cache, and
+  // whether it ran a batch ahead on a thread of its own.
+  for (const SizeResult& r : results) {
+    if (!r.teacher_cache.has_value()) continue;
+    const TeacherCacheReport& c = *r.teacher_cache;
+    const std::string cache =
+        c.on ? absl::StrFormat("on, %d of %d rows served from it", c.hits, c.hits + c.misses)
+             : absl::StrCat("off (", c.off_reason, ")");
+    const std::string overlap =
+        c.overlapped ? "on" : absl::StrCat("off (", c.overlap_off_reason, ")");
+    std::printf("%-8s libkd's last timed epoch: teacher cache %s; overlap %s\n",
+                r.size.name().c_str(), cache.c_str(), overlap.c_str());
+  }
+}
+
+absl::Status Main() {
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (absl::GetFlag(FLAGS_pairs) < 1 || absl::GetFlag(FLAGS_steps) < kLossSteps || threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("need --pairs >= 1, --steps >= ", kLossSteps, " and --threads >= 1"));
+  }
+  at::set_num_threads(threads);
+  const std::string dir = absl::GetFlag(FLAGS_work_dir);
+  std::error_code error;
+  fs::remove_all(dir, error);
+  fs::create_directories(dir + "/models", error);
+  if (error) return absl::InternalError(absl::StrCat("cannot make ", dir, ": ", error.message()));
+
+  test::PeerProcess peer;
+  if (!peer.Start({.script = "distill/boxes/peer_lm_kd_timing.py",
+                   .args = {absl::StrCat(threads), dir + "/peer.log"},
+                   .env = {absl::StrCat("LD_PRELOAD=", kTcmalloc),
+                           absl::StrCat("OMP_NUM_THREADS=", threads)}})) {
+    return absl::InternalError("the peer did not start (tools/install_deps.sh --peers)");
+  }
+  // The peer makes the models once; libkd reads the same folders.
+  const std::string models = dir + "/models";
+  KD_ASSIGN_OR_RETURN(std::vector<double> params, Ask(peer, "models " + models, 2));
+  std::printf(
+      "models: teacher %.0f parameters, student %.0f (Llama, vocabulary %ld, random "
+      "init, transformers' save_pretrained; both sides load the same files)\n",
+      params[0], params[1], static_cast<long>(kVocab));
+  std::vector<SizeResult> results;
+  for (const Size& size : {Size{2, 32}, Size{8, 128}}) {
+    KD_ASSIGN_OR_RETURN(SizeResult r, TimeSize(peer, models, size, params));
+    results.push_back(std::move(r));
+  }
+  PrintTable(results);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace kd
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const absl::Status status = kd::Main();
+  if (!status.ok()) {
+    std::fprintf(stderr, "lm_kd_benchmark: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
