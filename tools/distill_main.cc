@@ -504,10 +504,10 @@ int DistillMain(int argc, char** argv) {
   }
   if (absl::GetFlag(FLAGS_threads) > 0) {
     at::set_num_threads(absl::GetFlag(FLAGS_threads));
-  } else if (absl::GetFlag(FLAGS_config).empty()) {
-    // The default job's small CNNs gain little from a second OpenMP thread on a
+  } else if (absl::GetFlag(FLAGS_config).empty() && absl::GetFlag(FLAGS_job) == "image") {
+    // The image job's small CNNs gain little from a second OpenMP thread on a
     // 2-core machine and lose much when the machine is busy (measured: README,
-    // "The main job").
+    // "The main job"). The LM job's matrix products use every core (1.75x with two).
     at::set_num_threads(1);
   }
   return FinishOutput(kTool, Main());

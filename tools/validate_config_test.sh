@@ -16,6 +16,8 @@ for config in "$root"/tools/configs/*.pbtxt; do
     check "$name: summary" grep -qE '^Distills the teacher \(AOTInductor package runs/aoti/teacher.pt2\) into the student' <<<"$out"
   elif grep -q 'tests/testdata/small_cnn.pt' "$config"; then
     check "$name: summary" grep -qE '^Distills the teacher \(TorchScript tests/testdata/small_cnn.pt\) into the student' <<<"$out"
+  elif grep -q 'llama' "$config"; then  # the LM job's configs: native Llamas
+    check "$name: summary" grep -qE '^(Distills the teacher \(native model "llama"|Trains the student \(native model "llama")' <<<"$out"
   else  # the default job's configs: native models
     check "$name: summary" grep -qE '^(Distills the teacher \(native model "fashion_cnn"|Trains the student \(native model "fashion_cnn")' <<<"$out"
   fi
@@ -42,7 +44,7 @@ broken.pbtxt:6:3: missing required kwarg "lr" for optimizer "SGD" (learning rate
 broken.pbtxt:7:15: missing required kwarg "temperature" for loss "KDLoss" (softening T)
 broken.pbtxt:7:37: unknown field "wieght" in LossTermConfig; did you mean "weight"?
 broken.pbtxt:7:65: reads the teacher, but the run has none (DistillConfig.teacher is unset)
-broken.pbtxt:8:22: no pre_forward_proc "default_pre_forward" is registered; registered: default_pre_forward_process'
+broken.pbtxt:8:22: no pre_forward_proc "default_pre_forward" is registered; registered: default_pre_forward_process, on_policy_generation'
 # A relative path is taken from the folder `bazel run` was called in, and named as given.
 out=$(cd / && BUILD_WORKING_DIRECTORY="$TEST_TMPDIR" "$tool" --config=broken.pbtxt); rc=$?
 check "broken: exit 2" test "$rc" -eq 2

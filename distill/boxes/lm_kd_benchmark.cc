@@ -23,7 +23,9 @@
 // - one intra-op thread each (--threads), tcmalloc each (libkd's binaries link it; the peer
 //   LD_PRELOADs it).
 // - libkd's teacher cache and overlap off (silverspoon-kd has neither on the CPU);
-//   --teacher_extras leaves them at their defaults (AUTO), an advantage the peer does not get.
+//   --teacher_extras=overlap puts the teacher a batch ahead on the idle core (a second core the
+//   peer does not use), =auto leaves cache and overlap at their defaults: advantages the peer
+//   lacks.
 //
 // A round is an epoch of --steps batches on each side, the three alternating: libkd's box
 // Run()s one epoch per round (after a warm-up epoch, and before a last one left untimed, whose
@@ -74,9 +76,11 @@
 ABSL_FLAG(int, pairs, 5, "timed rounds of each side per size, alternating (after a warm-up)");
 ABSL_FLAG(int, steps, 20, "training steps a round (an epoch of its token file), each side");
 ABSL_FLAG(int, threads, 1, "intra-op threads, each side");
-ABSL_FLAG(bool, teacher_extras, false,
-          "leave libkd's teacher cache and overlap at their defaults (AUTO): work the peer does "
-          "not skip (off by default: like for like)");
+ABSL_FLAG(std::string, teacher_extras, "off",
+          "libkd's teacher cache and overlap: off (like for like, the default); overlap (the "
+          "teacher's forward a batch ahead on the idle core, the cache off: a second core the "
+          "peer does not use); auto (both at their defaults: with repeated windows the cache "
+          "serves the teacher from the second epoch)");
 ABSL_FLAG(std::string, work_dir, "/tmp/libkd_lm_kd_benchmark",
           "where the models, token files, run folders and the peer's log go (replaced)");
 
@@ -138,7 +142,7 @@ absl::Status WriteTokens(const std::string& path, int64_t count, uint32_t seed) 
 // soft_loss_fn_kwargs={"temperature": 2.0}) as a criterion, the peer's AdamW, `epochs` epochs
 // of the token file's windows in order.
 absl::StatusOr<DistillConfig> Config(const std::string& models, const std::string& tokens,
-                                     const Size& size, int epochs, bool extras) {
+                                     const Size& size, int epochs, const std::string& extras) {
   const std::string text = absl::StrFormat(
       R"pb(
         run { name: "lm_kd" seed: 1 log_every_n_steps: 1000000 }
@@ -196,7 +200,9 @@ absl::StatusOr<DistillConfig> Config(const std::string& models, const std::strin
         checkpoint { save_last: false save_best: false }
       )pb",
       tokens, size.block, kVocab, models, models, epochs, size.batch,
-      extras ? "" : "teacher_cache { mode: OFF } overlap_teacher: OFF");
+      extras == "auto"      ? ""
+      : extras == "overlap" ? "teacher_cache { mode: OFF } overlap_teacher: ON"
+                            : "teacher_cache { mode: OFF } overlap_teacher: OFF");
   DistillConfig config;
   if (!google::protobuf::TextFormat::ParseFromString(text, &config)) {
     return absl::InternalError("the benchmark's own config does not parse");
@@ -296,7 +302,7 @@ absl::Status CheckLosses(test::PeerProcess& peer, const DistillConfig& config,
 absl::StatusOr<SizeResult> TimeSize(test::PeerProcess& peer, const std::string& models,
                                     const Size& size, const std::vector<double>& peer_params) {
   const int steps = absl::GetFlag(FLAGS_steps), pairs = absl::GetFlag(FLAGS_pairs);
-  const bool extras = absl::GetFlag(FLAGS_teacher_extras);
+  const std::string extras = absl::GetFlag(FLAGS_teacher_extras);
   const std::string dir = absl::GetFlag(FLAGS_work_dir);
   const std::string tokens = absl::StrCat(dir, "/tokens_", size.file(), ".bin");
   KD_RETURN_IF_ERROR(WriteTokens(tokens, steps * size.batch * size.block,
@@ -362,8 +368,10 @@ void PrintTable(const std::vector<SizeResult>& results) {
       "wall time (CPU time in brackets)\n",
       dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc",
       absl::GetFlag(FLAGS_threads),
-      absl::GetFlag(FLAGS_teacher_extras) ? "at their defaults (AUTO)" : "off", steps,
-      results.empty() ? size_t{0} : results[0].libkd.wall.size());
+      absl::GetFlag(FLAGS_teacher_extras) == "auto"      ? "at their defaults (AUTO)"
+      : absl::GetFlag(FLAGS_teacher_extras) == "overlap" ? "overlap on, cache off"
+                                                         : "off",
+      steps, results.empty() ? size_t{0} : results[0].libkd.wall.size());
   std::printf("%-8s | %-33s | %-33s | %-31s\n", "", "steps/s", "tokens/s", "libkd's speed-up");
   std::printf("%-8s | %9s %13s %9s | %9s %13s %9s | %15s %15s\n", "size", "libkd", "silverspoon",
               "PyTorch", "libkd", "silverspoon", "PyTorch", "vs silverspoon", "vs PyTorch");
@@ -437,6 +445,12 @@ absl::Status Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (const std::string extras = absl::GetFlag(FLAGS_teacher_extras);
+      extras != "off" && extras != "overlap" && extras != "auto") {
+    std::fprintf(stderr, "lm_kd_benchmark: --teacher_extras must be off, overlap or auto, got %s\n",
+                 extras.c_str());
+    return 2;
+  }
   const absl::Status status = kd::Main();
   if (!status.ok()) {
     std::fprintf(stderr, "lm_kd_benchmark: %s\n", std::string(status.message()).c_str());

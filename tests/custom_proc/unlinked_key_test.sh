@@ -5,7 +5,7 @@ set -u
 root="$TEST_SRCDIR/$TEST_WORKSPACE"
 config="$root/tests/custom_proc/scale_samples.pbtxt"
 out=$("$root/tools/validate_config" --config="$config"); rc=$?
-expected="$config:19:5: no pre_forward_proc \"scale_samples\" is registered; registered: default_pre_forward_process"
+expected="$config:19:5: no pre_forward_proc \"scale_samples\" is registered; registered: default_pre_forward_process, on_policy_generation"
 if [[ $rc -eq 2 && "$out" == "$expected" ]]; then
   echo "PASS"; exit 0
 fi
