@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "base/device.h"
 #include "base/file_util.h"
 #include "base/status_macros.h"
@@ -154,27 +155,38 @@ std::string DefaultConfig(const std::string& name) {
   return (std::filesystem::path("tools/configs") / name).string();
 }
 
+// A default job's part: its run's name and its config in --job_configs (tools/configs).
+struct JobPart {
+  const char* name;
+  const char* config;
+};
+
+// Every part's config read and checked (appended to `configs`, its text to `texts`) before
+// anything trains.
+absl::Status LoadJobConfigs(absl::Span<const JobPart> parts, std::vector<DistillConfig>& configs,
+                            std::vector<std::string>& texts) {
+  for (const JobPart& part : parts) {
+    std::string text;
+    KD_ASSIGN_OR_RETURN(DistillConfig config, Load(DefaultConfig(part.config), &text));
+    configs.push_back(std::move(config));
+    texts.push_back(std::move(text));
+  }
+  return absl::OkStatus();
+}
+
 int DefaultJob() {
   const std::string root =
       absl::GetFlag(FLAGS_run_dir).empty() ? "runs/default" : absl::GetFlag(FLAGS_run_dir);
-  struct Job {
-    const char* name;
-    const char* config;
-  };
   const bool package_teacher = absl::GetFlag(FLAGS_teacher_format) == "aoti";
-  const std::vector<Job> jobs = {
+  const std::vector<JobPart> jobs = {
       {"teacher", "fashion_mnist_teacher.pbtxt"},
       {"student", "fashion_mnist_student.pbtxt"},
       {package_teacher ? "student_kd_aoti" : "student_kd", "fashion_mnist_student_kd.pbtxt"}};
   // Every config is read and checked, and the exporter found, before anything trains.
   std::vector<DistillConfig> configs;
   std::vector<std::string> texts;
-  for (const Job& job : jobs) {
-    std::string text;
-    absl::StatusOr<DistillConfig> config = Load(DefaultConfig(job.config), &text);
-    if (!config.ok()) return Fail(config.status().message());
-    configs.push_back(*std::move(config));
-    texts.push_back(std::move(text));
+  if (absl::Status loaded = LoadJobConfigs(jobs, configs, texts); !loaded.ok()) {
+    return Fail(loaded.message());
   }
   std::optional<PackageExporter> exporter;
   if (package_teacher) {
@@ -188,7 +200,7 @@ int DefaultJob() {
       ResolveUserPath((std::filesystem::path(root) / "teacher.pt2").string());
   std::vector<RunSummary> summaries;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const Job& job = jobs[i];
+    const JobPart& job = jobs[i];
     DistillConfig* config = &configs[i];
     std::string& text = texts[i];
     const std::string dir = (std::filesystem::path(root) / job.name).string();
@@ -240,15 +252,11 @@ int DefaultJob() {
   return 0;
 }
 
-// The LM job's parts: its name, config and the role its config trains.
-struct LmPart {
-  const char* name;
-  const char* config;
-};
-constexpr LmPart kLmParts[] = {{"teacher", "fortunes_teacher.pbtxt"},
-                               {"student", "fortunes_student.pbtxt"},
-                               {"student_kd", "fortunes_student_kd.pbtxt"},
-                               {"student_gkd", "fortunes_student_gkd.pbtxt"}};
+// The LM job's parts.
+constexpr JobPart kLmParts[] = {{"teacher", "fortunes_teacher.pbtxt"},
+                                {"student", "fortunes_student.pbtxt"},
+                                {"student_kd", "fortunes_student_kd.pbtxt"},
+                                {"student_gkd", "fortunes_student_gkd.pbtxt"}};
 constexpr char kLmDataPrefix[] = "runs/lm/data/";
 
 // The token files' paths of `config` (kLmDataPrefix in the configs) in `data`.
@@ -297,12 +305,8 @@ int LmJob() {
       absl::GetFlag(FLAGS_run_dir).empty() ? "runs/lm" : absl::GetFlag(FLAGS_run_dir));
   std::vector<DistillConfig> configs;
   std::vector<std::string> texts;
-  for (const LmPart& part : kLmParts) {
-    std::string text;
-    absl::StatusOr<DistillConfig> config = Load(DefaultConfig(part.config), &text);
-    if (!config.ok()) return Fail(config.status().message());
-    configs.push_back(*std::move(config));
-    texts.push_back(std::move(text));
+  if (absl::Status loaded = LoadJobConfigs(kLmParts, configs, texts); !loaded.ok()) {
+    return Fail(loaded.message());
   }
   // The corpus tokenized once (a tokenizer trained on its train split, the three splits as
   // token files): a resumed run reuses it, --overwrite makes it again.

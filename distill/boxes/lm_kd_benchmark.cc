@@ -363,7 +363,7 @@ void PrintTable(const std::vector<SizeResult>& results) {
   const int steps = absl::GetFlag(FLAGS_steps);
   std::printf(
       "\nlibkd (%s) against silverspoon-kd's ResponseBasedDistiller and a plain PyTorch loop "
-      "(tcmalloc by LD_PRELOAD); %d intra-op thread(s) each; libkd's teacher cache and overlap "
+      "(tcmalloc by LD_PRELOAD); %d intra-op thread(s) each; libkd's teacher cache and overlap: "
       "%s; %d steps a round, medians of %zu rounds; speed-ups: medians of paired ratios of "
       "wall time (CPU time in brackets)\n",
       dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc",
