@@ -1,5 +1,5 @@
 // silverspoon-kd's chunk_size, measured: peak memory and time of forward + backward of the
-// divergences (kl_divergence, jsd) on long sequences, three ways, in one run:
+// divergences (kl_divergence, jsd, and libkd's forward_kl) on long sequences, three ways:
 //   whole    chunk_size 0: the whole (tokens, vocabulary) at once
 //   loop     silverspoon-kd's own algorithm, its chunk loop under autograd (written here with
 //            the same libtorch ops), which keeps every chunk's softmaxes for the backward
@@ -123,5 +123,8 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   kd::Run("kl_divergence");
   kd::Run("jsd");
+  // libkd's sequence divergence with chunk_size (the LM soft loss beside shift_labels); its
+  // "loop" column is silverspoon-kd's KL loop, the same algorithm without libkd's backward.
+  kd::Run("forward_kl");
   return 0;
 }
