@@ -1,5 +1,7 @@
 #include "testing/tensor_matchers.h"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -72,10 +74,23 @@ bool TensorsEqual(const at::Tensor& actual, const at::Tensor& expected, std::ost
   if (!at::equal(actual.nan_to_num(0), expected.nan_to_num(0)) ||
       !at::equal(actual.isnan(), expected.isnan())) {
     *why << "values differ; max abs difference "
-         << (actual.to(at::kDouble) - expected.to(at::kDouble)).abs().nan_to_num(0).max().item<double>();
+         << (actual.to(at::kDouble) - expected.to(at::kDouble))
+                .abs()
+                .nan_to_num(0)
+                .max()
+                .item<double>();
     return false;
   }
   return true;
+}
+
+void ExpectNearScale(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,
+                     double rel) {
+  ASSERT_TRUE(actual.defined()) << what;
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const double scale = std::max(1e-3, expected.abs().max().item<double>());
+  const double diff = (actual - expected).abs().max().item<double>();
+  EXPECT_LE(diff, rel * scale) << what << ": max difference " << diff << " at scale " << scale;
 }
 
 }  // namespace test

@@ -13,6 +13,7 @@
 
 #include <ostream>
 #include <sstream>
+#include <string>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
@@ -30,6 +31,13 @@ bool IValuesClose(const c10::IValue& actual, const c10::IValue& expected, double
 // Whether two tensors have equal shapes, dtypes and values (NaN equals NaN); writes the first
 // difference to `why` when not.
 bool TensorsEqual(const at::Tensor& actual, const at::Tensor& expected, std::ostream* why);
+
+// Expects `actual` (defined) to have `expected`'s shape and to differ from it by at most `rel`
+// times expected's scale, its largest magnitude (at least 1e-3): float32 sums taken in another
+// order differ in their last bits relative to the values summed, not to each element. `what`
+// names the tensor in the failure.
+void ExpectNearScale(const at::Tensor& actual, const at::Tensor& expected, const std::string& what,
+                     double rel = 1e-5);
 
 MATCHER_P2(IValueNear, expected, atol,
            "is an IValue within " + ::testing::PrintToString(atol) + " of the expected one") {

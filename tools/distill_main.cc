@@ -17,8 +17,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -28,20 +26,14 @@
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/distributed/ddp.h"
-#include "distill/boxes/model_paths.h"
 #include "distill/config/config_loader.h"
 #include "distill/config/config_validator.h"
-#include "distill/data/sentencepiece_tokenizer.h"
-#include "distill/models/causal_lm.h"
-#include "distill/models/hf_causal_lm.h"
 #include "google/protobuf/text_format.h"
-#include "hooks/native_model.h"
-#include "tools/lm_text.h"
+#include "tools/lm_job.h"
 #include "tools/run_job.h"
 #include "tools/run_log.pb.h"
 #include "tools/run_report.h"
 #include "tools/teacher_package.h"
-#include "tools/token_corpus.h"
 #include "tools/tool_util.h"
 
 ABSL_FLAG(std::string, config, "",
@@ -155,12 +147,6 @@ std::string DefaultConfig(const std::string& name) {
   return (std::filesystem::path("tools/configs") / name).string();
 }
 
-// A default job's part: its run's name and its config in --job_configs (tools/configs).
-struct JobPart {
-  const char* name;
-  const char* config;
-};
-
 // Every part's config read and checked (appended to `configs`, its text to `texts`) before
 // anything trains.
 absl::Status LoadJobConfigs(absl::Span<const JobPart> parts, std::vector<DistillConfig>& configs,
@@ -234,13 +220,9 @@ int DefaultJob() {
     // The test set's metrics (the default configs have one: validation is a split of the
     // training images), else the last validation's.
     const auto& metrics = s.test_metrics().empty() ? s.final_metrics() : s.test_metrics();
-    auto metric = [&](const char* name) {
-      auto it = metrics.find(name);
-      return it == metrics.end() ? NAN : it->second;
-    };
     std::cout << absl::StrFormat("%-16s %-16s %9.2f%% %9.2f%% %9s\n", s.name(), s.box(),
-                                 100 * metric("accuracy"), 100 * metric("top5"),
-                                 Clock(s.seconds()));
+                                 100 * MetricOrNan(metrics, "accuracy"),
+                                 100 * MetricOrNan(metrics, "top5"), Clock(s.seconds()));
   }
   if (absl::GetFlag(FLAGS_tensorboard)) {
     // The three runs side by side: TensorBoard takes each folder with event files as a run.
@@ -252,137 +234,21 @@ int DefaultJob() {
   return 0;
 }
 
-// The LM job's parts.
-constexpr JobPart kLmParts[] = {{"teacher", "fortunes_teacher.pbtxt"},
-                                {"student", "fortunes_student.pbtxt"},
-                                {"student_kd", "fortunes_student_kd.pbtxt"},
-                                {"student_gkd", "fortunes_student_gkd.pbtxt"}};
-constexpr char kLmDataPrefix[] = "runs/lm/data/";
-
-// The token files' paths of `config` (kLmDataPrefix in the configs) in `data`.
-void PointAtLmData(DistillConfig& config, const std::string& data) {
-  for (DatasetConfig& dataset : *config.mutable_datasets()) {
-    for (Kwarg& kwarg : *dataset.mutable_kwargs()) {
-      if (kwarg.name() == "path" && absl::StartsWith(kwarg.str(), kLmDataPrefix)) {
-        kwarg.set_str(absl::StrCat(data, "/", kwarg.str().substr(sizeof(kLmDataPrefix) - 1)));
-      }
-    }
-  }
-}
-
-// A trained LM of the job: its parameters, its Hugging Face folder (<dir>/hf, for transformers'
-// from_pretrained and //tools:generate) and its continuations of `prompts`.
-struct LmResult {
-  int64_t parameters = 0;
-  std::vector<std::string> samples;
-};
-
-absl::StatusOr<LmResult> DescribeLm(const DistillConfig& config, const std::string& dir,
-                                    const SentencePieceTokenizer& tokenizer,
-                                    const std::vector<std::string>& prompts) {
-  ModelConfig trained = config.student();
-  trained.set_src_ckpt(dir + "/model.pt");
-  KD_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(trained, "", "student"));
-  std::shared_ptr<CausalLm> lm = std::dynamic_pointer_cast<CausalLm>(GetNativeModule(*model));
-  if (lm == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, ": the LM job's models are native causal LMs (llama, qwen2, gpt2)"));
-  }
-  LmResult result;
-  for (const NamedTensor& param : model->NamedParameters())
-    result.parameters += param.second.numel();
-  KD_RETURN_IF_ERROR(SaveHfCausalLm(*lm, dir + "/hf"));
-  KD_ASSIGN_OR_RETURN(
-      result.samples,
-      GenerateText(
-          *lm, tokenizer, prompts,
-          {.max_new_tokens = 24, .do_sample = true, .temperature = 0.8, .top_k = 40, .seed = 1}));
-  return result;
-}
-
+// The LM job (tools/lm_job.h) with this program's flags.
 int LmJob() {
-  const std::string root = ResolveUserPath(
-      absl::GetFlag(FLAGS_run_dir).empty() ? "runs/lm" : absl::GetFlag(FLAGS_run_dir));
   std::vector<DistillConfig> configs;
-  std::vector<std::string> texts;
-  if (absl::Status loaded = LoadJobConfigs(kLmParts, configs, texts); !loaded.ok()) {
+  std::vector<std::string> texts;  // the job prints each config again once it has its paths
+  if (absl::Status loaded = LoadJobConfigs(kLmJobParts, configs, texts); !loaded.ok()) {
     return Fail(loaded.message());
   }
-  // The corpus tokenized once (a tokenizer trained on its train split, the three splits as
-  // token files): a resumed run reuses it, --overwrite makes it again.
-  const std::string data = root + "/data";
-  std::error_code error;
-  if (absl::GetFlag(FLAGS_overwrite) || !std::filesystem::exists(data + "/meta.json", error)) {
-    if (absl::Status made = CheckNotInSystemFolder(root); !made.ok()) return Fail(made.message());
-    const bool made_root = !std::filesystem::exists(root, error);
-    std::filesystem::create_directories(root, error);
-    if (error) return Fail(absl::StrCat(root, ": cannot make it: ", error.message()), 1);
-    absl::StatusOr<TokenCorpusSummary> corpus =
-        WriteTokenCorpus({.corpus = ResolveUserPath(absl::GetFlag(FLAGS_corpus)),
-                          .out_dir = data,
-                          .out_dir_name = "the LM job's data folder",
-                          .vocab_size = 2048,
-                          .seed = 1,
-                          .overwrite = absl::GetFlag(FLAGS_overwrite)});
-    if (!corpus.ok()) {
-      if (made_root) std::filesystem::remove(root, error);  // nothing left behind
-      return Fail(corpus.status().message(), ExitCodeOf(corpus.status()));
-    }
-    std::cerr << absl::StrFormat(
-        "distill: tokenized %s into %s: %d documents; train %d, validation %d, test %d tokens "
-        "(BPE, %d pieces)\n",
-        absl::GetFlag(FLAGS_corpus), data, corpus->documents, corpus->splits[0].tokens,
-        corpus->splits[1].tokens, corpus->splits[2].tokens, corpus->vocab_size);
-  }
-  absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> tokenizer =
-      SentencePieceTokenizer::Load(data + "/tokenizer.model");
-  if (!tokenizer.ok()) return Fail(tokenizer.status().message());
-  const std::string teacher_ckpt = root + "/teacher/model.pt";
-  const std::vector<std::string> prompts = {"The meaning of life is", "A computer", "Never trust"};
-  std::vector<RunSummary> summaries;
-  std::vector<LmResult> results;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    DistillConfig& config = configs[i];
-    const std::string dir = absl::StrCat(root, "/", kLmParts[i].name);
-    PointAtLmData(config, data);
-    config.mutable_student()->set_dst_ckpt(dir + "/model.pt");
-    if (config.has_teacher()) config.mutable_teacher()->set_src_ckpt(teacher_ckpt);
-    google::protobuf::TextFormat::PrintToString(config, &texts[i]);
-    absl::StatusOr<RunSummary> summary =
-        RunJob(config, kLmParts[i].name, texts[i], JobOptionsOf(dir));
-    if (!summary.ok()) {
-      return Fail(absl::StrCat(kLmParts[i].name, ": ", summary.status().message()),
-                  ExitCodeOf(summary.status()));
-    }
-    absl::StatusOr<LmResult> result = DescribeLm(config, dir, **tokenizer, prompts);
-    if (!result.ok()) {
-      return Fail(absl::StrCat(kLmParts[i].name, ": ", result.status().message()),
-                  ExitCodeOf(result.status()));
-    }
-    summaries.push_back(*std::move(summary));
-    results.push_back(*std::move(result));
-  }
-  std::cout << absl::StrFormat("\n%-12s %-16s %10s %15s %14s %9s\n", "model", "box", "parameters",
-                               "test perplexity", "test token acc", "time");
-  for (size_t i = 0; i < summaries.size(); ++i) {
-    const RunSummary& s = summaries[i];
-    auto metric = [&](const char* name) {
-      auto it = s.test_metrics().find(name);
-      return it == s.test_metrics().end() ? NAN : it->second;
-    };
-    std::cout << absl::StrFormat("%-12s %-16s %9.2fM %15.2f %13.2f%% %9s\n", s.name(), s.box(),
-                                 results[i].parameters / 1e6, metric("perplexity"),
-                                 100 * metric("token_accuracy"), Clock(s.seconds()));
-  }
-  std::cout << "\nSampled continuations (temperature 0.8, top-k 40, seed 1):\n";
-  for (size_t p = 0; p < prompts.size(); ++p) {
-    for (size_t i = 0; i < summaries.size(); ++i) {
-      std::cout << absl::StrFormat("  %-12s %s\n", summaries[i].name(),
-                                   absl::CHexEscape(results[i].samples[p]));
-    }
-  }
-  std::cout << "\nThe models as Hugging Face folders: " << root << "/<model>/hf\n";
-  return 0;
+  const absl::Status done = RunLmJob(
+      std::move(configs),
+      {.root = ResolveUserPath(absl::GetFlag(FLAGS_run_dir).empty() ? "runs/lm"
+                                                                    : absl::GetFlag(FLAGS_run_dir)),
+       .corpus = ResolveUserPath(absl::GetFlag(FLAGS_corpus)),
+       .overwrite = absl::GetFlag(FLAGS_overwrite),
+       .job_options = JobOptionsOf});
+  return done.ok() ? 0 : Fail(done.message(), ExitCodeOf(done));
 }
 
 int Main() {

@@ -25,6 +25,13 @@ struct JobOptions {
   int tensorboard_histograms_every = 0;  // 0: no histograms
 };
 
+// A part of one of the program's default jobs: its run's name and its config's file name in the
+// job's configs folder (tools/configs, or --job_configs).
+struct JobPart {
+  const char* name;
+  const char* config;
+};
+
 // Runs `config` (whose text is `config_text`) as `job`; writes metrics.jsonl, the TensorBoard
 // events and summary.json in the run folder, which it creates if missing.
 absl::StatusOr<RunSummary> RunJob(const DistillConfig& config, const std::string& job,

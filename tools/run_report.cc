@@ -60,6 +60,12 @@ std::string Json(const google::protobuf::Message& message) {
   return out;
 }
 
+double MetricOrNan(const google::protobuf::Map<std::string, double>& metrics,
+                   const std::string& name) {
+  const auto it = metrics.find(name);
+  return it == metrics.end() ? NAN : it->second;
+}
+
 std::string Clock(double seconds) {
   const int64_t s = static_cast<int64_t>(std::lround(seconds));
   return absl::StrFormat("%02d:%02d", s / 60, s % 60);

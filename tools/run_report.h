@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "distill/boxes/box.h"
+#include "google/protobuf/map.h"
 #include "google/protobuf/message.h"
 #include "tensorboard/event_writer.h"
 
@@ -30,6 +31,11 @@ std::string Json(const google::protobuf::Message& message);
 
 // "mm:ss".
 std::string Clock(double seconds);
+
+// `metrics`' value of `name` (a RunSummary's test_metrics or final_metrics), NaN without one:
+// what the default jobs' tables print.
+double MetricOrNan(const google::protobuf::Map<std::string, double>& metrics,
+                   const std::string& name);
 
 // Progress: a bar redrawn in place on a terminal, plain lines otherwise; metrics.jsonl in the
 // run folder, appended to; with EnableTensorboard, the same values as TensorBoard scalars.

@@ -22,6 +22,7 @@
 #include "distill/models/hf_causal_lm.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
@@ -49,20 +50,16 @@ std::string HfModel(const char* role, const std::string& folder) {
 
 // --- Response-based KD against silverspoon-kd ---------------------------------------------
 
-struct Expected {
-  std::map<std::string, at::Tensor> values;
-  const at::Tensor& at(const std::string& key) const { return values.at(key); }
-};
-
-Expected LoadExpected() {
-  Expected e;
+// tests/testdata/lm/response_kd.pt (make_response_kd_fixtures.py's), entry by entry.
+std::map<std::string, at::Tensor> LoadExpected() {
+  std::map<std::string, at::Tensor> expected;
   absl::StatusOr<c10::IValue> saved = ReadTorchFile(test::FixturePath("lm/response_kd.pt"));
   EXPECT_THAT(saved, IsOk());
-  if (!saved.ok()) return e;
+  if (!saved.ok()) return expected;
   for (const auto& entry : saved->toGenericDict()) {
-    e.values[entry.key().toStringRef()] = entry.value().toTensor();
+    expected[entry.key().toStringRef()] = entry.value().toTensor();
   }
-  return e;
+  return expected;
 }
 
 // ResponseBasedDistiller's loss as libkd's criterion: the soft loss (silverspoon-kd's key, on
@@ -81,17 +78,9 @@ std::string ResponseKdCriterion(const std::string& soft_kwargs, double alpha, bo
                       " }");
 }
 
-void ExpectClose(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what;
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const double scale = std::max(1e-3, expected.abs().max().item<double>());
-  const double diff = (actual - expected).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-5 * scale) << what << ": max difference " << diff << " at scale " << scale;
-}
-
 TEST_F(BoxTest, ResponseBasedKdEqualsSilverspoonKdsLossAndGradients) {
-  const Expected expected = LoadExpected();
-  ASSERT_FALSE(expected.values.empty());
+  const std::map<std::string, at::Tensor> expected = LoadExpected();
+  ASSERT_FALSE(expected.empty());
   const at::Tensor ids = expected.at("input_ids");
   const std::string data = TokenData(WriteTokens("response_kd.bin", 12 * 8, 3), 12);
   const std::map<std::string, std::string> softs = {
@@ -123,8 +112,7 @@ TEST_F(BoxTest, ResponseBasedKdEqualsSilverspoonKdsLossAndGradients) {
                                       }
                                       teacher_cache { mode: OFF }
                                       overlap_teacher: OFF)pb",
-                         " ",
-                         ResponseKdCriterion(kwargs, alpha, magnitude), "}");
+                         " ", ResponseKdCriterion(kwargs, alpha, magnitude), "}");
         auto box = MakeBox(
             Parse(config),
             {.teacher = MakeCausalLmModel(*teacher), .student = MakeCausalLmModel(*student)},
@@ -135,12 +123,12 @@ TEST_F(BoxTest, ResponseBasedKdEqualsSilverspoonKdsLossAndGradients) {
         ASSERT_THAT((*box)->PreForward(batch), IsOk());
         absl::StatusOr<at::Tensor> loss = (*box)->Forward(batch);
         ASSERT_THAT(loss, IsOk());
-        ExpectClose(loss->detach(), expected.at("loss." + name), "loss");
+        test::ExpectNearScale(loss->detach(), expected.at("loss." + name), "loss");
         loss->backward();
         int params = 0;
         for (const auto& item : (*student)->named_parameters()) {
-          ExpectClose(item.value().grad(), expected.at("grad." + name + "." + item.key()),
-                      "grad of " + item.key());
+          test::ExpectNearScale(item.value().grad(), expected.at("grad." + name + "." + item.key()),
+                                "grad of " + item.key());
           ++params;
         }
         EXPECT_EQ(params, 12);

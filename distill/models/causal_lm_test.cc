@@ -19,13 +19,14 @@
 #include "base/file_util.h"
 #include "base/torch_file.h"
 #include "distill/models/generate.h"
-#include "distill/models/next_token.h"
 #include "distill/models/hf_causal_lm.h"
 #include "distill/models/hf_config.h"
 #include "distill/models/model_registry.h"
+#include "distill/models/next_token.h"
 #include "hooks/hook_point.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
+#include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
@@ -66,15 +67,6 @@ Fixture Load(const std::string& name) {
   return f;
 }
 
-// Equal within 1e-5 of the expected tensor's scale (its largest magnitude): float32 sums in
-// another order differ in their last bits, relative to the values summed, not to each element.
-void ExpectClose(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const double scale = std::max(1e-3, expected.abs().max().item<double>());
-  const double diff = (actual - expected).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-5 * scale) << what << ": max difference " << diff << " at scale " << scale;
-}
-
 class CausalLmTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { at::set_num_threads(1); }
@@ -87,38 +79,40 @@ TEST_P(CausalLmTest, LogitsAndHiddenStatesEqualTransformers) {
   std::vector<HookHandle> handles;
   const auto modules = f.lm->named_modules();
   for (int i = 0; i < f.lm->config().num_hidden_layers; ++i) {
-    handles.push_back(AddNativeHook(*modules[prefix + std::to_string(i)],
-                                    [&hidden, i](const std::vector<c10::IValue>&,
-                                                 const c10::IValue& out) {
-                                      hidden[i] = out.toTensor();
-                                    }));
+    handles.push_back(
+        AddNativeHook(*modules[prefix + std::to_string(i)],
+                      [&hidden, i](const std::vector<c10::IValue>&, const c10::IValue& out) {
+                        hidden[i] = out.toTensor();
+                      }));
   }
   at::NoGradGuard no_grad;
-  ExpectClose(f.lm->forward(f.expected.at("input_ids")), f.expected.at("logits"), "logits");
+  test::ExpectNearScale(f.lm->forward(f.expected.at("input_ids")), f.expected.at("logits"),
+                        "logits");
   ASSERT_EQ(hidden.size(), 2u);
   for (const auto& [i, value] : hidden) {
-    ExpectClose(value, f.expected.at("hidden." + std::to_string(i)), "hidden " + std::to_string(i));
+    test::ExpectNearScale(value, f.expected.at("hidden." + std::to_string(i)),
+                          "hidden " + std::to_string(i));
   }
   // A left-padded row: its tokens' logits as transformers' (the padding positions' are noise
   // there and here alike, and not compared).
   const at::Tensor masked = f.lm->Logits(
       {.input_ids = f.expected.at("input_ids"), .attention_mask = f.expected.at("attention_mask")});
-  ExpectClose(masked.select(0, 0), f.expected.at("masked_logits").select(0, 0), "row 0");
-  ExpectClose(masked[1].narrow(0, 3, 4), f.expected.at("masked_logits")[1].narrow(0, 3, 4),
-              "padded row's tokens");
+  test::ExpectNearScale(masked.select(0, 0), f.expected.at("masked_logits").select(0, 0), "row 0");
+  test::ExpectNearScale(masked[1].narrow(0, 3, 4),
+                        f.expected.at("masked_logits")[1].narrow(0, 3, 4), "padded row's tokens");
 }
 
 TEST_P(CausalLmTest, LossAndGradientsEqualTransformers) {
   Fixture f = Load(GetParam());
   const at::Tensor ids = f.expected.at("input_ids");
   const at::Tensor loss = NextTokenLoss(f.lm->forward(ids), ids);
-  ExpectClose(loss, f.expected.at("loss"), "loss");
+  test::ExpectNearScale(loss, f.expected.at("loss"), "loss");
   loss.backward();
   int compared = 0;
   for (const auto& item : f.lm->named_parameters()) {
     const std::string& param = item.key();
     const at::Tensor& tensor = item.value();
-    ExpectClose(tensor.grad(), f.expected.at("grad." + param), "grad " + param);
+    test::ExpectNearScale(tensor.grad(), f.expected.at("grad." + param), "grad " + param);
     ++compared;
   }
   EXPECT_GT(compared, 10);
@@ -158,7 +152,8 @@ TEST_P(CausalLmTest, GradientCheckpointingGivesTheSameGradients) {
   NextTokenLoss((*checkpointed)->forward(ids), ids).backward();
   auto theirs = plain.lm->named_parameters();
   for (const auto& item : (*checkpointed)->named_parameters()) {
-    ExpectClose(item.value().grad(), theirs[item.key()].grad(), "checkpointed grad " + item.key());
+    test::ExpectNearScale(item.value().grad(), theirs[item.key()].grad(),
+                          "checkpointed grad " + item.key());
   }
 }
 
@@ -171,7 +166,8 @@ TEST_P(CausalLmTest, HuggingFaceFoldersLoadAndSave) {
   ASSERT_THAT(loaded, IsOk());
   (*loaded)->eval();
   at::NoGradGuard no_grad;
-  ExpectClose((*loaded)->forward(f.expected.at("input_ids")), f.expected.at("logits"), "loaded");
+  test::ExpectNearScale((*loaded)->forward(f.expected.at("input_ids")), f.expected.at("logits"),
+                        "loaded");
   const std::string dir = test::TempPath("saved_" + GetParam());
   ASSERT_THAT(SaveHfCausalLm(**loaded, dir), IsOk());
   absl::StatusOr<std::shared_ptr<CausalLm>> again = LoadHfCausalLm(dir);
@@ -183,8 +179,7 @@ TEST_P(CausalLmTest, HuggingFaceFoldersLoadAndSave) {
   EXPECT_EQ((*again)->config().tie_word_embeddings, f.lm->config().tie_word_embeddings);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, CausalLmTest,
-                         ::testing::Values("llama", "qwen2", "gpt2"));
+INSTANTIATE_TEST_SUITE_P(Architectures, CausalLmTest, ::testing::Values("llama", "qwen2", "gpt2"));
 
 TEST(HfConfigTest, WrittenConfigReadsBackTheSame) {
   for (const std::string name : {"llama", "qwen2", "gpt2"}) {
@@ -202,19 +197,18 @@ TEST(HfConfigTest, BadConfigsNameTheField) {
   EXPECT_THAT(ParseHfConfig(R"({"model_type": "mistral", "vocab_size": 8})"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("\"mistral\" is not one libkd has; it has: llama, qwen2")));
-  EXPECT_THAT(ParseHfConfig("{"), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("not a JSON object")));
+  EXPECT_THAT(ParseHfConfig("{"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a JSON object")));
   EXPECT_THAT(ParseHfConfig(R"({"model_type": "llama", "vocab_size": "many"})"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("vocab_size must be")));
   EXPECT_THAT(
       ParseHfConfig(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 6,
                         "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 4})"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiple of num_attention_heads")));
-  EXPECT_THAT(
-      ParseHfConfig(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 8,
+  EXPECT_THAT(ParseHfConfig(R"({"model_type": "llama", "vocab_size": 8, "hidden_size": 8,
                         "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
                         "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4}})"),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rope_type \"yarn\"")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rope_type \"yarn\"")));
 }
 
 TEST(HfCausalLmTest, BadFoldersAreNamed) {
@@ -222,8 +216,7 @@ TEST(HfCausalLmTest, BadFoldersAreNamed) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("config.json")));
   // A folder whose config describes another model than its weights.
   const std::string dir = test::TempPath("mismatched");
-  absl::StatusOr<std::shared_ptr<CausalLm>> llama =
-      LoadHfCausalLm(test::FixturePath("lm/llama"));
+  absl::StatusOr<std::shared_ptr<CausalLm>> llama = LoadHfCausalLm(test::FixturePath("lm/llama"));
   ASSERT_THAT(llama, IsOk());
   ASSERT_THAT(SaveHfCausalLm(**llama, dir), IsOk());
   absl::StatusOr<std::string> gpt2 = ReadFile(test::FixturePath("lm/gpt2/config.json"));
@@ -235,13 +228,14 @@ TEST(HfCausalLmTest, BadFoldersAreNamed) {
 
 TEST(CausalLmRegistryTest, RegisteredLmsBuildAndRun) {
   for (const std::string key : {"llama", "qwen2", "gpt2"}) {
-    absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(
-        key, {{"vocab_size", int64_t{16}}, {"hidden_size", int64_t{8}},
-              {"intermediate_size", int64_t{12}}, {"num_hidden_layers", int64_t{1}},
-              {"num_attention_heads", int64_t{2}}});
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        MakeRegisteredModel(key, {{"vocab_size", int64_t{16}},
+                                  {"hidden_size", int64_t{8}},
+                                  {"intermediate_size", int64_t{12}},
+                                  {"num_hidden_layers", int64_t{1}},
+                                  {"num_attention_heads", int64_t{2}}});
     ASSERT_THAT(model, IsOk()) << key;
-    const at::Tensor logits =
-        (*model)->Forward({at::randint(0, 16, {2, 5}, at::kLong)}).toTensor();
+    const at::Tensor logits = (*model)->Forward({at::randint(0, 16, {2, 5}, at::kLong)}).toTensor();
     EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{2, 5, 16})) << key;
   }
 }
