@@ -13,6 +13,7 @@
 #include "base/nearest.h"
 #include "base/registry.h"
 #include "distill/config/config_loader.h"
+#include "distill/config/feature_distillation.h"
 #include "distill/config/internal/model_checks.h"
 #include "distill/config/internal/output_files.h"
 #include "distill/config/internal/stage_checks.h"
@@ -108,7 +109,8 @@ class Validator : private config_internal::StageChecker {
       } else if (std::find(options_.handed_in_dataset_ids.begin(),
                            options_.handed_in_dataset_ids.end(),
                            dataset.id()) != options_.handed_in_dataset_ids.end()) {
-        Add(loc.Of("id"), absl::StrCat("dataset \"", dataset.id(), "\" is both in the config and "
+        Add(loc.Of("id"), absl::StrCat("dataset \"", dataset.id(),
+                                       "\" is both in the config and "
                                        "handed to MakeBox; drop one of them"));
       } else if (auto [it, inserted] = dataset_ids_.try_emplace(dataset.id(), loc.Of("id"));
                  !inserted) {
@@ -183,6 +185,26 @@ class Validator : private config_internal::StageChecker {
 
   void CheckStage(const DistillConfig& config, const StageConfig& stage, const ConfigLocator& loc,
                   bool first) {
+    // A HOLISTIC feature_distillation section is checked as what it expands into (its hooks,
+    // projectors and loss terms).
+    StageConfig expanded;
+    if (stage.has_feature_distillation()) {
+      const FeatureDistillationConfig& fd = stage.feature_distillation();
+      for (const std::string& error :
+           FeatureDistillationErrors(fd, stage.criterion().terms_size() > 0)) {
+        Add(loc.Of("feature_distillation"), error);
+      }
+      if (absl::StatusOr<StageConfig> made = ExpandHolistic(stage, {}); made.ok()) {
+        expanded = *std::move(made);
+      } else {
+        expanded = stage;
+      }
+    }
+    CheckExpandedStage(config, stage.has_feature_distillation() ? expanded : stage, loc, first);
+  }
+
+  void CheckExpandedStage(const DistillConfig& config, const StageConfig& stage,
+                          const ConfigLocator& loc, bool first) {
     RequiredPositive(loc, "num_epochs", stage.num_epochs());
     if (stage.has_train_data_loader()) {
       CheckLoader(stage.train_data_loader(), loc.Nested("train_data_loader"));
@@ -227,7 +249,9 @@ class Validator : private config_internal::StageChecker {
       CheckPlugin(kSchedulerKind, stage.scheduler().key(), stage.scheduler().kwargs(), scheduler);
       AtLeast(scheduler, "scheduling_step", stage.scheduler().scheduling_step(), 0);
     }
-    if (stage.has_criterion()) {
+    if (stage.feature_distillation().mode() == FeatureDistillationConfig::BLOCKWISE) {
+      // Its loss is the alignments' (FeatureDistillationErrors refuses terms).
+    } else if (stage.has_criterion()) {
       CheckCriterion(stage.criterion(), loc.Nested("criterion"), context);
     } else {
       Missing(loc, "criterion");
@@ -306,11 +330,11 @@ class Validator : private config_internal::StageChecker {
     }
     // The best checkpoint follows lower_is_better: a metric with a known direction against it
     // would keep the worst epoch's student.
-    const int primary = evaluation.primary_metric().empty()
-                            ? 0
-                            : static_cast<int>(std::find(names.begin(), names.end(),
-                                                         evaluation.primary_metric()) -
-                                               names.begin());
+    const int primary =
+        evaluation.primary_metric().empty()
+            ? 0
+            : static_cast<int>(std::find(names.begin(), names.end(), evaluation.primary_metric()) -
+                               names.begin());
     if (primary < evaluation.metrics_size()) {
       const std::string& key = evaluation.metrics(primary).key();
       const bool lower = key == "perplexity" || key == "bits_per_byte";

@@ -163,14 +163,41 @@ std::string DescribeIoRef(const IoRef& ref) {
 
 absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
   Criterion criterion;
+  std::map<std::string, size_t, std::less<>> groups;
+  for (const LossGroupConfig& group : config.groups()) {
+    if (group.name().empty()) {
+      return absl::InvalidArgumentError("groups: a group without a name: give `name`");
+    }
+    if (!groups.emplace(group.name(), criterion.groups_.size()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("groups: two groups named ", QuoteName(group.name())));
+    }
+    criterion.groups_.push_back({group.name(), group.has_weight() ? group.weight() : 1.0});
+  }
   // A single term has nothing to balance; silverspoon-kd, too, weighs by magnitude only where
-  // it combines the soft and the hard loss (alpha > 0).
-  criterion.magnitude_aware_ = config.magnitude_aware_weighting() && config.terms_size() > 1;
+  // it combines the soft and the hard loss (alpha > 0). Within a group it weighs every term.
+  int64_t components = static_cast<int64_t>(config.groups_size());
+  for (const LossTermConfig& term : config.terms()) components += term.group().empty() ? 1 : 0;
+  criterion.magnitude_aware_ = config.magnitude_aware_weighting() && components > 1;
+  criterion.magnitude_aware_in_groups_ = config.magnitude_aware_weighting();
   for (const LossTermConfig& term : config.terms()) {
     Term built;
     built.name = term.name().empty() ? term.key() : term.name();
     built.weight = term.has_weight() ? term.weight() : 1.0;
     built.warmup_epochs = term.warmup_epochs();
+    if (!term.group().empty()) {
+      auto found = groups.find(term.group());
+      if (found == groups.end()) {
+        std::vector<std::string> names;
+        for (const auto& [name, index] : groups) names.push_back(name);
+        return WithContext(TermContext(built.name), absl::InvalidArgumentError(absl::StrCat(
+                                                        "group ", QuoteName(term.group()),
+                                                        " is not in the criterion's "
+                                                        "groups; ",
+                                                        Suggest(term.group(), names))));
+      }
+      built.group = static_cast<int>(found->second);
+    }
     // The key, then the kwargs against the loss's contract (PluginKwargs runs its own check
     // too), then the factory: each checked once.
     absl::StatusOr<const LossFactory*> factory = LossRegistry().Get(term.key());
@@ -190,6 +217,10 @@ absl::StatusOr<Criterion> Criterion::FromConfig(const CriterionConfig& config) {
 
 absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs) const {
   CriterionResult result;
+  std::vector<at::Tensor> group_sums(groups_.size());
+  auto add = [](at::Tensor& sum, const at::Tensor& value) {
+    sum = sum.defined() ? sum + value : value;
+  };
   for (const Term& term : terms_) {
     std::map<std::string, at::Tensor, std::less<>> args;
     for (const IoRef& ref : term.inputs) {
@@ -218,11 +249,21 @@ absl::StatusOr<CriterionResult> Criterion::Forward(const CriterionInputs& inputs
             ? term.weight * std::min(1.0, static_cast<double>(inputs.epoch + 1) /
                                               static_cast<double>(term.warmup_epochs))
             : term.weight;
-    const at::Tensor weighted = magnitude_aware_ ? MagnitudeAware(*value, weight)
-                                : weight == 1    ? *value
-                                                 : weight * *value;
-    result.total = result.total.defined() ? result.total + weighted : weighted;
+    const bool by_magnitude = term.group >= 0 ? magnitude_aware_in_groups_ : magnitude_aware_;
+    const at::Tensor weighted = by_magnitude  ? MagnitudeAware(*value, weight)
+                                : weight == 1 ? *value
+                                              : weight * *value;
+    add(term.group >= 0 ? group_sums[term.group] : result.total, weighted);
     result.terms.push_back({term.name, weight, *value});
+  }
+  // Each group as one term: its sum's value (with magnitude weighing, the raw weighted sum,
+  // silverspoon-kd's accumulator) weighed like a term.
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!group_sums[g].defined()) continue;
+    const double weight = groups_[g].weight;
+    add(result.total, magnitude_aware_ ? MagnitudeAware(group_sums[g], weight)
+                      : weight == 1    ? group_sums[g]
+                                       : weight * group_sums[g]);
   }
   return result;
 }

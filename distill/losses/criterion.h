@@ -37,7 +37,7 @@ struct CriterionInputs {
   // The outputs as the models returned them, for IoRef.key / element on path "" (a dict or
   // tuple output); None: only the tensors above.
   c10::IValue student_output_value, teacher_output_value;
-  at::Tensor targets;         // TARGETS
+  at::Tensor targets;  // TARGETS
   // The batch's supplementary dict, Dict[str, Tensor] (BATCH); None: none.
   c10::IValue supp;
   // The stage's epoch (from 0), for terms with warmup_epochs.
@@ -77,9 +77,17 @@ class Criterion {
     int64_t warmup_epochs = 0;
     std::shared_ptr<Loss> loss;
     std::vector<IoRef> inputs;
+    int group = -1;  // index in groups_; -1: a term of its own
+  };
+  struct Group {
+    std::string name;
+    double weight = 1;
   };
   std::vector<Term> terms_;
-  bool magnitude_aware_ = false;  // CriterionConfig.magnitude_aware_weighting
+  std::vector<Group> groups_;
+  // CriterionConfig.magnitude_aware_weighting, among the criterion's terms (two or more) and
+  // within groups.
+  bool magnitude_aware_ = false, magnitude_aware_in_groups_ = false;
 };
 
 // "student io[\"layer2\"][\"output\"]", "teacher parameter \"fc.weight\"", "targets": how

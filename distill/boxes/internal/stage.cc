@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,11 +22,13 @@
 #include "base/torch_status.h"
 #include "distill/boxes/amp.h"
 #include "distill/boxes/distributed/ddp.h"
+#include "distill/boxes/internal/feature_stage.h"
 #include "distill/boxes/internal/stage_impl.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/metrics/metrics.h"
 #include "distill/boxes/optim/optim.h"
+#include "distill/config/feature_distillation.h"
 #include "distill/config/kwargs.h"
 #include "distill/data/data_loader.h"
 #include "distill/losses/criterion.h"
@@ -48,11 +52,13 @@ std::string DescribeSamples(const c10::IValue& samples) {
 
 }  // namespace
 
-absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous,
+absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
                           const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
                           const EvaluationConfig& evaluation, int64_t seed,
                           const std::string& run_dir) {
-  config_ = config;
+  // A HOLISTIC feature_distillation is built as what it expands into.
+  KD_ASSIGN_OR_RETURN(config_, ExpandFeatureDistillation(given, previous, datasets, seed));
+  const StageConfig& config = config_;
   name_ = config.name();
   const bool with_teacher = teacher_ != nullptr;
   // Models: requires_grad and frozen modules.
@@ -116,6 +122,22 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
   for (const ParamGroup& group : groups) {
     params_.insert(params_.end(), group.params.begin(), group.params.end());
   }
+  // feature_distillation's clip_projectors false: the projectors' gradients left unclipped.
+  clipped_ = params_;
+  if (given.feature_distillation().has_clip_projectors() &&
+      !given.feature_distillation().clip_projectors()) {
+    std::set<const c10::TensorImpl*> projectors;
+    for (const AlignmentConfig& a : given.feature_distillation().alignments()) {
+      for (const AuxModule& aux : aux_) {
+        if (aux.name != absl::StrCat("student.", OutputProjectorName(a))) continue;
+        for (const at::Tensor& p : aux.module.ptr()->parameters())
+          projectors.insert(p.unsafeGetTensorImpl());
+      }
+    }
+    std::erase_if(clipped_, [&](const at::Tensor& p) {
+      return projectors.count(p.unsafeGetTensorImpl()) > 0;
+    });
+  }
   KD_ASSIGN_OR_RETURN(Kwargs opt_kwargs,
                       PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
                                    absl::StrCat("optimizer \"", optimizer.key(), "\"")));
@@ -173,6 +195,43 @@ absl::Status Stage::Build(const StageConfig& config, const StageConfig* previous
     metrics_.emplace_back(metric.name().empty() ? metric.key() : metric.name(), std::move(made));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<StageConfig> Stage::ExpandFeatureDistillation(
+    const StageConfig& given, const StageConfig* previous,
+    const std::map<std::string, std::shared_ptr<Dataset>>& datasets, int64_t seed) {
+  const FeatureDistillationConfig& fd = given.feature_distillation();
+  if (!given.has_feature_distillation()) return given;
+  if (fd.mode() != FeatureDistillationConfig::HOLISTIC) {
+    return absl::UnimplementedError("feature_distillation: BLOCKWISE is not built yet");
+  }
+  if (teacher_ == nullptr) {
+    return absl::InvalidArgumentError("feature_distillation: the run has no teacher to align with");
+  }
+  std::map<std::string, PluginConfig> inferred;
+  if (std::any_of(fd.alignments().begin(), fd.alignments().end(), [](const AlignmentConfig& a) {
+        return AutoProjector(a) && !a.has_output_projector();
+      })) {
+    // The probe: the training set's first two samples, in order (the loader's own generator:
+    // the run's draws are left alone).
+    LoaderConfig probe = given.has_train_data_loader() || previous == nullptr
+                             ? given.train_data_loader()
+                             : previous->train_data_loader();
+    probe.set_batch_size(2);
+    probe.set_shuffle(false);
+    probe.clear_sampler();
+    probe.set_num_workers(0);
+    probe.set_drop_last(false);
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader,
+                        MakeLoader(probe, datasets, seed, "train_data_loader"));
+    Batch batch = BatchStream(*loader).Next();
+    ToDevice(batch);
+    absl::StatusOr<std::map<std::string, PluginConfig>> made =
+        InferOutputProjectors(given, *teacher_, *student_, batch);
+    if (!made.ok()) return WithContext("feature_distillation", made.status());
+    inferred = *std::move(made);
+  }
+  return ExpandHolistic(given, inferred);
 }
 
 absl::Status Stage::WrapForDataParallel(const StageConfig& config,

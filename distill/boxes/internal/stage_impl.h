@@ -61,7 +61,7 @@ class Stage final : public StageRun, public TrainingContext {
 
   // Builds everything of `config` (`previous` for what a later stage may leave
   // unset).
-  absl::Status Build(const StageConfig& config, const StageConfig* previous,
+  absl::Status Build(const StageConfig& given, const StageConfig* previous,
                      const std::map<std::string, std::shared_ptr<Dataset>>& datasets,
                      const EvaluationConfig& evaluation, int64_t seed,
                      const std::string& run_dir) override;
@@ -97,7 +97,7 @@ class Stage final : public StageRun, public TrainingContext {
   }
   void ClipGradNorm(double max_norm) override {
     if (scaler_ != nullptr) scaler_->Unscale(*optimizer_);
-    torch::nn::utils::clip_grad_norm_(params_, max_norm);
+    torch::nn::utils::clip_grad_norm_(clipped_, max_norm);
   }
   void OptimizerStep() override;
   void ZeroGrad() override { optimizer_->zero_grad(/*set_to_none=*/true); }
@@ -200,6 +200,11 @@ class Stage final : public StageRun, public TrainingContext {
   // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
+  // `given` with its HOLISTIC feature_distillation expanded (the projectors auto_projector
+  // leaves out inferred on the training set's first samples); `given` otherwise.
+  absl::StatusOr<StageConfig> ExpandFeatureDistillation(
+      const StageConfig& given, const StageConfig* previous,
+      const std::map<std::string, std::shared_ptr<Dataset>>& datasets, int64_t seed);
   // The teacher's forward set up for this stage (after the loaders and the process functions).
   absl::Status SetUpTeacher(const StageConfig& config, const std::string& run_dir);
 
@@ -221,6 +226,7 @@ class Stage final : public StageRun, public TrainingContext {
   std::unique_ptr<DataLoader> train_loader_, val_loader_;
   std::string train_dataset_;  // the training loader's dataset id, for messages
   std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> clipped_;  // what ClipGradNorm clips: params_ less unclipped projectors
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<LrScheduler> scheduler_;
   int64_t scheduling_step_ = 0;

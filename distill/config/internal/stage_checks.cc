@@ -1,5 +1,6 @@
 #include "distill/config/internal/stage_checks.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
@@ -195,6 +196,18 @@ void StageChecker::CheckIoRef(const IoRef& ref, const ConfigLocator& loc,
 void StageChecker::CheckCriterion(const CriterionConfig& criterion, const ConfigLocator& loc,
                                   const StageContext& context) {
   if (criterion.terms().empty()) Missing(loc, "terms", " (at least one term)");
+  std::set<std::string> groups;
+  for (int i = 0; i < criterion.groups_size(); ++i) {
+    const LossGroupConfig& group = criterion.groups(i);
+    if (group.name().empty()) Missing(loc.Nested("groups", i), "name");
+    if (!groups.insert(group.name()).second) {
+      Add(loc.Nested("groups", i).Of("name"),
+          absl::StrCat("duplicate group name \"", group.name(), "\""));
+    }
+    if (group.has_weight() && !std::isfinite(group.weight())) {
+      Add(loc.Nested("groups", i).Of("weight"), "the weight must be finite");
+    }
+  }
   std::map<std::string, TextPosition> names;
   for (int i = 0; i < criterion.terms_size(); ++i) {
     const LossTermConfig& term = criterion.terms(i);
@@ -207,6 +220,10 @@ void StageChecker::CheckCriterion(const CriterionConfig& criterion, const Config
                                 it->second.ToString(), "); give the terms distinct names"));
     }
     if (term.inputs().empty()) Missing(tloc, "inputs", " (at least one)");
+    if (!term.group().empty() && groups.count(term.group()) == 0) {
+      Add(tloc.Of("group"), absl::StrCat("group \"", term.group(),
+                                         "\" is not in the criterion's groups; add it there"));
+    }
     AtLeast(tloc, "warmup_epochs", term.warmup_epochs(), 0);
     std::set<std::string> args;
     for (int j = 0; j < term.inputs_size(); ++j) {

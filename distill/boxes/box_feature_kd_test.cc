@@ -1,0 +1,243 @@
+// silverspoon-kd's feature distillers as a stage's feature_distillation: one training step of
+// the holistic form (projectors inferred from the shapes, their seeded initial values, the
+// alignments' weighted sum beside a task loss, magnitude-aware or not, the student clipped
+// without its projectors) equal to silverspoon-kd's HolisticDistiller, on a tiny Llama pair
+// (native) and on two CNNs (TorchScript). The references are make_feature_kd_fixtures.py's:
+// silverspoon-kd's own Trainer loop, one step.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/optim/optimizer.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/torch_file.h"
+#include "distill/boxes/box.h"
+#include "distill/boxes/testing/box_test_fixture.h"
+#include "distill/models/causal_lm.h"
+#include "distill/models/hf_causal_lm.h"
+#include "hooks/torchscript_model.h"
+#include "testing/fixtures.h"
+#include "testing/status_matchers.h"
+#include "testing/tensor_matchers.h"
+
+namespace kd {
+namespace {
+
+using test::BoxTest;
+using test::Parse;
+using test::RunDir;
+
+std::map<std::string, at::Tensor> LoadCase(const std::string& name) {
+  std::map<std::string, at::Tensor> expected;
+  absl::StatusOr<c10::IValue> saved =
+      ReadTorchFile(test::FixturePath("feature_kd/" + name + ".pt"));
+  EXPECT_THAT(saved, IsOk());
+  if (!saved.ok()) return expected;
+  for (const auto& entry : saved->toGenericDict()) {
+    expected[entry.key().toStringRef()] = entry.value().toTensor();
+  }
+  return expected;
+}
+
+// The parameters the optimizer trains beyond the student's (the projectors), in order.
+std::vector<at::Tensor> ProjectorParams(Box& box) {
+  std::set<const c10::TensorImpl*> student;
+  for (const NamedTensor& p : box.student().NamedParameters()) {
+    student.insert(p.second.unsafeGetTensorImpl());
+  }
+  std::vector<at::Tensor> out;
+  absl::StatusOr<torch::optim::Optimizer*> optimizer = box.Optimizer();
+  EXPECT_THAT(optimizer, IsOk());
+  if (!optimizer.ok()) return out;
+  for (const auto& group : (*optimizer)->param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      if (student.count(p.unsafeGetTensorImpl()) == 0) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// `expected`'s "<prefix>.<alignment>.<projector>.<param>" entries in alignment order (each
+// projector's weight, then bias), as ProjectorParams lists them.
+std::vector<std::pair<std::string, at::Tensor>> ExpectedProjectors(
+    const std::map<std::string, at::Tensor>& expected, const std::string& prefix,
+    const std::vector<std::string>& alignments, const std::vector<std::string>& projectors) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const std::string& a : alignments) {
+    for (const std::string& projector : projectors) {
+      for (const char* param : {"weight", "bias"}) {
+        const std::string key = absl::StrCat(prefix, ".", a, ".", projector, ".", param);
+        if (expected.count(key) > 0) out.emplace_back(key, expected.at(key));
+      }
+    }
+  }
+  return out;
+}
+
+std::string Step(const std::string& dataset, const std::string& stage) {
+  return absl::StrCat(R"pb(run { name: "feature_kd" seed: 7 })pb", " ", dataset, " ",
+                      R"pb(train { name: "fkd" num_epochs: 1
+                                   train_data_loader { dataset_id: "train" batch_size: 2 }
+                                   optimizer {
+                                     key: "AdamW"
+                                     kwargs { name: "lr" number: 0.01 }
+                                     kwargs { name: "weight_decay" number: 0 }
+                                     max_grad_norm: 1
+                                   }
+                                   teacher_cache { mode: OFF }
+                                   overlap_teacher: OFF)pb",
+                      " ", stage, " }");
+}
+
+// One step of `box` on `input` against `expected`: the projectors' initial values, the loss,
+// the student's and the projectors' values after the step.
+void ExpectStepEquals(Box& box, const at::Tensor& input,
+                      const std::map<std::string, at::Tensor>& expected,
+                      const std::vector<std::string>& alignments,
+                      const std::vector<std::string>& projectors, int num_projector_params) {
+  std::vector<at::Tensor> made = ProjectorParams(box);
+  const auto init = ExpectedProjectors(expected, "init", alignments, projectors);
+  ASSERT_EQ(made.size(), init.size());
+  ASSERT_EQ(static_cast<int>(made.size()), num_projector_params);
+  for (size_t i = 0; i < made.size(); ++i) {
+    test::ExpectNearScale(made[i].detach(), init[i].second, init[i].first);
+  }
+  ASSERT_THAT(box.PreEpoch(0), IsOk());
+  Batch batch{.samples = input, .targets = input};
+  ASSERT_THAT(box.PreForward(batch), IsOk());
+  absl::StatusOr<at::Tensor> loss = box.Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  test::ExpectNearScale(loss->detach(), expected.at("loss"), "loss");
+  ASSERT_THAT(box.PostForward(*loss), IsOk());
+  int params = 0;
+  for (const NamedTensor& p : box.student().NamedParameters()) {
+    test::ExpectNearScale(p.second.detach(), expected.at("after." + p.first), "after " + p.first);
+    ++params;
+  }
+  EXPECT_GT(params, 0);
+  const auto after = ExpectedProjectors(expected, "after", alignments, projectors);
+  ASSERT_EQ(made.size(), after.size());
+  for (size_t i = 0; i < made.size(); ++i) {
+    test::ExpectNearScale(made[i].detach(), after[i].second, after[i].first);
+  }
+}
+
+std::string TokenData() {
+  return absl::StrCat(
+      "datasets { id: \"train\" key: \"token_file\" kwargs { name: \"path\" str: \"",
+      test::WriteRuleTokens("feature_kd.bin", 12 * 8, 3,
+                            {.vocab = 64, .run = 6, .mul = 5, .add = 3}),
+      "\" } kwargs { name: \"block_size\" integer: 12 } kwargs { name: \"vocab_size\" integer: "
+      "64 } }");
+}
+
+constexpr char kImageData[] = R"pb(
+  datasets {
+    id: "train"
+    key: "synthetic"
+    kwargs { name: "num_samples" integer: 4 }
+    kwargs { name: "channels" integer: 3 }
+    kwargs { name: "height" integer: 8 }
+    kwargs { name: "width" integer: 8 }
+  })pb";
+
+struct LmPair {
+  std::shared_ptr<CausalLm> teacher, student;
+};
+
+LmPair LoadLms(const std::string& student) {
+  absl::StatusOr<std::shared_ptr<CausalLm>> s = LoadHfCausalLm(test::FixturePath("lm/" + student));
+  absl::StatusOr<std::shared_ptr<CausalLm>> t = LoadHfCausalLm(test::FixturePath("lm/llama"));
+  EXPECT_THAT(s, IsOk());
+  EXPECT_THAT(t, IsOk());
+  return {t.ok() ? *t : nullptr, s.ok() ? *s : nullptr};
+}
+
+// --- Holistic ------------------------------------------------------------------------------
+
+// model.layers.1 <- model.layers.0 (mse) and model.norm <- model.norm (cosine, weight 2): the
+// student's hidden 16 against the teacher's 32, so a Linear projector each. silverspoon-kd's
+// HolisticDistiller clips the student's parameters only (the Trainer's clip of the model).
+constexpr char kHolisticLm[] = R"pb(
+  feature_distillation { clip_projectors: false
+                         alignments {
+                           teacher { path: "model.layers.1" }
+                           student { path: "model.layers.0" }
+                         }
+                         alignments {
+                           teacher { path: "model.norm" }
+                           student { path: "model.norm" }
+                           loss: "cosine"
+                           loss_weight: 2
+                         })pb";
+
+TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
+  for (const bool alpha : {false, true}) {
+    SCOPED_TRACE(alpha ? "alpha 0.5, magnitude-aware" : "alignments only");
+    const std::string name = alpha ? "holistic_lm_alpha" : "holistic_lm";
+    const std::map<std::string, at::Tensor> expected = LoadCase(name);
+    ASSERT_FALSE(expected.empty());
+    LmPair lms = LoadLms("kd_student");
+    ASSERT_NE(lms.student, nullptr);
+    // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                      weight: 0.5 }
+                                                                                                                                           criterion {
+                               magnitude_aware_weighting: true
+                               terms {
+                                 name: "hard"
+                                 key: "CausalLMLoss"
+                                 weight: 0.5
+                                 inputs { arg: "input" source: STUDENT }
+                                 inputs { arg: "labels" source: TARGETS }
+                               }
+                             })pb")
+                                    : absl::StrCat(kHolisticLm, " }");
+    auto box = MakeBox(
+        Parse(Step(TokenData(), stage)),
+        {.teacher = MakeCausalLmModel(lms.teacher), .student = MakeCausalLmModel(lms.student)},
+        {.run_dir = RunDir(name)});
+    ASSERT_THAT(box, IsOk());
+    ExpectStepEquals(**box, expected.at("input"), expected, {"model.layers.0", "model.norm"},
+                     {"output_projector"}, 4);
+  }
+}
+
+TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
+  const std::map<std::string, at::Tensor> expected = LoadCase("holistic_cnn");
+  ASSERT_FALSE(expected.empty());
+  absl::StatusOr<std::unique_ptr<Model>> teacher =
+      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_teacher.pt"));
+  absl::StatusOr<std::unique_ptr<Model>> student =
+      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_student.pt"));
+  ASSERT_THAT(teacher, IsOk());
+  ASSERT_THAT(student, IsOk());
+  // 8 and 16 channels against 16 and 32 at the same sizes: a 1x1 convolution each.
+  auto box = MakeBox(Parse(Step(kImageData, R"pb(
+                       feature_distillation {
+                         clip_projectors: false
+                         alignments {
+                           teacher { path: "layer1" }
+                           student { path: "layer1" }
+                         }
+                         alignments {
+                           teacher { path: "layer2" }
+                           student { path: "layer2" }
+                         }
+                       })pb")),
+                     {.teacher = *std::move(teacher), .student = *std::move(student)},
+                     {.run_dir = RunDir("holistic_cnn")});
+  ASSERT_THAT(box, IsOk());
+  ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
+                   {"output_projector"}, 2);
+}
+
+}  // namespace
+}  // namespace kd
