@@ -15,7 +15,7 @@ c10::IValue CloneValue(const c10::IValue& value) {
 }
 
 c10::IValue DetachValue(const c10::IValue& value) {
-  return MapTensors(value, [](const at::Tensor& t) { return t.detach(); });
+  return MapTensors(value, [](const at::Tensor& t) { return t.defined() ? t.detach() : t; });
 }
 
 std::string ShapeString(const at::Tensor& tensor) {

@@ -188,8 +188,8 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
     LmPair lms = LoadLms("kd_student");
     ASSERT_NE(lms.student, nullptr);
     // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
-    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                      weight: 0.5 }
-                                                                                                                                           criterion {
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                           weight: 0.5 }
+                                                                                                                                                                                                                criterion {
                                magnitude_aware_weighting: true
                                terms {
                                  name: "hard"
@@ -237,6 +237,70 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
   ASSERT_THAT(box, IsOk());
   ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
                    {"output_projector"}, 2);
+}
+
+// --- Blockwise -----------------------------------------------------------------------------
+
+std::string BlockwiseLm(bool backward_per_block) {
+  return absl::StrCat(R"pb(feature_distillation { mode: BLOCKWISE
+                                                  alignments {
+                                                    teacher { path: "model.layers.0" }
+                                                    student { path: "model.layers.0" }
+                                                  }
+                                                  alignments {
+                                                    teacher { path: "model.layers.1" }
+                                                    student { path: "model.layers.1" }
+                                                  })pb",
+                      backward_per_block ? " backward_per_block: true" : "", " }");
+}
+
+// Each student decoder layer on its teacher layer's captured inputs (hidden states, rotary
+// tables, mask), against its output; each alignment clipped on its own.
+TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnLlamas) {
+  const std::map<std::string, at::Tensor> expected = LoadCase("blockwise_lm");
+  ASSERT_FALSE(expected.empty());
+  for (const bool per_block : {false, true}) {
+    SCOPED_TRACE(per_block ? "backward_per_block" : "one backward");
+    LmPair lms = LoadLms("bkd_student");
+    ASSERT_NE(lms.student, nullptr);
+    auto box = MakeBox(
+        Parse(Step(TokenData(), BlockwiseLm(per_block))),
+        {.teacher = MakeCausalLmModel(lms.teacher), .student = MakeCausalLmModel(lms.student)},
+        {.run_dir = RunDir(absl::StrCat("blockwise_lm", per_block))});
+    ASSERT_THAT(box, IsOk());
+    ExpectStepEquals(**box, expected.at("input"), expected, {}, {}, 0);
+  }
+}
+
+// layer1 on the images against the teacher's 16 channels (an output projector); layer2 on the
+// teacher's 16-channel layer1 output, which the student's layer2 takes as 8 (an input projector
+// too).
+TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnTorchScriptCnns) {
+  const std::map<std::string, at::Tensor> expected = LoadCase("blockwise_cnn");
+  ASSERT_FALSE(expected.empty());
+  absl::StatusOr<std::unique_ptr<Model>> teacher =
+      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_teacher.pt"));
+  absl::StatusOr<std::unique_ptr<Model>> student =
+      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_student.pt"));
+  ASSERT_THAT(teacher, IsOk());
+  ASSERT_THAT(student, IsOk());
+  auto box = MakeBox(Parse(Step(kImageData, R"pb(
+                       feature_distillation {
+                         mode: BLOCKWISE
+                         alignments {
+                           teacher { path: "layer1" }
+                           student { path: "layer1" }
+                         }
+                         alignments {
+                           teacher { path: "layer2" }
+                           student { path: "layer2" }
+                         }
+                       })pb")),
+                     {.teacher = *std::move(teacher), .student = *std::move(student)},
+                     {.run_dir = RunDir("blockwise_cnn")});
+  ASSERT_THAT(box, IsOk());
+  ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
+                   {"input_projector", "output_projector"}, 3);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "distill/models/causal_lm.h"
 #include "distill/models/internal/lm_layers.h"
 #include "hooks/hook_point.h"
+#include "hooks/native_model.h"
 
 namespace kd {
 namespace models_internal {
@@ -106,6 +107,13 @@ struct Gpt2BlockImpl : nn::Module, CheckpointedLayer {
   KvCache* cache = nullptr;  // set by the model for the call
 };
 TORCH_MODULE(Gpt2Block);
+
+// A decoder layer runs on its own (Model::Submodel: blockwise distillation feeds a student layer
+// the teacher layer's captured inputs).
+const bool kGpt2BlockRunsAlone = [] {
+  RegisterNativeModuleForward<Gpt2BlockImpl>();
+  return true;
+}();
 
 struct Gpt2ModelImpl : nn::Module {
   explicit Gpt2ModelImpl(const CausalLmConfig& c)

@@ -16,6 +16,7 @@
 #include "distill/models/causal_lm.h"
 #include "distill/models/internal/lm_layers.h"
 #include "hooks/hook_point.h"
+#include "hooks/native_model.h"
 
 namespace kd {
 namespace models_internal {
@@ -38,8 +39,8 @@ struct LlamaAttentionImpl : nn::Module {
                              Linear(c.hidden_size, c.num_key_value_heads * head_dim, qkv_bias));
     v_proj = register_module("v_proj",
                              Linear(c.hidden_size, c.num_key_value_heads * head_dim, qkv_bias));
-    o_proj = register_module("o_proj",
-                             Linear(c.num_attention_heads * head_dim, c.hidden_size, o_bias));
+    o_proj =
+        register_module("o_proj", Linear(c.num_attention_heads * head_dim, c.hidden_size, o_bias));
   }
 
   // x [B, T, hidden]; cos, sin [B, T, head_dim]; key_mask [B, S] or undefined.
@@ -64,11 +65,11 @@ TORCH_MODULE(LlamaAttention);
 
 struct LlamaMlpImpl : nn::Module {
   explicit LlamaMlpImpl(const CausalLmConfig& c)
-      : gate_proj(register_module("gate_proj",
-                                  Linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
+      : gate_proj(
+            register_module("gate_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
         up_proj(register_module("up_proj", Linear(c.hidden_size, c.intermediate_size, c.mlp_bias))),
-        down_proj(register_module("down_proj",
-                                  Linear(c.intermediate_size, c.hidden_size, c.mlp_bias))) {}
+        down_proj(
+            register_module("down_proj", Linear(c.intermediate_size, c.hidden_size, c.mlp_bias))) {}
 
   at::Tensor forward(const at::Tensor& x) {
     return Call(down_proj, at::silu(Call(gate_proj, x)) * Call(up_proj, x));
@@ -104,6 +105,13 @@ struct LlamaDecoderLayerImpl : nn::Module, CheckpointedLayer {
   KvCache* cache = nullptr;  // set by the model for the call
 };
 TORCH_MODULE(LlamaDecoderLayer);
+
+// A decoder layer runs on its own (Model::Submodel: blockwise distillation feeds a student layer
+// the teacher layer's captured inputs).
+const bool kLlamaDecoderLayerRunsAlone = [] {
+  RegisterNativeModuleForward<LlamaDecoderLayerImpl>();
+  return true;
+}();
 
 struct LlamaModelImpl : nn::Module {
   explicit LlamaModelImpl(const CausalLmConfig& c)

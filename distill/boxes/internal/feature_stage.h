@@ -4,15 +4,22 @@
 #ifndef LIBKD_DISTILL_BOXES_INTERNAL_FEATURE_STAGE_H_
 #define LIBKD_DISTILL_BOXES_INTERNAL_FEATURE_STAGE_H_
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
+#include "capture/module_capture_engine.h"
+#include "distill/boxes/internal/stage_setup.h"
+#include "distill/boxes/optim/optim.h"
 #include "distill/config/distill_config.pb.h"
 #include "distill/data/batch.h"
+#include "distill/losses/criterion.h"
 #include "hooks/model.h"
 
 namespace kd {
@@ -33,6 +40,47 @@ absl::StatusOr<std::map<std::string, PluginConfig>> InferOutputProjectors(const 
                                                                           Model& teacher,
                                                                           Model& student,
                                                                           const Batch& probe);
+
+// A BLOCKWISE stage's blocks: each alignment's student module (a sub-model sharing the
+// student's parameters), projectors and loss, and the teacher's capture engine.
+class Blockwise {
+ public:
+  // Built for `stage` (BLOCKWISE) over `teacher` and `student`; the projectors auto_projector
+  // infers come from both models' forwards on `probe` (input projectors from the teacher
+  // module's captured input against the student module's own, output projectors from the
+  // outputs), in alignment order (input projector, then output projector), as silverspoon-kd
+  // makes them in its first step. Errors name the alignment.
+  static absl::StatusOr<std::unique_ptr<Blockwise>> Make(const StageConfig& stage, Model& teacher,
+                                                         Model& student, const Batch& probe,
+                                                         c10::Device device);
+  ~Blockwise();
+
+  // The projectors as auxiliary modules of the student ("student.<alignment>/input_projector",
+  // ".../output_projector": checkpoints keep them), moved out (once).
+  std::vector<AuxModule> TakeProjectors();
+  // Each alignment's parameters (its student module's, then its projectors'): one optimizer
+  // parameter group each, with `kwargs`.
+  std::vector<ParamGroup> ParamGroups(const Kwargs& kwargs) const;
+
+  // The teacher's forward on `samples` (no gradients, cut after the last aligned module), then
+  // each block on its teacher module's inputs against its output: the sum of the alignments'
+  // losses, and each as a term. With `backward` set, it runs after each block on its loss
+  // (backward_per_block) and the sum is detached.
+  absl::StatusOr<CriterionResult> Forward(const c10::IValue& samples,
+                                          const std::function<void(const at::Tensor&)>& backward);
+
+  // Clips each alignment's gradients to `max_norm` on their own (its projectors' too unless
+  // clip_projectors is false), as silverspoon-kd clips each alignment's optimizer.
+  void ClipGradNorm(double max_norm) const;
+
+ private:
+  struct Block;
+  Blockwise() = default;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::unique_ptr<ModuleCaptureEngine> engine_;
+  std::vector<AuxModule> projectors_;
+  bool clip_projectors_ = true;
+};
 
 }  // namespace boxes_internal
 }  // namespace kd

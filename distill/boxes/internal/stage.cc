@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -67,6 +68,9 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
   aux_.clear();
   KD_RETURN_IF_ERROR(
       AddAuxiliaryModules(config.student(), ModelRole::kStudent, "student", device_, aux_));
+  if (blockwise_ != nullptr) {
+    for (AuxModule& projector : blockwise_->TakeProjectors()) aux_.push_back(std::move(projector));
+  }
   if (with_teacher) {
     KD_RETURN_IF_ERROR(
         AddAuxiliaryModules(config.teacher(), ModelRole::kTeacher, "teacher", device_, aux_));
@@ -115,9 +119,15 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
     }
   }
   KD_RETURN_IF_ERROR(WrapForDataParallel(config, own));
-  KD_ASSIGN_OR_RETURN(
-      std::vector<ParamGroup> groups,
-      BuildParamGroups(optimizer, student_, teacher_, teacher_trains_, std::move(own)));
+  std::vector<ParamGroup> groups;
+  if (blockwise_ != nullptr) {
+    // silverspoon-kd's per-alignment optimizers as one optimizer's groups (its DeepSpeed form):
+    // each parameter's update reads only its own state and its group's settings.
+    groups = blockwise_->ParamGroups({});
+  } else {
+    KD_ASSIGN_OR_RETURN(
+        groups, BuildParamGroups(optimizer, student_, teacher_, teacher_trains_, std::move(own)));
+  }
   params_.clear();
   for (const ParamGroup& group : groups) {
     params_.insert(params_.end(), group.params.begin(), group.params.end());
@@ -180,7 +190,17 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
   } else {
     eval_forward_ = student_forward_;
   }
-  KD_RETURN_IF_ERROR(SetUpTeacher(config, run_dir));
+  if (blockwise_ != nullptr) {
+    // The teacher runs through the capture engine: neither the cache of hooked values nor the
+    // look-ahead serve it (a cache of every block's captured inputs would hold the teacher's
+    // activations for the whole training set).
+    StageConfig plain = config;
+    plain.mutable_teacher_cache()->set_mode(Switch::OFF);
+    plain.set_overlap_teacher(Switch::OFF);
+    KD_RETURN_IF_ERROR(SetUpTeacher(plain, run_dir));
+  } else {
+    KD_RETURN_IF_ERROR(SetUpTeacher(config, run_dir));
+  }
   // Leak detection in the validation loop (memdiag).
   leaks_ = {};
   if (evaluation.has_memory_leak_detection()) {
@@ -200,34 +220,62 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
 absl::StatusOr<StageConfig> Stage::ExpandFeatureDistillation(
     const StageConfig& given, const StageConfig* previous,
     const std::map<std::string, std::shared_ptr<Dataset>>& datasets, int64_t seed) {
+  blockwise_.reset();
   const FeatureDistillationConfig& fd = given.feature_distillation();
   if (!given.has_feature_distillation()) return given;
-  if (fd.mode() != FeatureDistillationConfig::HOLISTIC) {
-    return absl::UnimplementedError("feature_distillation: BLOCKWISE is not built yet");
-  }
   if (teacher_ == nullptr) {
     return absl::InvalidArgumentError("feature_distillation: the run has no teacher to align with");
   }
+  const bool blockwise = fd.mode() == FeatureDistillationConfig::BLOCKWISE;
+  if (const std::vector<std::string> errors =
+          FeatureDistillationErrors(fd, given.criterion().terms_size() > 0);
+      !errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "; "));
+  }
+  const bool infer =
+      std::any_of(fd.alignments().begin(), fd.alignments().end(), [&](const AlignmentConfig& a) {
+        return AutoProjector(a) &&
+               (!a.has_output_projector() || (blockwise && !a.has_input_projector()));
+      });
+  // The probe: the training set's first two samples, in order (the loader's own generator:
+  // the run's draws are left alone).
+  Batch probe;
+  if (infer || blockwise) {
+    LoaderConfig loader = given.has_train_data_loader() || previous == nullptr
+                              ? given.train_data_loader()
+                              : previous->train_data_loader();
+    loader.set_batch_size(2);
+    loader.set_shuffle(false);
+    loader.clear_sampler();
+    loader.set_num_workers(0);
+    loader.set_drop_last(false);
+    KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> made,
+                        MakeLoader(loader, datasets, seed, "train_data_loader"));
+    probe = BatchStream(*made).Next();
+    ToDevice(probe);
+  }
+  if (blockwise) {
+    if (distributed()) {
+      return absl::UnimplementedError(
+          "feature_distillation: BLOCKWISE runs in one process (its per-block backward has no "
+          "gradient reduction yet); use HOLISTIC or one process");
+    }
+    if (given.optimizer().param_groups_size() > 0) {
+      return absl::InvalidArgumentError(
+          "optimizer.param_groups: a BLOCKWISE stage makes one group per alignment (its block "
+          "and projectors); leave param_groups out");
+    }
+    absl::StatusOr<std::unique_ptr<Blockwise>> made =
+        Blockwise::Make(given, *teacher_, *student_, probe, device_);
+    if (!made.ok()) return WithContext("feature_distillation", made.status());
+    blockwise_ = *std::move(made);
+    backward_per_block_ = fd.backward_per_block();
+    return given;
+  }
   std::map<std::string, PluginConfig> inferred;
-  if (std::any_of(fd.alignments().begin(), fd.alignments().end(), [](const AlignmentConfig& a) {
-        return AutoProjector(a) && !a.has_output_projector();
-      })) {
-    // The probe: the training set's first two samples, in order (the loader's own generator:
-    // the run's draws are left alone).
-    LoaderConfig probe = given.has_train_data_loader() || previous == nullptr
-                             ? given.train_data_loader()
-                             : previous->train_data_loader();
-    probe.set_batch_size(2);
-    probe.set_shuffle(false);
-    probe.clear_sampler();
-    probe.set_num_workers(0);
-    probe.set_drop_last(false);
-    KD_ASSIGN_OR_RETURN(std::unique_ptr<DataLoader> loader,
-                        MakeLoader(probe, datasets, seed, "train_data_loader"));
-    Batch batch = BatchStream(*loader).Next();
-    ToDevice(batch);
+  if (infer) {
     absl::StatusOr<std::map<std::string, PluginConfig>> made =
-        InferOutputProjectors(given, *teacher_, *student_, batch);
+        InferOutputProjectors(given, *teacher_, *student_, probe);
     if (!made.ok()) return WithContext("feature_distillation", made.status());
     inferred = *std::move(made);
   }
@@ -414,6 +462,15 @@ absl::StatusOr<CriterionResult> Stage::ForwardModels(const Batch& batch) {
   CriterionInputs in;
   teacher_io_ = IoDict();  // the last forward's, dropped
   student_io_ = IoDict();
+  if (blockwise_ != nullptr) {
+    std::function<void(const at::Tensor&)> backward;
+    if (backward_per_block_ && student_->is_training()) {
+      backward = [this](const at::Tensor& loss) { RunBackward(loss); };
+    }
+    KD_ASSIGN_OR_RETURN(CriterionResult result, blockwise_->Forward(batch.samples, backward));
+    backward_done_ = backward != nullptr;
+    return result;
+  }
   if (ddp_ != nullptr) ddp_->PrepareForward();
   if (teacher_ != nullptr) {
     KD_ASSIGN_OR_RETURN(c10::IValue output, RunTeacher(batch));

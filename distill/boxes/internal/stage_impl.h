@@ -26,6 +26,7 @@
 #include "base/status_macros.h"
 #include "distill/boxes/amp.h"
 #include "distill/boxes/distributed/ddp.h"
+#include "distill/boxes/internal/feature_stage.h"
 #include "distill/boxes/internal/stage.h"
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/internal/stage_teacher.h"
@@ -92,12 +93,20 @@ class Stage final : public StageRun, public TrainingContext {
   bool teacher_in_eval_mode() const override { return teacher_in_eval_mode_; }
   std::optional<double> max_grad_norm() const override { return max_grad_norm_; }
   void Backward(const at::Tensor& loss) override {
-    RECORD_USER_SCOPE("backward");
-    (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
+    // A BLOCKWISE stage with backward_per_block ran each block's backward in its Forward.
+    if (backward_done_) {
+      backward_done_ = false;
+      return;
+    }
+    RunBackward(loss);
   }
   void ClipGradNorm(double max_norm) override {
     if (scaler_ != nullptr) scaler_->Unscale(*optimizer_);
-    torch::nn::utils::clip_grad_norm_(clipped_, max_norm);
+    if (blockwise_ != nullptr) {
+      blockwise_->ClipGradNorm(max_norm);
+    } else {
+      torch::nn::utils::clip_grad_norm_(clipped_, max_norm);
+    }
   }
   void OptimizerStep() override;
   void ZeroGrad() override { optimizer_->zero_grad(/*set_to_none=*/true); }
@@ -205,6 +214,10 @@ class Stage final : public StageRun, public TrainingContext {
   absl::StatusOr<StageConfig> ExpandFeatureDistillation(
       const StageConfig& given, const StageConfig* previous,
       const std::map<std::string, std::shared_ptr<Dataset>>& datasets, int64_t seed);
+  void RunBackward(const at::Tensor& loss) {
+    RECORD_USER_SCOPE("backward");
+    (scaler_ != nullptr ? scaler_->Scale(loss) : loss).backward();
+  }
   // The teacher's forward set up for this stage (after the loaders and the process functions).
   absl::Status SetUpTeacher(const StageConfig& config, const std::string& run_dir);
 
@@ -247,6 +260,9 @@ class Stage final : public StageRun, public TrainingContext {
   std::optional<at::ScalarType> autocast_dtype_;  // run.precision BF16 / FP16
   std::unique_ptr<GradScaler> scaler_;            // FP16 only
   IoDict teacher_io_, student_io_;                // the last Forward's
+  std::unique_ptr<Blockwise> blockwise_;          // a BLOCKWISE feature_distillation's blocks
+  bool backward_per_block_ = false;               // FeatureDistillationConfig's
+  bool backward_done_ = false;                    // by the last Forward's blocks
   // The teacher through its cache, look-ahead and overlap; after what its thread uses (the
   // teacher's hooks), so that the thread is joined first.
   StageTeacher stage_teacher_;
