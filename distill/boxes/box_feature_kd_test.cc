@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -32,6 +33,7 @@ namespace kd {
 namespace {
 
 using test::BoxTest;
+using test::ExpectSameStudent;
 using test::Parse;
 using test::RunDir;
 
@@ -188,8 +190,8 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
     LmPair lms = LoadLms("kd_student");
     ASSERT_NE(lms.student, nullptr);
     // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
-    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                           weight: 0.5 }
-                                                                                                                                                                                                                criterion {
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                     weight: 0.5 }
+                                                                                                                                                                                                                                                                                                                                                          criterion {
                                magnitude_aware_weighting: true
                                terms {
                                  name: "hard"
@@ -301,6 +303,163 @@ TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnTorchScriptCnns) {
   ASSERT_THAT(box, IsOk());
   ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
                    {"input_projector", "output_projector"}, 3);
+}
+
+// --- Runs: Run(), validation of the whole student, resume, the teacher cache -------------------
+
+std::string HfModel(const char* role, const std::string& folder) {
+  return absl::StrCat(role, " { native { key: \"hf_causal_lm\" kwargs { name: \"path\" str: \"",
+                      test::FixturePath("lm/" + folder), "\" } } }");
+}
+
+// Two epochs over 16 windows of the rule's tokens, validated by perplexity on 8 others.
+std::string RunConfig(int epochs, const std::string& student, const std::string& stage) {
+  const std::string tokens = test::WriteRuleTokens("feature_kd_run.bin", 12 * 24, 9,
+                                                   {.vocab = 64, .run = 6, .mul = 5, .add = 3});
+  auto dataset = [&](const char* id, int start, int stop) {
+    return absl::StrCat("datasets { id: \"", id,
+                        "\" key: \"token_file\" kwargs { name: \"path\" str: \"", tokens,
+                        "\" } kwargs { name: \"block_size\" integer: 12 } kwargs { name: "
+                        "\"vocab_size\" integer: 64 } subset { start: ",
+                        start, " stop: ", stop, " } }");
+  };
+  return absl::StrCat(R"pb(run { name: "feature_kd_run" seed: 3 })pb", dataset("train", 0, 16),
+                      dataset("val", 16, 24), HfModel("teacher", "llama"),
+                      HfModel("student", student),
+                      R"pb(evaluation {
+                             metrics { key: "perplexity" }
+                             primary_metric: "perplexity"
+                             lower_is_better: true
+                           })pb",
+                      "train { name: \"fkd\" num_epochs: ", epochs, " ",
+                      R"pb(train_data_loader { dataset_id: "train" batch_size: 4 shuffle: true }
+                           val_data_loader { dataset_id: "val" batch_size: 4 }
+                           optimizer {
+                             key: "AdamW"
+                             kwargs { name: "lr" number: 0.003 }
+                             max_grad_norm: 1
+                           }
+                           overlap_teacher: OFF)pb",
+                      " ", stage, " }");
+}
+
+constexpr char kHolisticRun[] = R"pb(
+  feature_distillation {
+    alignments {
+      teacher { path: "model.layers.1" }
+      student { path: "model.layers.0" }
+    }
+  })pb";
+
+TEST_F(BoxTest, FeatureDistillationRunsResumeExactlyAndValidateTheWholeStudent) {
+  std::string holistic_whole;
+  for (const bool blockwise : {false, true}) {
+    SCOPED_TRACE(blockwise ? "blockwise" : "holistic");
+    const std::string student = blockwise ? "bkd_student" : "kd_student";
+    const std::string stage =
+        absl::StrCat(blockwise ? BlockwiseLm(true) : kHolisticRun, " teacher_cache { mode: OFF }");
+    const std::string name = blockwise ? "bkd" : "hkd";
+    const std::string whole = RunDir(name + "_whole"), parts = RunDir(name + "_parts");
+    if (!blockwise) holistic_whole = whole;
+    absl::StatusOr<RunResult> run =
+        (*MakeBox(Parse(RunConfig(2, student, stage)), {.run_dir = whole}))->Run();
+    ASSERT_THAT(run, IsOk());
+    // The student validated end to end (its blocks are its modules): the perplexity moves as
+    // they train.
+    ASSERT_EQ(run->epochs.size(), 2u);
+    const double first = run->epochs[0].metrics.at("perplexity");
+    const double second = run->epochs[1].metrics.at("perplexity");
+    EXPECT_TRUE(std::isfinite(first));
+    EXPECT_TRUE(std::isfinite(second));
+    EXPECT_NE(second, first);
+    // Resumed after its first epoch (the projectors and the optimizer's state from the
+    // checkpoint), the run equals the uninterrupted one bit for bit.
+    ASSERT_THAT((*MakeBox(Parse(RunConfig(1, student, stage)), {.run_dir = parts}))->Run(), IsOk());
+    auto resumed = MakeBox(Parse(RunConfig(2, student, stage)), {.run_dir = parts, .resume = true});
+    ASSERT_THAT(resumed, IsOk());
+    absl::StatusOr<RunResult> rest = (*resumed)->Run();
+    ASSERT_THAT(rest, IsOk());
+    EXPECT_EQ(rest->epochs_run, 1);
+    ExpectSameStudent(whole, parts);
+  }
+  // The holistic stage's teacher values come from the teacher cache where it is exact: the
+  // same student bit for bit, with hits in the second epoch.
+  const std::string cached = RunDir("hkd_cached");
+  std::vector<TeacherCacheReport> reports;
+  auto box = MakeBox(Parse(RunConfig(2, "kd_student",
+                                     absl::StrCat(kHolisticRun, " teacher_cache { mode: AUTO }"))),
+                     {.run_dir = cached, .on_epoch = [&](const EpochReport& r) {
+                        if (r.teacher_cache) reports.push_back(*r.teacher_cache);
+                      }});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->Run(), IsOk());
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
+  EXPECT_GT(reports[1].hits, 0);
+  ExpectSameStudent(holistic_whole, cached);
+}
+
+// --- Bad input ----------------------------------------------------------------------------
+
+TEST_F(BoxTest, FeatureDistillationRefusesWhatItCannotRun) {
+  struct Case {
+    std::string student, stage, message;
+  };
+  const std::vector<Case> cases = {
+      {"kd_student",
+       R"pb(feature_distillation {
+              alignments {
+                teacher { path: "model.layers.9" }
+                student { path: "model.layers.0" }
+              }
+            })pb",
+       "model.layers.9"},
+      {"kd_student",
+       R"pb(feature_distillation {
+              alignments {
+                teacher { path: "model.layers.1" }
+                student { path: "model.layers.0" }
+                auto_projector: false
+              }
+            })pb",
+       "[4, 12, 16]"},
+      {"kd_student",
+       R"pb(feature_distillation {
+              alignments {
+                teacher { path: "model.embed_tokens" }
+                student { path: "model.embed_tokens" io: INPUT }
+              }
+            })pb",
+       "cannot infer a projector"},
+      {"bkd_student",
+       R"pb(feature_distillation {
+              mode: BLOCKWISE
+              alignments {
+                teacher { path: "model.layers.0" }
+                student { path: "model.layers.0" }
+                loss_weight: 2
+              }
+            })pb",
+       "loss_weight"},
+      {"kd_student",
+       R"pb(feature_distillation {
+              alignments {
+                teacher { path: "model.layers.1" }
+                student { path: "model.layers.0" }
+                input_projector { key: "GenericLinearProjector" }
+              }
+            })pb",
+       "input_projector"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    absl::StatusOr<std::unique_ptr<Box>> box = MakeBox(
+        Parse(RunConfig(1, c.student, absl::StrCat(c.stage, " teacher_cache { mode: OFF }"))),
+        {.run_dir = RunDir("bad")});
+    absl::Status status = box.ok() ? (*box)->Run().status() : box.status();
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(std::string(status.message()), testing::HasSubstr(c.message));
+  }
 }
 
 }  // namespace
