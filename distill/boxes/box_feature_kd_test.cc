@@ -25,6 +25,7 @@
 #include "distill/models/causal_lm.h"
 #include "distill/models/hf_causal_lm.h"
 #include "hooks/torchscript_model.h"
+#include "memdiag/tracking_allocator.h"
 #include "testing/fixtures.h"
 #include "testing/status_matchers.h"
 #include "testing/tensor_matchers.h"
@@ -190,8 +191,8 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
     LmPair lms = LoadLms("kd_student");
     ASSERT_NE(lms.student, nullptr);
     // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
-    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                     weight: 0.5 }
-                                                                                                                                                                                                                                                                                                                                                          criterion {
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                                                                                          weight: 0.5 }
+                                                                                                                                                                                                                                                                                                                                                                                                                               criterion {
                                magnitude_aware_weighting: true
                                terms {
                                  name: "hard"
@@ -303,6 +304,63 @@ TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnTorchScriptCnns) {
   ASSERT_THAT(box, IsOk());
   ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
                    {"input_projector", "output_projector"}, 3);
+}
+
+// backward_per_block: the same gradients as one backward, and a peak of about one block's
+// activations (memdiag's tracking allocator) on 4 decoder layers.
+TEST_F(BoxTest, BackwardPerBlockGivesTheSameGradientsWithALowerPeak) {
+  TrackingAllocator& tracker = TrackingAllocator::Install();
+  auto make = [](int64_t intermediate, uint64_t seed) {
+    at::manual_seed(seed);
+    absl::StatusOr<std::shared_ptr<CausalLm>> lm = MakeCausalLm({.architecture = "llama",
+                                                                 .vocab_size = 64,
+                                                                 .hidden_size = 64,
+                                                                 .intermediate_size = intermediate,
+                                                                 .num_hidden_layers = 4,
+                                                                 .num_attention_heads = 4,
+                                                                 .num_key_value_heads = 2});
+    EXPECT_THAT(lm, IsOk());
+    return *lm;
+  };
+  const std::string stage = absl::StrCat(R"pb(feature_distillation { mode: BLOCKWISE)pb", " ");
+  std::map<bool, std::vector<at::Tensor>> grads;
+  std::map<bool, int64_t> peaks;
+  const at::Tensor ids = at::randint(64, {8, 128}, at::kLong);
+  for (const bool per_block : {false, true}) {
+    std::shared_ptr<CausalLm> teacher = make(256, 1), student = make(128, 2);
+    std::string alignments;
+    for (int i = 0; i < 4; ++i) {
+      absl::StrAppend(&alignments, "alignments { teacher { path: \"model.layers.", i,
+                      "\" } student { path: \"model.layers.", i, "\" } } ");
+    }
+    auto box = MakeBox(
+        Parse(Step(TokenData(), absl::StrCat(stage, alignments,
+                                             per_block ? "backward_per_block: true" : "", " }"))),
+        {.teacher = MakeCausalLmModel(teacher), .student = MakeCausalLmModel(student)},
+        {.run_dir = RunDir(absl::StrCat("peak", per_block))});
+    ASSERT_THAT(box, IsOk());
+    ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+    Batch batch{.samples = ids, .targets = ids};
+    ASSERT_THAT((*box)->PreForward(batch), IsOk());
+    tracker.ResetPeak();
+    absl::StatusOr<at::Tensor> loss = (*box)->Forward(batch);
+    ASSERT_THAT(loss, IsOk());
+    if (!per_block) loss->backward();
+    peaks[per_block] = tracker.peak_bytes() - tracker.baseline_bytes();
+    for (const auto& p : student->parameters()) {
+      if (p.grad().defined()) grads[per_block].push_back(p.grad().clone());
+    }
+  }
+  ASSERT_EQ(grads[false].size(), grads[true].size());
+  ASSERT_FALSE(grads[true].empty());
+  for (size_t i = 0; i < grads[true].size(); ++i) {
+    test::ExpectNearScale(grads[true][i], grads[false][i], absl::StrCat("gradient ", i));
+  }
+  RecordProperty("peak_per_block_bytes", std::to_string(peaks[true]));
+  RecordProperty("peak_one_backward_bytes", std::to_string(peaks[false]));
+  // Four blocks' activations against one block's (and the captured inputs both keep).
+  EXPECT_LT(static_cast<double>(peaks[true]), 0.6 * static_cast<double>(peaks[false]))
+      << "per block " << peaks[true] << " B, one backward " << peaks[false] << " B";
 }
 
 // --- Runs: Run(), validation of the whole student, resume, the teacher cache -------------------
