@@ -122,7 +122,9 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
     if (!used.count(name)) unexpected.push_back(name);
   }
   std::vector<std::string> problems;
-  if (!mismatched.empty()) problems.push_back("shape mismatch: " + JoinSome(mismatched));
+  if (!mismatched.empty() && !options.ignore_mismatched_sizes) {
+    problems.push_back("shape mismatch: " + JoinSome(mismatched));
+  }
   if (options.strict && !missing.empty()) problems.push_back("missing keys: " + JoinSome(missing));
   if (options.strict && !unexpected.empty()) {
     problems.push_back("unexpected keys: " + JoinSome(unexpected));
@@ -137,7 +139,9 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
     c10::NoGradGuard no_grad;
     for (auto& [name, target] : targets) {
       auto it = file_tensors.find(name);
-      if (it != file_tensors.end()) target.copy_(it->second);
+      if (it != file_tensors.end() && it->second.sizes().equals(target.sizes())) {
+        target.copy_(it->second);
+      }
     }
   });
 }

@@ -52,6 +52,9 @@ using NamedTensor = std::pair<std::string, at::Tensor>;
 struct LoadStateOptions {
   // Unexpected or missing keys are errors when true; ignored when false.
   bool strict = true;
+  // Tensors whose shapes differ are left as they are rather than errors (transformers'
+  // ignore_mismatched_sizes).
+  bool ignore_mismatched_sizes = false;
 };
 
 class Model {

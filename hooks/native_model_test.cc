@@ -5,24 +5,26 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 
-#include "testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hooks/hook_point.h"
-#include "testing/small_cnn.h"
 #include "testing/fixture_models.h"
 #include "testing/fixtures.h"
+#include "testing/small_cnn.h"
+#include "testing/status_matchers.h"
 #include "testing/tensor_matchers.h"
 
 namespace kd {
 namespace {
 
 using ::kd::test::AllClose;
-using ::kd::test::IValueNear;
 using ::kd::test::At;
 using ::kd::test::FixtureInputs;
 using ::kd::test::FixturePath;
+using ::kd::test::IValueNear;
 using ::kd::test::LoadExpected;
 using ::kd::test::SmallCnnModel;
 using ::kd::test::TapRecorder;
@@ -38,11 +40,11 @@ TEST(NativeHookTest, TheHandleRemovesTheHookAndMayOutliveTheModule) {
   int calls = 0;
   {
     Twice twice;
-    HookHandle handle = AddNativeHook(*twice, [&](const std::vector<c10::IValue>& args,
-                                                  const c10::IValue& output) {
-      ++calls;
-      EXPECT_THAT(output, IValueNear(args[0].toTensor() * 2, 0));
-    });
+    HookHandle handle =
+        AddNativeHook(*twice, [&](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+          ++calls;
+          EXPECT_THAT(output, IValueNear(args[0].toTensor() * 2, 0));
+        });
     EXPECT_TRUE(handle.active());
     Call(twice, at::ones({1}));
     EXPECT_EQ(calls, 1);
@@ -208,6 +210,26 @@ TEST(NativeModelTest, StateMovesBetweenNativeAndTorchScriptTwins) {
   b->SetTraining(false);
   const at::Tensor x = at::randn({3, 1, 28, 28});
   EXPECT_THAT(b->Forward({x}), IValueNear(a->Forward({x}), 1e-5));
+}
+
+TEST(NativeModelTest, IgnoreMismatchedSizesLoadsWhatFits) {
+  // A [3 -> 4, 4 -> 2] MLP's state into a [3 -> 4, 4 -> 5] one: the first layer loads, the
+  // second (shapes [2, 4] and [2] in the file) is left as it was; refused without the option.
+  auto mlp = [](int64_t out) {
+    auto seq = torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::Linear(4, out));
+    return MakeNativeModel(seq.ptr(), [seq](std::vector<c10::IValue>& args, const Kwargs&) mutable {
+      return c10::IValue(seq->forward(args[0].toTensor()));
+    });
+  };
+  std::unique_ptr<Model> source = mlp(2), target = mlp(5);
+  const std::string path = test::TempPath("mismatched.pt");
+  ASSERT_THAT(source->SaveState(path), IsOk());
+  const at::Tensor kept = target->NamedParameters()[2].second.clone();
+  EXPECT_THAT(target->LoadState(path),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shape mismatch: 1.weight")));
+  ASSERT_THAT(target->LoadState(path, {.strict = false, .ignore_mismatched_sizes = true}), IsOk());
+  EXPECT_TRUE(at::equal(target->NamedParameters()[0].second, source->NamedParameters()[0].second));
+  EXPECT_TRUE(at::equal(target->NamedParameters()[2].second, kept));
 }
 
 TEST(NativeModelTest, ToMovesDtype) {

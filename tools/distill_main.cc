@@ -80,8 +80,9 @@ ABSL_FLAG(std::string, corpus, "/usr/share/games/fortunes",
           "one text file of documents separated by lines of %.");
 ABSL_FLAG(std::string, job_configs, "",
           "The default job's configs from this folder: the image job's fashion_mnist_teacher, "
-          "_student and _student_kd.pbtxt, the LM job's fortunes_teacher, _student, _student_kd "
-          "and _student_gkd.pbtxt. Default: tools/configs. Only without --config.");
+          "_student and _student_kd.pbtxt, the LM job's fortunes_teacher, _student, _student_kd, "
+          "_student_gkd, _student_hkd and _student_bkd.pbtxt. Default: tools/configs. Only without "
+          "--config.");
 ABSL_FLAG(std::string, python, "",
           "The Python (with torch) that exports the package teacher of --teacher_format=aoti. "
           "Default: $LIBKD_VENV/bin/python, else ~/.cache/libkd/venv/bin/python (the "

@@ -123,6 +123,11 @@ absl::Status RunLmJob(std::vector<DistillConfig> configs, const LmJobOptions& op
     PointAtLmData(config, data);
     config.mutable_student()->set_dst_ckpt(dir + "/model.pt");
     if (config.has_teacher()) config.mutable_teacher()->set_src_ckpt(teacher_ckpt);
+    // A student made from the teacher (ignore_mismatched_sizes: the blockwise part's narrower
+    // layers) starts from part 1's teacher wherever the shapes agree.
+    if (config.student().ignore_mismatched_sizes()) {
+      config.mutable_student()->set_src_ckpt(teacher_ckpt);
+    }
     std::string text;
     google::protobuf::TextFormat::PrintToString(config, &text);
     KD_ASSIGN_OR_RETURN(RunSummary summary,

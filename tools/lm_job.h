@@ -19,10 +19,10 @@ namespace kd {
 
 // The job's parts, in the order they run. Their configs name the token files
 // "runs/lm/data/{train,val,test}.bin"; the job points them at <root>/data.
-inline constexpr JobPart kLmJobParts[] = {{"teacher", "fortunes_teacher.pbtxt"},
-                                          {"student", "fortunes_student.pbtxt"},
-                                          {"student_kd", "fortunes_student_kd.pbtxt"},
-                                          {"student_gkd", "fortunes_student_gkd.pbtxt"}};
+inline constexpr JobPart kLmJobParts[] = {
+    {"teacher", "fortunes_teacher.pbtxt"},         {"student", "fortunes_student.pbtxt"},
+    {"student_kd", "fortunes_student_kd.pbtxt"},   {"student_gkd", "fortunes_student_gkd.pbtxt"},
+    {"student_hkd", "fortunes_student_hkd.pbtxt"}, {"student_bkd", "fortunes_student_bkd.pbtxt"}};
 
 struct LmJobOptions {
   std::string root;        // the job's folder (resolved)

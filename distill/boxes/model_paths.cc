@@ -198,7 +198,10 @@ absl::StatusOr<std::unique_ptr<Model>> LoadSourceCheckpoint(std::unique_ptr<Mode
                                                             const std::string& base_dir,
                                                             absl::string_view role) {
   if (!config.src_ckpt().empty()) {
-    absl::Status loaded = model->LoadState(ResolveAgainst(base_dir, config.src_ckpt()));
+    absl::Status loaded =
+        model->LoadState(ResolveAgainst(base_dir, config.src_ckpt()),
+                         {.strict = !config.ignore_mismatched_sizes(),
+                          .ignore_mismatched_sizes = config.ignore_mismatched_sizes()});
     if (!loaded.ok()) return WithContext(absl::StrCat(role, ".src_ckpt"), loaded);
     KD_RETURN_IF_ERROR(CheckFinite(*model, absl::StrCat(role, ".src_ckpt"),
                                    ResolveAgainst(base_dir, config.src_ckpt())));
