@@ -191,8 +191,8 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
     LmPair lms = LoadLms("kd_student");
     ASSERT_NE(lms.student, nullptr);
     // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
-    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                                                                                          weight: 0.5 }
-                                                                                                                                                                                                                                                                                                                                                                                                                               criterion {
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                                                                                                                                                               weight: 0.5 }
+                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                    criterion {
                                magnitude_aware_weighting: true
                                terms {
                                  name: "hard"
@@ -440,6 +440,25 @@ TEST_F(BoxTest, FeatureDistillationRunsResumeExactlyAndValidateTheWholeStudent) 
     EXPECT_EQ(rest->epochs_run, 1);
     ExpectSameStudent(whole, parts);
   }
+  // The projectors' own optimizer (here the stage's settings again), stepped with the student's
+  // as one (CompositeOptimizer): the same student; resumed from its checkpoint, exactly.
+  const std::string composite = RunDir("hkd_composite"), composite_parts = RunDir("hkd_cparts");
+  const std::string with_own = absl::StrCat(kHolisticRun, R"pb(teacher_cache { mode: OFF })pb");
+  auto apart = [&](int epochs) {
+    std::string text = RunConfig(epochs, "kd_student", with_own);
+    const std::string at = "alignments {";
+    text.insert(text.find(at), R"pb(projector_optimizer {
+                                      key: "AdamW"
+                                      kwargs { name: "lr" number: 0.003 }
+                                    })pb");
+    return Parse(text);
+  };
+  ASSERT_THAT((*MakeBox(apart(2), {.run_dir = composite}))->Run(), IsOk());
+  test::ExpectSameStudent(holistic_whole, composite);
+  ASSERT_THAT((*MakeBox(apart(1), {.run_dir = composite_parts}))->Run(), IsOk());
+  ASSERT_THAT((*MakeBox(apart(2), {.run_dir = composite_parts, .resume = true}))->Run(), IsOk());
+  ExpectSameStudent(composite, composite_parts);
+
   // The holistic stage's teacher values come from the teacher cache where it is exact: the
   // same student bit for bit, with hits in the second epoch.
   const std::string cached = RunDir("hkd_cached");

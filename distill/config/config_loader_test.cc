@@ -81,7 +81,7 @@ TEST(ConfigLoaderTest, UnknownFieldsAreKeptAsProblemsAtTheirNames) {
           "c.pbtxt:3:3: unknown field \"num_epocs\" in StageConfig; did you mean \"num_epochs\"?",
           "c.pbtxt:5:23: unknown field \"wieght\" in LossTermConfig; did you mean \"weight\"?",
           "c.pbtxt:6:23: unknown field \"xyzzy\" in LossTermConfig; valid: name, key, kwargs, "
-          "weight, inputs, warmup_epochs"));
+          "weight, inputs, warmup_epochs, group"));
   // The rest is parsed.
   EXPECT_EQ(loaded->config.train().criterion().terms_size(), 2);
 }

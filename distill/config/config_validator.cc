@@ -194,6 +194,11 @@ class Validator : private config_internal::StageChecker {
            FeatureDistillationErrors(fd, stage.criterion().terms_size() > 0)) {
         Add(loc.Of("feature_distillation"), error);
       }
+      if (fd.has_projector_optimizer() && !fd.projector_optimizer().key().empty()) {
+        CheckPlugin(kOptimizerKind, fd.projector_optimizer().key(),
+                    fd.projector_optimizer().kwargs(),
+                    loc.Nested("feature_distillation").Nested("projector_optimizer"));
+      }
       if (absl::StatusOr<StageConfig> made = ExpandHolistic(stage, {}); made.ok()) {
         expanded = *std::move(made);
       } else {

@@ -78,6 +78,17 @@ std::vector<std::string> FeatureDistillationErrors(const FeatureDistillationConf
     errors.push_back(
         "feature_distillation.weight: HOLISTIC's (a BLOCKWISE loss has no other terms)");
   }
+  if (config.has_projector_optimizer()) {
+    const OptimizerConfig& other = config.projector_optimizer();
+    if (other.key().empty()) {
+      errors.push_back("feature_distillation.projector_optimizer.key: required (e.g. \"AdamW\")");
+    }
+    if (other.param_groups_size() > 0 || other.has_max_grad_norm() || other.grad_accum_step() > 0) {
+      errors.push_back(
+          "feature_distillation.projector_optimizer: param_groups, max_grad_norm and "
+          "grad_accum_step are the stage optimizer's; give only key and kwargs");
+    }
+  }
   std::set<std::string> names;
   for (int i = 0; i < config.alignments_size(); ++i) {
     const AlignmentConfig& a = config.alignments(i);

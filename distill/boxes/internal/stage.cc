@@ -28,6 +28,7 @@
 #include "distill/boxes/internal/stage_setup.h"
 #include "distill/boxes/io_util.h"
 #include "distill/boxes/metrics/metrics.h"
+#include "distill/boxes/optim/composite_optimizer.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/config/feature_distillation.h"
 #include "distill/config/kwargs.h"
@@ -118,36 +119,62 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
       if (p.requires_grad()) own.push_back(p);
     }
   }
+  // The projectors feature_distillation made (the student's auxiliary modules it named).
+  const FeatureDistillationConfig& fd = given.feature_distillation();
+  std::set<const c10::TensorImpl*> projectors;
+  for (const AlignmentConfig& a : fd.alignments()) {
+    for (const char* role : {"input_projector", "output_projector"}) {
+      const std::string name = absl::StrCat("student.", AlignmentName(a), "/", role);
+      for (const AuxModule& aux : aux_) {
+        if (aux.name != name) continue;
+        for (const at::Tensor& p : aux.module.ptr()->parameters()) {
+          projectors.insert(p.unsafeGetTensorImpl());
+        }
+      }
+    }
+  }
+  auto is_projector = [&](const at::Tensor& p) {
+    return projectors.count(p.unsafeGetTensorImpl()) > 0;
+  };
+  // projector_optimizer: the projectors' parameters in groups of their own, for a second
+  // optimizer stepped with the stage's as one (CompositeOptimizer).
+  const bool apart = fd.has_projector_optimizer() && !projectors.empty();
   KD_RETURN_IF_ERROR(WrapForDataParallel(config, own));
-  std::vector<ParamGroup> groups;
+  std::vector<ParamGroup> groups, projector_groups;
   if (blockwise_ != nullptr) {
     // silverspoon-kd's per-alignment optimizers as one optimizer's groups (its DeepSpeed form):
     // each parameter's update reads only its own state and its group's settings.
     groups = blockwise_->ParamGroups({});
+    if (apart) {
+      for (ParamGroup& group : groups) {
+        ParamGroup moved;
+        for (const at::Tensor& p : group.params) {
+          if (is_projector(p)) moved.params.push_back(p);
+        }
+        std::erase_if(group.params, is_projector);
+        if (!moved.params.empty()) projector_groups.push_back(std::move(moved));
+      }
+    }
   } else {
+    if (apart) {
+      projector_groups.push_back({});
+      for (const at::Tensor& p : own) {
+        if (is_projector(p)) projector_groups.back().params.push_back(p);
+      }
+      std::erase_if(own, is_projector);
+    }
     KD_ASSIGN_OR_RETURN(
         groups, BuildParamGroups(optimizer, student_, teacher_, teacher_trains_, std::move(own)));
   }
   params_.clear();
-  for (const ParamGroup& group : groups) {
-    params_.insert(params_.end(), group.params.begin(), group.params.end());
-  }
-  // feature_distillation's clip_projectors false: the projectors' gradients left unclipped.
-  clipped_ = params_;
-  if (given.feature_distillation().has_clip_projectors() &&
-      !given.feature_distillation().clip_projectors()) {
-    std::set<const c10::TensorImpl*> projectors;
-    for (const AlignmentConfig& a : given.feature_distillation().alignments()) {
-      for (const AuxModule& aux : aux_) {
-        if (aux.name != absl::StrCat("student.", OutputProjectorName(a))) continue;
-        for (const at::Tensor& p : aux.module.ptr()->parameters())
-          projectors.insert(p.unsafeGetTensorImpl());
-      }
+  for (const auto* list : {&groups, &projector_groups}) {
+    for (const ParamGroup& group : *list) {
+      params_.insert(params_.end(), group.params.begin(), group.params.end());
     }
-    std::erase_if(clipped_, [&](const at::Tensor& p) {
-      return projectors.count(p.unsafeGetTensorImpl()) > 0;
-    });
   }
+  // clip_projectors false: the projectors' gradients left unclipped (BLOCKWISE clips by block).
+  clipped_ = params_;
+  if (fd.has_clip_projectors() && !fd.clip_projectors()) std::erase_if(clipped_, is_projector);
   KD_ASSIGN_OR_RETURN(Kwargs opt_kwargs,
                       PluginKwargs(OptimizerRegistry(), optimizer.key(), optimizer.kwargs(),
                                    absl::StrCat("optimizer \"", optimizer.key(), "\"")));
@@ -163,6 +190,23 @@ absl::Status Stage::Build(const StageConfig& given, const StageConfig* previous,
       MakeOptimizer(optimizer.key(), std::move(groups), opt_kwargs);
   if (!made.ok()) return WithContext("optimizer", made.status());
   optimizer_ = *std::move(made);
+  if (apart) {
+    const OptimizerConfig& other = fd.projector_optimizer();
+    const std::string field = "feature_distillation.projector_optimizer";
+    absl::StatusOr<Kwargs> kwargs = PluginKwargs(OptimizerRegistry(), other.key(), other.kwargs(),
+                                                 absl::StrCat("optimizer \"", other.key(), "\""));
+    if (!kwargs.ok()) return WithContext(field, kwargs.status());
+    if (lr_factor_ != 1.0 && FindKwarg(*kwargs, "lr") != nullptr) {
+      (*kwargs)["lr"] = NumberKwarg(*kwargs, "lr") * lr_factor_;
+    }
+    absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> second =
+        MakeOptimizer(other.key(), std::move(projector_groups), *kwargs);
+    if (!second.ok()) return WithContext(field, second.status());
+    std::vector<CompositeOptimizer::Child> children;
+    children.push_back({"student", std::move(optimizer_)});
+    children.push_back({"projectors", *std::move(second)});
+    optimizer_ = std::make_unique<CompositeOptimizer>(std::move(children));
+  }
   max_grad_norm_ = optimizer.has_max_grad_norm() ? std::optional<double>(optimizer.max_grad_norm())
                                                  : std::nullopt;
   grad_accum_step_ = std::max(1, optimizer.grad_accum_step());

@@ -2,6 +2,7 @@
 // and the optimizer registry.
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -10,8 +11,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/kwargs.h"
 #include "base/status_macros.h"
+#include "distill/boxes/optim/composite_optimizer.h"
 #include "distill/boxes/optim/optim.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_kinds.h"
@@ -173,6 +176,13 @@ std::string OptimizerKind(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return "SGD";
   if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return "AdamW";
   if (dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr) return "Adam";
+  if (const auto* composite = dynamic_cast<const CompositeOptimizer*>(&optimizer)) {
+    std::vector<std::string> kinds;
+    for (const CompositeOptimizer::Child& child : composite->children()) {
+      kinds.push_back(absl::StrCat(child.name, ": ", OptimizerKind(*child.optimizer)));
+    }
+    return absl::StrCat("CompositeOptimizer(", absl::StrJoin(kinds, ", "), ")");
+  }
   return "other";
 }
 
