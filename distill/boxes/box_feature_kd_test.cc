@@ -191,8 +191,8 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
     LmPair lms = LoadLms("kd_student");
     ASSERT_NE(lms.student, nullptr);
     // silverspoon-kd's alpha: (1 - alpha) * alignments + alpha * the student's own loss.
-    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                                                                                                                                                               weight: 0.5 }
-                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                    criterion {
+    const std::string stage = alpha ? absl::StrCat(kHolisticLm, R"pb(                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                    weight: 0.5 }
+                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                                         criterion {
                                magnitude_aware_weighting: true
                                terms {
                                  name: "hard"
@@ -213,8 +213,11 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
   }
 }
 
-TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
-  const std::map<std::string, at::Tensor> expected = LoadCase("holistic_cnn");
+// One step on the TorchScript CNNs (layer1 and layer2 aligned) with the feature_distillation
+// `options` against `name`'s fixture.
+void ExpectCnnStepEquals(const std::string& name, const std::string& options,
+                         const std::vector<std::string>& projectors, int num_projector_params) {
+  const std::map<std::string, at::Tensor> expected = LoadCase(name);
   ASSERT_FALSE(expected.empty());
   absl::StatusOr<std::unique_ptr<Model>> teacher =
       LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_teacher.pt"));
@@ -222,24 +225,26 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
       LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_student.pt"));
   ASSERT_THAT(teacher, IsOk());
   ASSERT_THAT(student, IsOk());
-  // 8 and 16 channels against 16 and 32 at the same sizes: a 1x1 convolution each.
-  auto box = MakeBox(Parse(Step(kImageData, R"pb(
-                       feature_distillation {
-                         clip_projectors: false
-                         alignments {
-                           teacher { path: "layer1" }
-                           student { path: "layer1" }
-                         }
-                         alignments {
-                           teacher { path: "layer2" }
-                           student { path: "layer2" }
-                         }
-                       })pb")),
+  auto box = MakeBox(Parse(Step(kImageData, absl::StrCat("feature_distillation { ", options,
+                                                         R"pb(                                                               alignments {
+                                                                 teacher { path: "layer1" }
+                                                                 student { path: "layer1" }
+                                                               }
+                                                               alignments {
+                                                                 teacher { path: "layer2" }
+                                                                 student { path: "layer2" }
+                                                               }
+                                                             })pb"))),
                      {.teacher = *std::move(teacher), .student = *std::move(student)},
-                     {.run_dir = RunDir("holistic_cnn")});
+                     {.run_dir = RunDir(name)});
   ASSERT_THAT(box, IsOk());
-  ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
-                   {"output_projector"}, 2);
+  ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"}, projectors,
+                   num_projector_params);
+}
+
+// 8 and 16 channels against 16 and 32 at the same sizes: a 1x1 convolution each.
+TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
+  ExpectCnnStepEquals("holistic_cnn", "clip_projectors: false", {"output_projector"}, 2);
 }
 
 // --- Blockwise -----------------------------------------------------------------------------
@@ -279,31 +284,8 @@ TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnLlamas) {
 // teacher's 16-channel layer1 output, which the student's layer2 takes as 8 (an input projector
 // too).
 TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnTorchScriptCnns) {
-  const std::map<std::string, at::Tensor> expected = LoadCase("blockwise_cnn");
-  ASSERT_FALSE(expected.empty());
-  absl::StatusOr<std::unique_ptr<Model>> teacher =
-      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_teacher.pt"));
-  absl::StatusOr<std::unique_ptr<Model>> student =
-      LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_student.pt"));
-  ASSERT_THAT(teacher, IsOk());
-  ASSERT_THAT(student, IsOk());
-  auto box = MakeBox(Parse(Step(kImageData, R"pb(
-                       feature_distillation {
-                         mode: BLOCKWISE
-                         alignments {
-                           teacher { path: "layer1" }
-                           student { path: "layer1" }
-                         }
-                         alignments {
-                           teacher { path: "layer2" }
-                           student { path: "layer2" }
-                         }
-                       })pb")),
-                     {.teacher = *std::move(teacher), .student = *std::move(student)},
-                     {.run_dir = RunDir("blockwise_cnn")});
-  ASSERT_THAT(box, IsOk());
-  ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"},
-                   {"input_projector", "output_projector"}, 3);
+  ExpectCnnStepEquals("blockwise_cnn", "mode: BLOCKWISE", {"input_projector", "output_projector"},
+                      3);
 }
 
 // backward_per_block: the same gradients as one backward, and a peak of about one block's
