@@ -27,7 +27,8 @@
 //   peer does not use), =auto leaves cache and overlap at their defaults: advantages the peer
 //   lacks.
 //
-// A round is an epoch of --steps batches on each side, the three alternating: libkd's box
+// A round is an epoch of --steps batches on each side, the three alternating (the paired rounds
+// of distill/boxes/testing/peer_rounds.h, shared with feature_kd_benchmark): libkd's box
 // Run()s one epoch per round (after a warm-up epoch, and before a last one left untimed, whose
 // end is the run's), and its on_epoch callback asks the peer for a round of silverspoon-kd's
 // and one of the plain loop (their order alternating), so all three see the same machine
@@ -39,19 +40,11 @@
 //
 //   bazel run -c opt //distill/boxes:lm_kd_benchmark -- --pairs=5
 //   (the peers: tools/install_deps.sh --peers)
-#include <dlfcn.h>
-#include <time.h>
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -64,11 +57,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "distill/boxes/box.h"
 #include "distill/boxes/box_options.h"
-#include "distill/data/data_loader.h"
+#include "distill/boxes/testing/peer_rounds.h"
 #include "google/protobuf/text_format.h"
 #include "testing/peer_process.h"
 #include "testing/ratio_reporter.h"
@@ -88,23 +80,13 @@ namespace kd {
 namespace {
 
 namespace fs = std::filesystem;
+using test::Rounds;
+using Size = test::BatchSize;
 
-constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
 constexpr int64_t kVocab = 4096;
 // The first steps whose losses must agree before timing, and how closely (relative).
 constexpr int kLossSteps = 3;
 constexpr double kLossTolerance = 1e-4;
-
-struct Size {
-  int64_t batch, block;
-  std::string name() const { return absl::StrCat(batch, " x ", block); }
-  std::string file() const { return absl::StrCat(batch, "x", block); }
-};
-
-// Seconds of each timed round of one column.
-struct Rounds {
-  std::vector<double> wall, cpu;
-};
 
 struct SizeResult {
   Size size;
@@ -112,31 +94,6 @@ struct SizeResult {
   // libkd's teacher cache and overlap in the last timed epoch.
   std::optional<TeacherCacheReport> teacher_cache;
 };
-
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// This process's CPU time, every thread's (a loader's or the teacher's thread included).
-double ProcessSeconds() {
-  timespec now;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-// `count` random ids below kVocab (seeded by `seed`) as a flat little-endian uint16 file.
-absl::Status WriteTokens(const std::string& path, int64_t count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> id(0, kVocab - 1);
-  std::vector<uint16_t> ids(count);
-  for (uint16_t& v : ids) v = static_cast<uint16_t>(id(gen));  // x86: little-endian
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(ids.data()),
-            static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("could not write the token file ", path));
-  return absl::OkStatus();
-}
 
 // The box: silverspoon-kd's ResponseBasedDistiller(alpha=0.5, soft_loss_fn="kl_div",
 // soft_loss_fn_kwargs={"temperature": 2.0}) as a criterion, the peer's AdamW, `epochs` epochs
@@ -210,52 +167,10 @@ absl::StatusOr<DistillConfig> Config(const std::string& models, const std::strin
   return config;
 }
 
-int64_t NumParams(const Model& model) {
-  int64_t n = 0;
-  for (const auto& [name, p] : model.NamedParameters()) n += p.numel();
-  return n;
-}
-
 // The answer's numbers, exactly `count` of them.
 absl::StatusOr<std::vector<double>> Ask(test::PeerProcess& peer, const std::string& request,
                                         size_t count) {
-  const std::optional<std::vector<double>> answer = peer.Ask(request);
-  if (!answer.has_value() || answer->size() != count) {
-    return absl::InternalError(absl::StrCat(
-        "the peer did not answer \"", request, "\" (its log: ", absl::GetFlag(FLAGS_work_dir),
-        "/peer.log; is silverspoon-kd installed? tools/install_deps.sh --peers)"));
-  }
-  return *answer;
-}
-
-// The total loss of the first `steps` steps of a fresh box, driven by its step API.
-absl::StatusOr<std::vector<double>> FirstLosses(Box& box, int steps) {
-  std::vector<double> losses;
-  KD_RETURN_IF_ERROR(box.PreEpoch(0));
-  KD_ASSIGN_OR_RETURN(DataLoader * loader, box.TrainLoader());
-  for (BatchStream batches(*loader); !batches.done();) {
-    if (static_cast<int>(losses.size()) == steps) break;
-    Batch batch = batches.Next();
-    KD_RETURN_IF_ERROR(box.PreForward(batch));
-    KD_ASSIGN_OR_RETURN(at::Tensor loss, box.Forward(batch));
-    losses.push_back(loss.item<double>());
-    KD_RETURN_IF_ERROR(box.PostForward(loss));
-  }
-  return losses;
-}
-
-double MaxRelativeDifference(const std::vector<double>& a, const std::vector<double>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-12));
-  }
-  return worst;
-}
-
-std::string Losses(const std::vector<double>& losses) {
-  return absl::StrJoin(losses, " ", [](std::string* out, double v) {
-    absl::StrAppend(out, absl::StrFormat("%.6f", v));
-  });
+  return test::AskPeer(peer, request, count, absl::GetFlag(FLAGS_work_dir) + "/peer.log");
 }
 
 // Fresh models on every side, the same first batches: the losses of the first steps must agree
@@ -266,29 +181,21 @@ absl::Status CheckLosses(test::PeerProcess& peer, const DistillConfig& config,
   const std::string run_dir = absl::StrCat(absl::GetFlag(FLAGS_work_dir), "/check_", size.file());
   KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
                       MakeBox(config, {.run_dir = run_dir, .overwrite = true}));
-  const int64_t teacher = NumParams(*box->teacher()), student = NumParams(box->student());
-  if (teacher != static_cast<int64_t>(peer_params[0]) ||
-      student != static_cast<int64_t>(peer_params[1])) {
-    return absl::InternalError(absl::StrFormat(
-        "the models differ: libkd's teacher has %d parameters and student %d, the peer's %d "
-        "and %d",
-        teacher, student, static_cast<int64_t>(peer_params[0]),
-        static_cast<int64_t>(peer_params[1])));
-  }
-  KD_ASSIGN_OR_RETURN(std::vector<double> ours, FirstLosses(*box, kLossSteps));
+  KD_RETURN_IF_ERROR(test::CheckSameModels(*box, peer_params));
+  KD_ASSIGN_OR_RETURN(std::vector<double> ours, test::FirstLosses(*box, kLossSteps));
   KD_ASSIGN_OR_RETURN(
       std::vector<double> theirs,
       Ask(peer, absl::StrCat("losses ", tokens, " ", size.batch, " ", size.block, " ", kLossSteps),
           2 * kLossSteps));
   const std::vector<double> silverspoon(theirs.begin(), theirs.begin() + kLossSteps);
   const std::vector<double> plain(theirs.begin() + kLossSteps, theirs.end());
-  const double ss = MaxRelativeDifference(ours, silverspoon);
-  const double pt = MaxRelativeDifference(ours, plain);
+  const double ss = test::MaxRelativeDifference(ours, silverspoon);
+  const double pt = test::MaxRelativeDifference(ours, plain);
   std::printf(
       "%-8s first %d steps' losses: libkd %s, silverspoon-kd %s, PyTorch %s; max relative "
       "difference %.1e (silverspoon-kd), %.1e (PyTorch)\n",
-      size.name().c_str(), kLossSteps, Losses(ours).c_str(), Losses(silverspoon).c_str(),
-      Losses(plain).c_str(), ss, pt);
+      size.name().c_str(), kLossSteps, test::FormatLosses(ours).c_str(),
+      test::FormatLosses(silverspoon).c_str(), test::FormatLosses(plain).c_str(), ss, pt);
   std::fflush(stdout);
   if (!(ss <= kLossTolerance && pt <= kLossTolerance)) {
     return absl::InternalError(absl::StrFormat(
@@ -305,58 +212,32 @@ absl::StatusOr<SizeResult> TimeSize(test::PeerProcess& peer, const std::string& 
   const std::string extras = absl::GetFlag(FLAGS_teacher_extras);
   const std::string dir = absl::GetFlag(FLAGS_work_dir);
   const std::string tokens = absl::StrCat(dir, "/tokens_", size.file(), ".bin");
-  KD_RETURN_IF_ERROR(WriteTokens(tokens, steps * size.batch * size.block,
-                                 static_cast<uint32_t>(1000 * size.batch + size.block)));
+  KD_RETURN_IF_ERROR(test::WriteTokens(tokens, steps * size.batch * size.block, kVocab,
+                                       static_cast<uint32_t>(1000 * size.batch + size.block)));
   KD_ASSIGN_OR_RETURN(DistillConfig config, Config(models, tokens, size, 2 + pairs, extras));
   KD_RETURN_IF_ERROR(CheckLosses(peer, config, tokens, size, peer_params));
 
   SizeResult result{.size = size};
   const std::string args = absl::StrCat(tokens, " ", size.batch, " ", size.block, " ", steps);
-  absl::Status peer_status;
-  double start_wall = 0, start_cpu = 0;
-  auto on_epoch = [&](const EpochReport& report) {
-    const double wall = WallSeconds() - start_wall, cpu = ProcessSeconds() - start_cpu;
-    // The first epoch warms up (the stage's setup, first allocations), the last is not timed
-    // (the run's end: the peer's end of train() is not timed either).
-    if (!peer_status.ok() || report.epoch > 1 + pairs) return;
-    const bool warmup = report.epoch == 1;
-    if (!warmup) {
-      result.libkd.wall.push_back(wall);
-      result.libkd.cpu.push_back(cpu);
-      result.teacher_cache = report.teacher_cache;
-    }
+  auto peer_rounds = [&](int64_t epoch, bool warmup) -> absl::Status {
     for (int i = 0; i < 2; ++i) {  // silverspoon-kd first in odd epochs, PyTorch in even ones
-      const bool silverspoon = (i == 0) == (report.epoch % 2 == 1);
-      absl::StatusOr<std::vector<double>> t =
-          Ask(peer, absl::StrCat(silverspoon ? "silverspoon " : "plain ", args), 2);
-      if (!t.ok()) {
-        peer_status = t.status();
-        return;
-      }
+      const bool silverspoon = (i == 0) == (epoch % 2 == 1);
+      KD_ASSIGN_OR_RETURN(
+          std::vector<double> t,
+          Ask(peer, absl::StrCat(silverspoon ? "silverspoon " : "plain ", args), 2));
       if (warmup) continue;
       Rounds& rounds = silverspoon ? result.silverspoon : result.plain;
-      rounds.wall.push_back((*t)[0]);
-      rounds.cpu.push_back((*t)[1]);
+      rounds.wall.push_back(t[0]);
+      rounds.cpu.push_back(t[1]);
     }
-    start_wall = WallSeconds();
-    start_cpu = ProcessSeconds();
+    return absl::OkStatus();
   };
-  KD_ASSIGN_OR_RETURN(std::unique_ptr<Box> box,
-                      MakeBox(config, {.run_dir = absl::StrCat(dir, "/run_", size.file()),
-                                       .overwrite = true,
-                                       .on_epoch = on_epoch}));
-  start_wall = WallSeconds();
-  start_cpu = ProcessSeconds();
-  KD_RETURN_IF_ERROR(box->Run().status());
-  KD_RETURN_IF_ERROR(peer_status);
+  KD_ASSIGN_OR_RETURN(result.libkd,
+                      test::RunPairedRounds(config, absl::StrCat(dir, "/run_", size.file()), pairs,
+                                            peer_rounds, [&](const EpochReport& report) {
+                                              result.teacher_cache = report.teacher_cache;
+                                            }));
   return result;
-}
-
-// The median over pairs of other's seconds / libkd's: libkd's speed-up.
-double SpeedUp(const std::vector<double>& libkd, const std::vector<double>& other) {
-  std::vector<double> ratios;
-  for (size_t i = 0; i < libkd.size(); ++i) ratios.push_back(other[i] / libkd[i]);
-  return test::Median(std::move(ratios));
 }
 
 void PrintTable(const std::vector<SizeResult>& results) {
@@ -366,8 +247,7 @@ void PrintTable(const std::vector<SizeResult>& results) {
       "(tcmalloc by LD_PRELOAD); %d intra-op thread(s) each; libkd's teacher cache and overlap: "
       "%s; %d steps a round, medians of %zu rounds; speed-ups: medians of paired ratios of "
       "wall time (CPU time in brackets)\n",
-      dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc",
-      absl::GetFlag(FLAGS_threads),
+      test::LinkedWithTcmalloc() ? "tcmalloc" : "glibc", absl::GetFlag(FLAGS_threads),
       absl::GetFlag(FLAGS_teacher_extras) == "auto"      ? "at their defaults (AUTO)"
       : absl::GetFlag(FLAGS_teacher_extras) == "overlap" ? "overlap on, cache off"
                                                          : "off",
@@ -381,10 +261,11 @@ void PrintTable(const std::vector<SizeResult>& results) {
     const double silverspoon = steps / test::Median(r.silverspoon.wall);
     const double plain = steps / test::Median(r.plain.wall);
     const std::string vs_ss =
-        absl::StrFormat("%.2fx (%.2fx)", SpeedUp(r.libkd.wall, r.silverspoon.wall),
-                        SpeedUp(r.libkd.cpu, r.silverspoon.cpu));
-    const std::string vs_pt = absl::StrFormat("%.2fx (%.2fx)", SpeedUp(r.libkd.wall, r.plain.wall),
-                                              SpeedUp(r.libkd.cpu, r.plain.cpu));
+        absl::StrFormat("%.2fx (%.2fx)", test::SpeedUp(r.libkd.wall, r.silverspoon.wall),
+                        test::SpeedUp(r.libkd.cpu, r.silverspoon.cpu));
+    const std::string vs_pt =
+        absl::StrFormat("%.2fx (%.2fx)", test::SpeedUp(r.libkd.wall, r.plain.wall),
+                        test::SpeedUp(r.libkd.cpu, r.plain.cpu));
     std::printf("%-8s | %9.1f %13.1f %9.1f | %9.0f %13.0f %9.0f | %15s %15s\n",
                 r.size.name().c_str(), libkd, silverspoon, plain, libkd * tokens,
                 silverspoon * tokens, plain * tokens, vs_ss.c_str(), vs_pt.c_str());
@@ -418,12 +299,8 @@ absl::Status Main() {
   if (error) return absl::InternalError(absl::StrCat("cannot make ", dir, ": ", error.message()));
 
   test::PeerProcess peer;
-  if (!peer.Start({.script = "distill/boxes/peer_lm_kd_timing.py",
-                   .args = {absl::StrCat(threads), dir + "/peer.log"},
-                   .env = {absl::StrCat("LD_PRELOAD=", kTcmalloc),
-                           absl::StrCat("OMP_NUM_THREADS=", threads)}})) {
-    return absl::InternalError("the peer did not start (tools/install_deps.sh --peers)");
-  }
+  KD_RETURN_IF_ERROR(
+      test::StartPeer(peer, "distill/boxes/peer_lm_kd_timing.py", threads, dir + "/peer.log"));
   // The peer makes the models once; libkd reads the same folders.
   const std::string models = dir + "/models";
   KD_ASSIGN_OR_RETURN(std::vector<double> params, Ask(peer, "models " + models, 2));

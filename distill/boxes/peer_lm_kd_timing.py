@@ -36,6 +36,9 @@ learning rate; no gradient clipping (max_grad_norm 0). transformers' default att
 Float32 on the CPU; the benchmark sets the threads and LD_PRELOADs tcmalloc.
 
   python peer_lm_kd_timing.py THREADS [LOG]    (run by //distill/boxes:lm_kd_benchmark)
+
+peer_feature_kd_timing.py (//distill/boxes:feature_kd_benchmark) reuses the models, windows,
+step timer, Trainer arguments and request loop defined here.
 """
 import logging
 import os
@@ -64,9 +67,11 @@ VOCAB = 4096
 FOLDER = None  # the models' folder, from "models DIR"
 
 
-def make_models(folder):
+def make_models(folder, shapes=None):
+    """Each of `shapes` (role -> (hidden, layers, heads, intermediate); default SHAPES), seeded
+    by its position, saved to folder/role; returns their parameter counts."""
     counts = []
-    for seed, (role, (hidden, layers, heads, inter)) in enumerate(SHAPES.items()):
+    for seed, (role, (hidden, layers, heads, inter)) in enumerate((shapes or SHAPES).items()):
         torch.manual_seed(seed)
         config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=hidden,
                                           intermediate_size=inter, num_hidden_layers=layers,
@@ -94,15 +99,19 @@ def windows(tokens, block):
 
 
 class Windows(Dataset):
-    """The windows as the Trainer's examples: input_ids and labels (the same ids)."""
+    """The windows as the Trainer's examples: input_ids and, with `labels`, labels (the same
+    ids)."""
 
-    def __init__(self, rows):
+    def __init__(self, rows, labels=True):
         self.rows = rows
+        self.labels = labels
 
     def __len__(self):
         return len(self.rows)
 
     def __getitem__(self, i):
+        if not self.labels:
+            return {"input_ids": self.rows[i]}
         return {"input_ids": self.rows[i], "labels": self.rows[i]}
 
 
@@ -132,18 +141,26 @@ class RecordingDistiller(ResponseBasedDistiller):
         return loss
 
 
-def make_distiller(rows, batch, steps, cls=ResponseBasedDistiller):
+def training_args(batch, steps, **extra):
+    """The Trainer's arguments both peers share: STEPS steps of BATCH windows in order on the
+    CPU, AdamW (per-parameter) lr LR, betas (0.9, 0.999), eps 1e-8, no weight decay, a constant
+    rate, no saving or logging; `extra` adds or overrides (max_grad_norm, alpha, ...)."""
     # The Trainer's output_dir (it saves nothing here), beside the models: the benchmark's
     # work_dir, replaced each run.
     out = tempfile.mkdtemp(prefix="trainer_", dir=os.path.dirname(FOLDER))
-    args = TrainingArguments(output_dir=out, alpha=ALPHA, report_to=[], use_cpu=True,
-                             per_device_train_batch_size=batch, max_steps=steps,
-                             learning_rate=LR, weight_decay=0.0, adam_beta1=0.9,
-                             adam_beta2=0.999, adam_epsilon=1e-8, optim="adamw_torch",
-                             lr_scheduler_type="constant", warmup_steps=0, max_grad_norm=0.0,
-                             train_sampling_strategy="sequential", save_strategy="no",
-                             logging_strategy="no", disable_tqdm=True,
-                             dataloader_pin_memory=False, dataloader_num_workers=0)
+    kwargs = dict(output_dir=out, report_to=[], use_cpu=True, per_device_train_batch_size=batch,
+                  max_steps=steps, learning_rate=LR, weight_decay=0.0, adam_beta1=0.9,
+                  adam_beta2=0.999, adam_epsilon=1e-8, optim="adamw_torch",
+                  lr_scheduler_type="constant", warmup_steps=0,
+                  train_sampling_strategy="sequential", save_strategy="no",
+                  logging_strategy="no", disable_tqdm=True, dataloader_pin_memory=False,
+                  dataloader_num_workers=0)
+    kwargs.update(extra)
+    return TrainingArguments(**kwargs)
+
+
+def make_distiller(rows, batch, steps, cls=ResponseBasedDistiller):
+    args = training_args(batch, steps, alpha=ALPHA, max_grad_norm=0.0)
     return cls(student_model=load("student"), teacher_model=load("teacher"), args=args,
                train_dataset=Windows(rows), soft_loss_fn="kl_div",
                soft_loss_fn_kwargs={"temperature": TEMPERATURE})
@@ -216,8 +233,22 @@ def first_losses(tokens, batch, block, steps):
     return distiller.losses + [plain.step(ids).item() for ids in plain.batches[:steps]]
 
 
-def main():
+def set_folder(folder):
+    """Where the models are (or go): the "models DIR" request's DIR."""
     global FOLDER
+    FOLDER = folder
+
+
+def tokens_request(fn):
+    """A request handler taking TOKENS BATCH BLOCK STEPS (the last three integers)."""
+    return lambda tokens, batch, block, steps: fn(tokens, int(batch), int(block), int(steps))
+
+
+def serve(handlers, name):
+    """Answers requests, one a line on stdin, until its end: handlers[word](*args) for a line
+    "word args..." gives the numbers of the answer line "word numbers..."; an unknown request or
+    a failure answers "error" (the reason, prefixed by `name`, to the log). sys.argv: THREADS
+    (intra-op threads) and LOG (where the libraries' prints and logs go; default stderr)."""
     torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
     # Answers go to the real stdout; what the libraries print or log (progress bars included)
     # to the log file, if one is given, else to stderr.
@@ -232,19 +263,24 @@ def main():
         if not words:
             continue
         try:
-            if words[0] == "models" and len(words) == 2:
-                FOLDER = words[1]
-                numbers = make_models(FOLDER)
-            elif words[0] in ("losses", "silverspoon", "plain") and len(words) == 5:
-                args = (words[1], *(int(w) for w in words[2:]))
-                numbers = {"losses": first_losses, "silverspoon": silverspoon_round,
-                           "plain": plain_round}[words[0]](*args)
-            else:
+            if words[0] not in handlers:
                 raise ValueError(f"unknown request {line.strip()!r}")
+            numbers = handlers[words[0]](*words[1:])
             print(words[0], *numbers, file=answers, flush=True)
         except Exception as e:  # the benchmark names the request; the reason goes to stderr
-            print(f"peer_lm_kd_timing.py: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            print(f"{name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             print("error", file=answers, flush=True)
+
+
+def models_request(folder):
+    set_folder(folder)
+    return make_models(folder)
+
+
+def main():
+    serve({"models": models_request, "losses": tokens_request(first_losses),
+           "silverspoon": tokens_request(silverspoon_round),
+           "plain": tokens_request(plain_round)}, "peer_lm_kd_timing.py")
 
 
 if __name__ == "__main__":
