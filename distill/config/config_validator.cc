@@ -265,29 +265,6 @@ class Validator : private config_internal::StageChecker {
     config_internal::CheckTeacherExtras(config, stage, loc, has_teacher_, *this);
   }
 
-  void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {
-    const std::pair<absl::string_view, absl::string_view> procs[] = {
-        {kPreEpochProcKind, kPreEpochProcDeprecated},
-        {kPreForwardProcKind, kPreForwardProcDeprecated},
-        {kPostForwardProcKind, kPostForwardProcDeprecated},
-        {kPostEpochProcKind, kPostEpochProcDeprecated},
-    };
-    for (const auto& [name, deprecated] : procs) {
-      absl::StatusOr<const PluginConfig*> config = GetProcConfig(stage, name);
-      if (!config.ok()) {
-        Add(loc.Of(deprecated), std::string(config.status().message()));
-        continue;
-      }
-      if (*config == nullptr) continue;
-      const absl::string_view field = loc.Written(name) ? name : deprecated;
-      if (field == deprecated) {
-        Warn(loc.Of(deprecated),
-             absl::StrCat("\"", deprecated, "\" is deprecated; call it \"", name, "\""));
-      }
-      CheckPlugin(name, (*config)->key(), (*config)->kwargs(), loc.Nested(field));
-    }
-  }
-
   void CheckLoader(const LoaderConfig& loader, const ConfigLocator& loc) {
     if (loader.dataset_id().empty()) {
       Missing(loc, "dataset_id");

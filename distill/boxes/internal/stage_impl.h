@@ -209,6 +209,10 @@ class Stage final : public StageRun, public TrainingContext {
   // Forward without the messages: the models, their I/O dicts (teacher_io_, student_io_), the
   // criterion.
   absl::StatusOr<CriterionResult> ForwardModels(const Batch& batch);
+  // The optimizer over what trains, max_grad_norm, grad_accum_step, the teacher's mode, the DDP
+  // wrapping and the scheduler (stage_optimizer.cc); `config` is `given` expanded.
+  absl::Status BuildOptimizer(const StageConfig& config, const StageConfig& given,
+                              const StageConfig* previous);
   // `given` with its HOLISTIC feature_distillation expanded (the projectors auto_projector
   // leaves out inferred on the training set's first samples); `given` otherwise.
   absl::StatusOr<StageConfig> ExpandFeatureDistillation(

@@ -318,5 +318,28 @@ void StageChecker::CheckFrozenTeacher(const StageConfig& stage, const ConfigLoca
   }
 }
 
+void StageChecker::CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc) {
+  const std::pair<absl::string_view, absl::string_view> procs[] = {
+      {kPreEpochProcKind, kPreEpochProcDeprecated},
+      {kPreForwardProcKind, kPreForwardProcDeprecated},
+      {kPostForwardProcKind, kPostForwardProcDeprecated},
+      {kPostEpochProcKind, kPostEpochProcDeprecated},
+  };
+  for (const auto& [name, deprecated] : procs) {
+    absl::StatusOr<const PluginConfig*> config = GetProcConfig(stage, name);
+    if (!config.ok()) {
+      Add(loc.Of(deprecated), std::string(config.status().message()));
+      continue;
+    }
+    if (*config == nullptr) continue;
+    const absl::string_view field = loc.Written(name) ? name : deprecated;
+    if (field == deprecated) {
+      Warn(loc.Of(deprecated),
+           absl::StrCat("\"", deprecated, "\" is deprecated; call it \"", name, "\""));
+    }
+    CheckPlugin(name, (*config)->key(), (*config)->kwargs(), loc.Nested(field));
+  }
+}
+
 }  // namespace config_internal
 }  // namespace kd

@@ -27,6 +27,9 @@ class StageChecker : public Checker {
                       const StageContext& context);
   // The optimizer's plugin, its parameter groups (their kwargs as the optimizer's, none required)
   // and its numbers.
+  // The stage's process functions: each under its name or its deprecated long name (a
+  // warning), its key and kwargs checked.
+  void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc);
   void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
                       const StageContext& context);
   // A stage of a run whose teacher has no parameters (ModelConfig.optimize_for_inference, an
