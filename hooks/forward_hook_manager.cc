@@ -47,22 +47,25 @@ struct ForwardHookManager::Hook {
     // The input first: it is usually the output the previous hooked module returned, and
     // shares its write guard.
     if (options.requires_input) {
-      Store(input, on, args.size() == 1 ? args[0] : c10::IValue(c10::ivalue::Tuple::create(args)));
+      if (args.size() == 1) [[likely]] {
+        Store(input, on, args[0]);
+      } else {
+        Store(input, on, c10::IValue(c10::ivalue::Tuple::create(args)));
+      }
     }
     if (options.requires_output) Store(output, on, out);
   }
 
-  void Store(Recorded& recorded, c10::Device device, c10::IValue value) {
-    hooks_internal::StoreValue(recorded, device, std::move(value), options.accumulates,
-                               write_guards);
+  void Store(Recorded& recorded, c10::Device device, const c10::IValue& value) {
+    hooks_internal::StoreValue(recorded, device, value, options.accumulates, write_guards);
   }
 
   // The recorded values as returned: what a write guard kept, where the forward wrote later.
   void Resolve(OnDevice& on) { hooks_internal::ResolveValues(on, write_guards); }
   void Resolve() {
-    for (Recorded* recorded : {&input, &output}) {
-      for (OnDevice& d : *recorded) Resolve(d);
-    }
+    if (write_guards == nullptr) return;
+    for (OnDevice& d : input) Resolve(d);
+    for (OnDevice& d : output) Resolve(d);
   }
 
   void Clear() {
@@ -197,77 +200,89 @@ absl::Status ForwardHookManager::CheckHooksFired() {
   return NeverRanThroughHookPointError(silent);
 }
 
+[[gnu::always_inline]] inline void ForwardHookManager::TakeLast(
+    std::vector<hooks_internal::RecordedOnDevice>& recorded,
+    hooks_internal::WriteGuards* write_guards, IoEntry& out, int slot) const {
+  if (recorded.empty()) return;
+  hooks_internal::RecordedOnDevice& on = recorded.front();
+  std::vector<c10::IValue>& values = on.values;
+  if (values.empty()) return;
+  c10::IValue& last = values.back();
+  if (write_guards != nullptr) write_guards->ResolveInPlace(last, on.guards[values.size() - 1]);
+  if (last.isTensor() && last.unsafeToTensorImpl()->device() == target_device_) [[likely]] {
+    out.values_[slot].swap(last);  // out's is None
+  } else {
+    out.values_[slot] = ToDevice(last, target_device_);
+  }
+  values.pop_back();
+  out.has_[slot] = true;
+}
+
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
   KD_RETURN_IF_ERROR(CheckHooksFired());
   IoDict result;
   const std::vector<Hook*>& sorted = SortedHooks();
   result.entries_.reserve(sorted.size());
   for (Hook* hook : sorted) {
-    hook->Resolve();
     // Keys are unique and sorted: appended unchecked.
     IoEntry& out = result.entries_
                        .emplace_back(std::piecewise_construct, std::forward_as_tuple(hook->key),
                                      std::forward_as_tuple())
                        .second;
-    bool cleared = true;  // whether every value of the hook was moved out
-    for (int slot : {0, 1}) {
-      Hook::Recorded& recorded = slot == 0 ? hook->input : hook->output;
-      if (recorded.size() == 1 && !hook->options.accumulates) {
-        // The common case: one device, the last call's value, moved out.
-        std::vector<c10::IValue>& values = recorded.front().values;
-        if (values.empty()) continue;
-        c10::IValue& last = values.back();
-        if (last.isTensor() && last.toTensor().device() == target_device_) {
-          out.values_[slot] = std::move(last);
-        } else {
-          out.values_[slot] = ToDevice(last, target_device_);
-        }
-        values.clear();
-        out.has_[slot] = true;
-        continue;
-      }
-      cleared = false;
-      const char* io_type = slot == 0 ? kInput : kOutput;
-      Hook::OnDevice* only = nullptr;  // the one device with values, if there is one
-      int devices = 0;
-      for (Hook::OnDevice& d : recorded) {
-        if (!d.values.empty()) {
-          only = &d;
-          ++devices;
-        }
-      }
-      if (devices == 0) continue;
-      if (devices == 1 && !hook->options.accumulates) {
-        out[io_type] = ToDevice(only->values.back(), target_device_);
-        continue;
-      }
-      std::vector<c10::IValue> values;
-      if (devices == 1) {
-        values.reserve(only->values.size());
-        for (const c10::IValue& v : only->values) values.push_back(ToDevice(v, target_device_));
-      } else {
-        // Several devices (replicas): gather call i of every device.
-        size_t calls = SIZE_MAX;
-        for (const Hook::OnDevice& d : recorded) {
-          if (!d.values.empty()) calls = std::min(calls, d.values.size());
-        }
-        for (size_t i = 0; i < calls; ++i) {
-          std::vector<c10::IValue> per_device;
-          for (const Hook::OnDevice& d : recorded) {
-            if (!d.values.empty()) per_device.push_back(d.values[i]);
-          }
-          KD_ASSIGN_OR_RETURN(c10::IValue gathered, CallTorch([&] {
-                                return hooks_internal::Gather(per_device, target_device_);
-                              }));
-          values.push_back(std::move(gathered));
-        }
-      }
-      KD_ASSIGN_OR_RETURN(out[io_type], hook->Finish(io_type, std::move(values)));
+    if (!hook->options.accumulates && hook->input.size() <= 1 && hook->output.size() <= 1)
+        [[likely]] {
+      // The common case: one device, the last call's values, as returned, moved out.
+      TakeLast(hook->input, hook->write_guards, out, 0);
+      TakeLast(hook->output, hook->write_guards, out, 1);
+      continue;
     }
-    if (!cleared) hook->Clear();
+    hook->Resolve();
+    for (int slot : {0, 1}) KD_RETURN_IF_ERROR(PopCalls(*hook, slot, out));
+    hook->Clear();
   }
   write_guards_->Reset();
   return result;
+}
+
+absl::Status ForwardHookManager::PopCalls(Hook& hook, int slot, IoEntry& out) {
+  Hook::Recorded& recorded = slot == 0 ? hook.input : hook.output;
+  const char* io_type = slot == 0 ? kInput : kOutput;
+  Hook::OnDevice* only = nullptr;  // the one device with values, if there is one
+  int devices = 0;
+  for (Hook::OnDevice& d : recorded) {
+    if (!d.values.empty()) {
+      only = &d;
+      ++devices;
+    }
+  }
+  if (devices == 0) return absl::OkStatus();
+  if (devices == 1 && !hook.options.accumulates) {
+    out[io_type] = ToDevice(only->values.back(), target_device_);
+    return absl::OkStatus();
+  }
+  std::vector<c10::IValue> values;
+  if (devices == 1) {
+    values.reserve(only->values.size());
+    for (const c10::IValue& v : only->values) values.push_back(ToDevice(v, target_device_));
+  } else {
+    // Several devices (replicas): gather call i of every device.
+    size_t calls = SIZE_MAX;
+    for (const Hook::OnDevice& d : recorded) {
+      if (!d.values.empty()) calls = std::min(calls, d.values.size());
+    }
+    for (size_t i = 0; i < calls; ++i) {
+      std::vector<c10::IValue> per_device;
+      for (const Hook::OnDevice& d : recorded) {
+        if (!d.values.empty()) per_device.push_back(d.values[i]);
+      }
+      KD_ASSIGN_OR_RETURN(c10::IValue gathered, CallTorch([&] {
+                            return hooks_internal::Gather(per_device, target_device_);
+                          }));
+      values.push_back(std::move(gathered));
+    }
+  }
+  KD_ASSIGN_OR_RETURN(out[io_type], hook.Finish(io_type, std::move(values)));
+  return absl::OkStatus();
 }
 
 const std::vector<ForwardHookManager::Hook*>& ForwardHookManager::SortedHooks() {

@@ -58,6 +58,7 @@ struct HookOptions {
 };
 
 namespace hooks_internal {
+struct RecordedOnDevice;
 class WriteGuards;
 }  // namespace hooks_internal
 
@@ -122,6 +123,14 @@ class ForwardHookManager {
                                      std::string io_key, const HookOptions& options);
   void RemoveHook(const Hook* hook);
   absl::Status CheckHooksFired();
+  // PopIoDict's common case for one io type (`slot` 0: input, 1: output) of a hook: the values
+  // `recorded` on one device, the last call's moved into `out` as returned (resolved with
+  // `write_guards` where non-null).
+  void TakeLast(std::vector<hooks_internal::RecordedOnDevice>& recorded,
+                hooks_internal::WriteGuards* write_guards, IoEntry& out, int slot) const;
+  // PopIoDict for the values of `hook`'s input (`slot` 0) or output (1) beyond the common case
+  // (on several devices, or accumulated): into `out`.
+  absl::Status PopCalls(Hook& hook, int slot, IoEntry& out);
   // hooks_ in key order (the I/O dict's order), and models_, rebuilt when hooks change.
   const std::vector<Hook*>& SortedHooks();
 

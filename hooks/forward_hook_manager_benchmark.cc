@@ -17,6 +17,12 @@
 // returned add = (as_returned - references) / 11000 of:
 //   valgrind --tool=callgrind --toggle-collect='*ChainForwards*'
 //       bazel-out/k8-opt/bin/hooks/forward_hook_manager_benchmark --chain_only=as_returned
+// Further flags after it: --grad (an input that requires grad: autograd records the graph),
+// --torchscript (the TorchScript chain), --forwards=N (instead of 2200; for perf record). It
+// prints the thread CPU time per forward.
+//
+// With --chain_pairs it prints the cost of one hooked call in the chain in all eight modes
+// (see ChainPairs), libkd alone, and exits.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -242,9 +248,24 @@ int PeersMain() {
   return 0;
 }
 
-// --chain_only=MODE: see the top of this file.
-int ChainOnly(std::string_view mode) {
-  std::shared_ptr<Model> model = NativeChain();
+// --chain_only=MODE [--grad] [--torchscript] [--forwards=N]: see the top of this file.
+int ChainOnly(std::string_view mode, const std::vector<std::string_view>& flags) {
+  bool grad = false, torchscript = false;
+  int forwards = 2200;
+  for (std::string_view flag : flags) {
+    if (flag == "--grad") {
+      grad = true;
+    } else if (flag == "--torchscript") {
+      torchscript = true;
+    } else if (flag.starts_with("--forwards=")) {
+      forwards = std::atoi(std::string(flag.substr(11)).c_str());
+    } else {
+      std::fprintf(stderr, "--chain_only: unknown flag %s (--grad, --torchscript, --forwards=N)\n",
+                   std::string(flag).c_str());
+      return 2;
+    }
+  }
+  std::shared_ptr<Model> model = torchscript ? TorchScriptChain() : NativeChain();
   ForwardHookManager manager;
   if (mode != "plain") {
     if (mode != "references" && mode != "as_returned") {
@@ -255,16 +276,70 @@ int ChainOnly(std::string_view mode) {
     HookChain(*model, manager,
               mode == "references" ? HookValues::kReferences : HookValues::kAsReturned);
   }
-  ChainForwards(*model, manager, at::zeros({1}), 2200);
+  // Untimed and uncounted: TorchScript compiles (and profiles) the graph on the first forwards.
+  hooks_internal::SecondsPerForward(*model, manager, at::zeros({1}), grad, 3);
+  const double start = test::ThreadSeconds();
+  ChainForwards(*model, manager, at::zeros({1}), forwards, grad);
+  std::printf("%.0f ns per forward (thread CPU time)\n",
+              (test::ThreadSeconds() - start) * 1e9 / forwards);
+  return 0;
+}
+
+// --chain_pairs: the cost of one hooked call in the chain in every mode (native and TorchScript,
+// references and as returned, without and with autograd): libkd alone, each hooked side against
+// the plain chain in rounds of 400 forwards that rotate the three sides' order, medians of the
+// per-round differences (--chain_pairs=ROUNDS, 61 by default); thread CPU time.
+int ChainPairs(int rounds) {
+  constexpr int kForwards = 400;
+  std::printf("%-12s %-8s %16s %16s\n", "libkd model", "autograd", "references ns",
+              "as returned ns");
+  for (const bool torchscript : {false, true}) {
+    for (const bool grad : {false, true}) {
+      auto make = torchscript ? TorchScriptChain : NativeChain;
+      std::shared_ptr<Model> plain = make(), by_reference = make(), as_returned = make();
+      ForwardHookManager no_hooks, references_manager, as_returned_manager;
+      HookChain(*by_reference, references_manager, HookValues::kReferences);
+      HookChain(*as_returned, as_returned_manager, HookValues::kAsReturned);
+      const at::Tensor one = at::zeros({1});
+      struct Side {
+        Model* model;
+        ForwardHookManager* manager;
+        double seconds = 0;
+      };
+      Side sides[3] = {{plain.get(), &no_hooks},
+                       {by_reference.get(), &references_manager},
+                       {as_returned.get(), &as_returned_manager}};
+      std::vector<double> references, returned;
+      for (int round = -3; round < rounds; ++round) {
+        for (int i = 0; i < 3; ++i) {
+          Side& side = sides[(i + round + 3) % 3];
+          side.seconds = SecondsPerForward(*side.model, *side.manager, one, grad, kForwards);
+        }
+        if (round < 0) continue;  // warm-up
+        references.push_back((sides[1].seconds - sides[0].seconds) * 1e9 / kHookedCalls);
+        returned.push_back((sides[2].seconds - sides[0].seconds) * 1e9 / kHookedCalls);
+      }
+      std::printf("%-12s %-8s %16.0f %16.0f\n", torchscript ? "torchscript" : "native",
+                  grad ? "yes" : "no", test::Median(references), test::Median(returned));
+      std::fflush(stdout);
+    }
+  }
   return 0;
 }
 
 int Main(int argc, char** argv) {
   at::set_num_threads(1);
   if (argc > 1 && std::string_view(argv[1]) == "--peers") return PeersMain();
+  constexpr std::string_view kChainPairs = "--chain_pairs";
+  if (argc > 1 && std::string_view(argv[1]).starts_with(kChainPairs)) {
+    const std::string_view rounds = std::string_view(argv[1]).substr(kChainPairs.size());
+    return ChainPairs(rounds.starts_with("=") ? std::atoi(std::string(rounds.substr(1)).c_str())
+                                              : 61);
+  }
   constexpr std::string_view kChainOnly = "--chain_only=";
   if (argc > 1 && std::string_view(argv[1]).starts_with(kChainOnly)) {
-    return ChainOnly(std::string_view(argv[1]).substr(kChainOnly.size()));
+    return ChainOnly(std::string_view(argv[1]).substr(kChainOnly.size()),
+                     std::vector<std::string_view>(argv + 2, argv + argc));
   }
   const std::vector<std::string> small_paths = {"stem.0", "layer1.0", "down", "layer2.0.conv1",
                                                 "fc"};

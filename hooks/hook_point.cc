@@ -85,11 +85,6 @@ std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module) {
   return hooks;
 }
 
-void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
-              const c10::IValue& output) {
-  for (const std::shared_ptr<const HookFn>& fn : hooks.fns) (*fn)(args, output);
-}
-
 // The lazy copy a thread made last, handed out again while its tensor is alive and unchanged:
 // in a chain of hooked modules one module's output is the next one's input, and both records
 // then share one copy (as they share the tensor with HookValues::kReferences).

@@ -65,8 +65,11 @@ struct HookList {
 
 // The hooks registered on `module` now; null if none.
 std::shared_ptr<const HookList> HooksOf(const torch::nn::Module* module);
-void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
-              const c10::IValue& output);
+// Calls `hooks` in order with one call's values.
+inline void RunHooks(const HookList& hooks, const std::vector<c10::IValue>& args,
+                     const c10::IValue& output) {
+  for (const std::shared_ptr<const HookFn>& fn : hooks.fns) (*fn)(args, output);
+}
 
 template <typename T>
 c10::IValue ToIValue(const T& value) {
@@ -101,7 +104,8 @@ decltype(auto) Call(M&& module, Args&&... args) {
   hooks_internal::PooledArgs in;
   (in->push_back(hooks_internal::ToIValue(args)), ...);
   auto out = impl.forward(std::forward<Args>(args)...);
-  hooks_internal::RunHooks(*hooks, *in, hooks_internal::ToIValue(out));
+  // `out` outlives its hooks: they get a borrow of a tensor output.
+  hooks_internal::RunHooks(*hooks, *in, *hooks_internal::OutputValue<decltype(out)>(out));
   return out;
 }
 
@@ -136,7 +140,12 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
     hooks_internal::PooledArgs in;
     (in->push_back(ArgToIValue(inputs)), ...);
     torch::nn::AnyValue out = child.any_forward(std::forward<InputTypes>(inputs)...);
-    hooks_internal::RunHooks(*hooks, *in, hooks_internal::AnyToIValue(out));
+    // `out` outlives its hooks: they get a borrow of a tensor output.
+    if (const auto* t = out.try_get<at::Tensor>()) {
+      hooks_internal::RunHooks(*hooks, *in, *hooks_internal::OutputValue<at::Tensor>(*t));
+    } else {
+      hooks_internal::RunHooks(*hooks, *in, c10::IValue());
+    }
     return out;
   }
 

@@ -127,6 +127,7 @@ class NativeModel final : public Model {
     // The tap list keeps the callback; the module's hook-point entry feeds it, and goes with
     // the tap.
     HookHandle handle = taps_.Add(std::move(key), std::move(fn), values);
+    all_fired_ = false;
     const std::shared_ptr<hooks_internal::TapList::Tap>& tap = taps_.back();
     tap->forwards_at_add = forwards_;
     // The feed holds the tap (a call in flight may outlive its removal); the tap list breaks
@@ -141,8 +142,12 @@ class NativeModel final : public Model {
   }
 
   absl::Status CheckHooksFired() const override {
+    // A tap that fired stays fired: once all have, only a new tap can fail the check.
+    if (all_fired_) return absl::OkStatus();
     std::vector<std::string> silent;
+    bool all_fired = true;
     for (const auto& tap : taps_.taps()) {
+      all_fired = all_fired && (tap->path.empty() || tap->fired.load(std::memory_order_relaxed));
       // A model that has not run since the tap was added (a teacher-only evaluation with a
       // manager that also hooks this student) has bypassed nothing.
       if (!tap->fired.load(std::memory_order_relaxed) && !tap->path.empty() &&
@@ -150,7 +155,10 @@ class NativeModel final : public Model {
         silent.push_back(tap->path);
       }
     }
-    if (silent.empty()) return absl::OkStatus();
+    if (silent.empty()) {
+      all_fired_ = all_fired;
+      return absl::OkStatus();
+    }
     auto modules = root_->named_modules();
     for (std::string& path : silent) {
       path = absl::StrCat("\"", path, "\" (", NativeTypeName(*modules[path]), ")");
@@ -187,6 +195,8 @@ class NativeModel final : public Model {
   hooks_internal::TapList taps_;
   // Forwards run (whole or truncated), for CheckHooksFired.
   int64_t forwards_ = 0;
+  // Whether CheckHooksFired saw every tap fired (taps added since clear it).
+  mutable bool all_fired_ = false;
 };
 
 }  // namespace

@@ -45,14 +45,16 @@ class CompiledForward final : public hooks_internal::TapSink {
 
   void OnTap(int64_t site, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
              c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) override {
+    // The values are the interpreter's (or the tap's copies), alive and unchanged while the
+    // taps run: the hooks get borrows.
     hooks_internal::PooledArgs values;
-    values->assign(args.begin(), args.end());
+    values.Borrow(args);
     if (args_now.data() == args.data()) {  // not copied
       taps_->Dispatch(site_ids[site], *values, output, *values, output_now);
       return;
     }
     hooks_internal::PooledArgs values_now;
-    values_now->assign(args_now.begin(), args_now.end());
+    values_now.Borrow(args_now);
     taps_->Dispatch(site_ids[site], *values, output, *values_now, output_now);
   }
 
@@ -62,7 +64,7 @@ class CompiledForward final : public hooks_internal::TapSink {
   }
 
   hooks_internal::TappedGraph tapped;  // the graph with taps (internal/graph_transforms.h)
-  std::vector<int> site_ids;     // a tap's site index -> the tap list's id of its path
+  std::vector<int> site_ids;           // a tap's site index -> the tap list's id of its path
   std::unique_ptr<torch::jit::GraphFunction> function;
 
  private:
@@ -238,6 +240,7 @@ class TorchScriptModel final : public Model {
     for (const std::string& path : compiled.tapped.sites) {
       compiled.site_ids.push_back(taps_.PathId(path));
     }
+    hooks_internal::SinkTaps(compiled.tapped.graph);
     compiled.function = std::make_unique<torch::jit::GraphFunction>(
         c10::QualifiedName("__kd_tapped_forward"), compiled.tapped.graph, nullptr);
   }

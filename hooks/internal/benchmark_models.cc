@@ -67,11 +67,13 @@ void HookChain(Model& chain, ForwardHookManager& manager, HookValues values) {
 }
 
 [[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager,
-                                     const at::Tensor& input, int forwards) {
-  at::NoGradGuard no_grad;
+                                     const at::Tensor& input, int forwards, bool grad) {
+  const at::Tensor x = grad ? input.clone().requires_grad_(true) : input;
+  std::optional<at::NoGradGuard> no_grad;
+  if (!grad) no_grad.emplace();
   const bool hooked = !manager.HookedKeys().empty();
   for (int i = 0; i < forwards; ++i) {
-    model.Forward({input});
+    model.Forward({x});
     if (hooked && !manager.PopIoDict().ok()) std::exit(2);
   }
 }

@@ -33,10 +33,11 @@ std::shared_ptr<Model> NativeChain();
 // Hooks m0 ... m4 of a chain with `values`.
 void HookChain(Model& chain, ForwardHookManager& manager, HookValues values);
 
-// `forwards` forwards of `model` on `input` without autograd, each popped from `manager` if it
-// has hooks. Not inlined: callgrind's --toggle-collect='*ChainForwards*' counts it alone.
+// `forwards` forwards of `model` on `input`, each popped from `manager` if it has hooks; without
+// autograd, or with `grad` on an input that requires grad (autograd records the graph). Not
+// inlined: callgrind's --toggle-collect='*ChainForwards*' counts it alone.
 [[gnu::noinline]] void ChainForwards(Model& model, ForwardHookManager& manager,
-                                     const at::Tensor& input, int forwards);
+                                     const at::Tensor& input, int forwards, bool grad = false);
 
 // Thread CPU time of `forwards` forwards of `model` (each popped from `manager` if it has
 // hooks), per forward; with `grad`, on an input that requires grad (autograd records the graph).

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -271,6 +272,53 @@ std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::
     }
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Whether `node` or a node in its blocks has side effects.
+bool HasSideEffectsWithin(Node* node) {
+  if (node->hasSideEffects()) return true;
+  for (torch::jit::Block* block : node->blocks()) {
+    for (Node* inner : block->nodes()) {
+      if (HasSideEffectsWithin(inner)) return true;
+    }
+  }
+  return false;
+}
+
+// SinkTaps within `block` (and, first, within the blocks of its nodes).
+void SinkTapsIn(torch::jit::Block* block, const torch::jit::AliasDb& db) {
+  const c10::Symbol tap_kind = c10::Symbol::fromQualString(kTapOp);
+  std::vector<Node*> pending;   // taps passed, in order, not placed yet
+  torch::jit::ValueSet values;  // what they pass
+  auto place_before = [&](Node* node) {
+    for (Node* tap : pending) tap->moveBefore(node);
+    pending.clear();
+    values.clear();
+  };
+  Node* next = nullptr;
+  for (Node* node = block->nodes().front(); node != block->return_node(); node = next) {
+    next = node->next();
+    if (node->kind() == tap_kind) {
+      pending.push_back(node);
+      values.insert(node->inputs().begin(), node->inputs().end());
+      continue;
+    }
+    for (torch::jit::Block* inner : node->blocks()) SinkTapsIn(inner, db);
+    if (!pending.empty() && (HasSideEffectsWithin(node) || db.writesToAlias(node, values))) {
+      place_before(node);
+    }
+  }
+  place_before(block->return_node());
+}
+
+}  // namespace
+
+void SinkTaps(const std::shared_ptr<Graph>& graph) {
+  torch::jit::Inline(*graph);
+  const torch::jit::AliasDb db(graph);
+  SinkTapsIn(graph->block(), db);
 }
 
 std::map<Node*, std::string> InPlaceWriters(Graph& graph, std::set<const Value*> aliases,

@@ -94,6 +94,16 @@ TappedGraph InsertTaps(torch::jit::Graph& forward, const std::vector<std::string
 // `as_returned`); the graph is then unusable.
 std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::string>& paths);
 
+// Inlines every module call of `graph` (a tapped graph ready to compile) and moves each tap
+// down its block past the nodes that can neither change what it passes nor see that it has not
+// run: nodes that write none of its values in place (torch's AliasDb) and have no side effects
+// (exceptions, prints, calls left, other taps' ops keep theirs). The taps keep their order; they
+// fire later in the forward with the same values. Why: a tap is a side-effecting op, and one
+// between two differentiable ops splits the autodiff subgraph the graph executor would make of
+// them under autograd (a chain of small ops then records one backward node per op instead of
+// one for all); gathered after the run of ops, they leave it whole.
+void SinkTaps(const std::shared_ptr<torch::jit::Graph>& graph);
+
 // The nodes of `graph` that may modify one of `aliases` in place, with what they are
 // ("aten::mul_", "bump.forward()"). Follows what shares memory through ops whose schema says
 // an output aliases an input (views), containers and control flow, and into module calls.

@@ -140,6 +140,70 @@ TEST(GraphTransformsTest, TruncateRefusesToSkipAnInPlaceChangeInsideASubmodule) 
                                   "modifies the output of \"a\" in place after the cut"));
 }
 
+// The kinds of the top-level nodes of `graph` that are taps or aten ops, in order ("tap0" for
+// the tap of site 0).
+std::vector<std::string> TopLevelOrder(torch::jit::Graph& graph) {
+  std::vector<std::string> order;
+  for (torch::jit::Node* node : graph.block()->nodes()) {
+    if (node->kind() == c10::Symbol::fromQualString(kTapOp)) {
+      order.push_back("tap" + std::to_string(node->i(TapAttr::kSite)));
+    } else if (node->kind().is_aten() || node->kind() == c10::prim::If) {
+      order.push_back(node->kind().toQualString());
+    }
+  }
+  return order;
+}
+
+torch::jit::Module AddOne(const std::string& name) {
+  return Define(name, "def forward(self, x):\n  return x + 1\n");
+}
+
+TEST(GraphTransformsTest, SinkTapsGathersTapsAfterARunOfPureOps) {
+  torch::jit::Module root =
+      Define("Chain",
+             "def forward(self, x):\n"
+             "  return self.m2.forward(self.m1.forward(self.m0.forward(x)))\n",
+             {{"m0", AddOne("A0")}, {"m1", AddOne("A1")}, {"m2", AddOne("A2")}});
+  TappedGraph tapped = InsertTaps(ForwardGraph(root), {"m0", "m1", "m2"}, /*sink=*/7);
+  EXPECT_THAT(CalledPaths(*tapped.graph), ElementsAre("m0", "m1", "m2"));
+  SinkTaps(tapped.graph);
+  EXPECT_THAT(CallMethods(*tapped.graph), IsEmpty());  // inlined
+  EXPECT_THAT(TopLevelOrder(*tapped.graph),
+              ElementsAre("aten::add", "aten::add", "aten::add", "tap0", "tap1", "tap2"));
+}
+
+TEST(GraphTransformsTest, SinkTapsStopsBeforeAWriteOfItsValues) {
+  // m1's output is written in place by the root: m1's tap (and m0's, before it) stays before
+  // the write; m2's goes to the end.
+  torch::jit::Module root =
+      Define("Written",
+             "def forward(self, x):\n"
+             "  y = self.m1.forward(self.m0.forward(x))\n"
+             "  z = x * 2\n"
+             "  y.mul_(3)\n"
+             "  return self.m2.forward(y) + z\n",
+             {{"m0", AddOne("B0")}, {"m1", AddOne("B1")}, {"m2", AddOne("B2")}});
+  TappedGraph tapped = InsertTaps(ForwardGraph(root), {"m0", "m1", "m2"}, /*sink=*/7);
+  SinkTaps(tapped.graph);
+  EXPECT_THAT(TopLevelOrder(*tapped.graph),
+              ElementsAre("aten::add", "aten::add", "aten::mul", "tap0", "tap1", "aten::mul_",
+                          "aten::add", "aten::add", "tap2"));
+}
+
+TEST(GraphTransformsTest, SinkTapsStopsBeforeSideEffects) {
+  torch::jit::Module root = Define("Raises",
+                                   "def forward(self, x):\n"
+                                   "  y = self.m0.forward(x)\n"
+                                   "  assert bool(y.sum() < 100.0), 'too large'\n"
+                                   "  return y * 2\n",
+                                   {{"m0", AddOne("C0")}});
+  TappedGraph tapped = InsertTaps(ForwardGraph(root), {"m0"}, /*sink=*/7);
+  SinkTaps(tapped.graph);
+  EXPECT_THAT(TopLevelOrder(*tapped.graph),
+              ElementsAre("aten::add", "aten::sum", "aten::lt", "aten::Bool", "tap0", "prim::If",
+                          "aten::mul"));
+}
+
 TEST(GraphTransformsTest, InPlaceWritersFollowViews) {
   torch::jit::Module m = Define("Views",
                                 "def forward(self, x, y):\n"

@@ -55,10 +55,10 @@ inline c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10
 // Adds `value`, recorded on `device`, to `recorded`: after the earlier calls' if `accumulates`,
 // else in place of the last call's. With `write_guards` (non-null), a guard keeps it as it is
 // now (ResolveValues gets it back).
-inline void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value, bool accumulates,
-                       WriteGuards* write_guards) {
+inline void StoreValue(Recorded& recorded, c10::Device device, const c10::IValue& value,
+                       bool accumulates, WriteGuards* write_guards) {
   RecordedOnDevice* on = nullptr;
-  if (!recorded.empty() && recorded.front().device == device) {
+  if (!recorded.empty() && recorded.front().device == device) [[likely]] {
     on = &recorded.front();  // the usual case: one device
   } else {
     auto it = std::find_if(recorded.begin(), recorded.end(),
@@ -69,22 +69,19 @@ inline void StoreValue(Recorded& recorded, c10::Device device, c10::IValue value
     }
     on = &*it;
   }
-  const bool replaces = !accumulates && !on->values.empty();  // the last call wins
+  // The last call wins without `accumulates`.
+  const size_t index = on->values.size() - (!accumulates && !on->values.empty() ? 1 : 0);
+  c10::IValue& stored =
+      index < on->values.size() ? (on->values[index] = value) : on->values.emplace_back(value);
   if (write_guards != nullptr) {
     // Guards outlive their values' pop, resolved (empty), and serve the next calls.
-    const size_t index = on->values.size() - (replaces ? 1 : 0);
     if (index == on->guards.size()) {
       on->guards.emplace_back();
     } else if (on->guards[index].armed()) {
       on->guards[index] = WriteGuard();  // the replaced call's, released
     }
-    write_guards->Keep(value, on->guards[index]);
+    write_guards->Keep(stored, on->guards[index]);
   }
-  if (replaces) {
-    on->values.back() = std::move(value);
-    return;
-  }
-  on->values.push_back(std::move(value));
 }
 
 // `on`'s values as they were returned: what a write guard kept, where the forward wrote later.

@@ -30,6 +30,8 @@ void TapList::Remove(const Tap* tap, const OnRemove& on_remove) {
   taps_.erase(it);
   removed->feed.Reset();
   if (on_remove) on_remove(*removed);
+  // A dispatch in progress may be running it: it goes once every dispatch is over.
+  if (dispatching_ > 0) removed_.push_back(std::move(removed));
 }
 
 int TapList::PathId(const std::string& path) {
@@ -41,14 +43,22 @@ int TapList::PathId(const std::string& path) {
 
 void TapList::Dispatch(int path_id, const std::vector<c10::IValue>& args, const c10::IValue& output,
                        const std::vector<c10::IValue>& args_now, const c10::IValue& output_now) {
-  // By index, holding the tap: a tap may remove taps while it runs.
+  // By index: a tap may remove taps while it runs (Remove keeps them alive until every
+  // dispatch is over, so that none is held, and its count touched, per call).
+  struct Dispatching {
+    explicit Dispatching(TapList& list) : list(list) { ++list.dispatching_; }
+    ~Dispatching() {
+      if (--list.dispatching_ == 0 && !list.removed_.empty()) list.removed_.clear();
+    }
+    TapList& list;
+  } dispatching(*this);
   for (size_t i = 0; i < taps_.size(); ++i) {
-    if (taps_[i]->path_id != path_id) continue;
-    const std::shared_ptr<Tap> tap = taps_[i];
-    if (tap->values == HookValues::kReferences) {
-      Fire(*tap, args, output);
+    Tap& tap = *taps_[i];
+    if (tap.path_id != path_id) continue;
+    if (tap.values == HookValues::kReferences) {
+      Fire(tap, args, output);
     } else {
-      Fire(*tap, args_now, output_now);
+      Fire(tap, args_now, output_now);
     }
   }
 }

@@ -75,7 +75,9 @@ class TapList {
   void Remove(const Tap* tap, const OnRemove& on_remove);
 
   std::vector<std::shared_ptr<Tap>> taps_;
-  std::vector<std::string> paths_;  // by path id
+  std::vector<std::string> paths_;             // by path id
+  int dispatching_ = 0;                        // dispatches in progress
+  std::vector<std::shared_ptr<Tap>> removed_;  // removed during a dispatch, kept until its end
   // Lets a HookHandle that outlives this list do nothing.
   std::shared_ptr<TapList*> alive_;
 };

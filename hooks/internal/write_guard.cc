@@ -1,9 +1,7 @@
 #include "hooks/internal/write_guard.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <bit>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -12,152 +10,88 @@
 
 #include <ATen/core/grad_mode.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/AutogradState.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/StorageMaterializer.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include "hooks/internal/lazy_clone.h"
+#include "hooks/internal/write_slots.h"
 
 namespace kd {
 namespace hooks_internal {
 namespace {
 
-constexpr int kChunks = 64;
-constexpr int kSlotsPerChunk = 64;
-constexpr int kSlots = kChunks * kSlotsPerChunk;
-
-// One armed storage. Between its acquisition and its release a slot belongs to one recorder,
-// which alone touches `storage`, `owner` and `guards`; the write hook, on any thread, only
-// reads `storage` and sets `copy`, then `written`.
-struct Slot {
-  c10::intrusive_ptr<c10::StorageImpl> storage;  // held while armed
-  const WriteGuards* owner = nullptr;
-  int32_t guards = 0;                         // the guards sharing it
-  c10::intrusive_ptr<c10::StorageImpl> copy;  // the bytes before the first write
-  std::atomic<bool> written{false};
-};
-
-// Namespace scope (no function-local static guard on the hot path): nothing records values
-// before main.
-Slot slots[kSlots];
-
-// Bit i of chunk c: slot c * 64 + i is taken.
-std::atomic<uint64_t> used_slots[kChunks];
-
-std::atomic<int64_t> copies_made{0};
-
-int32_t AcquireSlot(int& hint) {
-  for (int n = 0; n < kChunks; ++n) {
-    const int chunk = (hint + n) % kChunks;
-    uint64_t used = used_slots[chunk].load(std::memory_order_relaxed);
-    while (used != ~uint64_t{0}) {
-      const int bit = std::countr_zero(~used);
-      if (used_slots[chunk].compare_exchange_weak(used, used | (uint64_t{1} << bit),
-                                                  std::memory_order_acquire,
-                                                  std::memory_order_relaxed)) {
-        hint = chunk;
-        return chunk * kSlotsPerChunk + bit;
-      }
-    }
-  }
-  return -1;
+bool SameLayout(const c10::TensorImpl& impl, const KeptTensor& kept) {
+  return impl.storage_offset() == kept.storage_offset && impl.dtype() == kept.dtype &&
+         impl.sizes().equals(kept.sizes()) && impl.strides().equals(kept.strides());
 }
 
-// The last guard on `index` went: disarms the storage and frees the slot.
-[[gnu::noinline]] void FreeSlot(int32_t index) {
-  Slot& slot = slots[index];
-  if (!slot.written.load(std::memory_order_acquire)) slot.storage->clear_materializer();
-  slot.storage.reset();
-  slot.copy.reset();
-  slot.owner = nullptr;
-  used_slots[index / kSlotsPerChunk].fetch_and(~(uint64_t{1} << (index % kSlotsPerChunk)),
-                                               std::memory_order_release);
-}
-
-// One guard less on `index`.
-inline void ReleaseSlot(int32_t index) {
-  if (--slots[index].guards == 0) FreeSlot(index);
-}
-
-// The write hook of slot `index`: libtorch calls it before the first write into the armed
-// storage, then disarms it. If the copy throws, the hook stays and the write does not happen.
-void CopyBeforeWrite(int32_t index, c10::StorageImpl* storage) {
-  Slot& slot = slots[index];
-  if (slot.storage.get() != storage || slot.written.load(std::memory_order_relaxed)) return;
-  const size_t nbytes = storage->nbytes();
-  c10::Allocator* allocator = storage->allocator();
-  slot.copy = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes,
-                                                    allocator->clone(storage->data(), nbytes),
-                                                    allocator, storage->resizable());
-  slot.written.store(true, std::memory_order_release);
-  copies_made.fetch_add(1, std::memory_order_relaxed);
-}
-
-// A write hook is a plain function pointer: one function per slot.
-template <size_t kIndex>
-void CopyBeforeWriteTo(c10::StorageImpl* storage) {
-  CopyBeforeWrite(kIndex, storage);
-}
-
-template <size_t... kIndex>
-constexpr std::array<c10::MaterializeFn, sizeof...(kIndex)> MakeHooks(
-    std::index_sequence<kIndex...>) {
-  return {&CopyBeforeWriteTo<kIndex>...};
-}
-
-constexpr std::array<c10::MaterializeFn, kSlots> kHooks =
-    MakeHooks(std::make_index_sequence<kSlots>());
-
-bool SameLayout(const c10::TensorImpl& impl, const WriteGuard& guard) {
-  return impl.storage_offset() == guard.storage_offset && impl.dtype() == guard.dtype &&
-         impl.sizes().equals(guard.sizes()) && impl.strides().equals(guard.strides());
-}
+// At most this many slots stay with a recorder when its storages are disarmed.
+constexpr size_t kMaxSpare = 64;
 
 }  // namespace
 
 WriteGuard::WriteGuard() = default;
 
 WriteGuard::~WriteGuard() {
-  if (slot >= 0) ReleaseSlot(slot);
+  if (slot >= 0) WriteGuards::Release(slot, own);
 }
 
 WriteGuard::WriteGuard(WriteGuard&& other) noexcept
-    : slot(std::exchange(other.slot, -1)),
-      dim(other.dim),
-      layout_heap(std::move(other.layout_heap)),
-      storage_offset(other.storage_offset),
-      key_set(other.key_set),
-      dtype(other.dtype),
-      inference(other.inference),
-      version(other.version),
-      grad_fn(std::move(other.grad_fn)),
-      output_nr(other.output_nr) {
-  if (dim <= kInlineDims) std::copy_n(other.layout_inline, 2 * dim, layout_inline);
-}
+    : slot(std::exchange(other.slot, -1)), own(other.own), kept(std::move(other.kept)) {}
 
 WriteGuard& WriteGuard::operator=(WriteGuard&& other) noexcept {
   if (this != &other) {
-    if (slot >= 0) ReleaseSlot(slot);
+    if (slot >= 0) WriteGuards::Release(slot, own);
     slot = std::exchange(other.slot, -1);
-    dim = other.dim;
-    if (dim <= kInlineDims) std::copy_n(other.layout_inline, 2 * dim, layout_inline);
-    layout_heap = std::move(other.layout_heap);
-    storage_offset = other.storage_offset;
-    key_set = other.key_set;
-    dtype = other.dtype;
-    inference = other.inference;
-    version = other.version;
-    grad_fn = std::move(other.grad_fn);
-    output_nr = other.output_nr;
+    own = other.own;
+    kept = std::move(other.kept);
   }
   return *this;
 }
 
 WriteGuards::WriteGuards()
-    : chunk_hint_(static_cast<int>(std::hash<const void*>()(this) % kChunks)) {}
+    : chunk_hint_(static_cast<int>(std::hash<const void*>()(this) % kChunks)) {
+  spare_.reserve(kMaxSpare);  // Free, in a guard's destructor, must not allocate
+}
 
-int64_t WriteGuards::CopiesMade() { return copies_made.load(std::memory_order_relaxed); }
+WriteGuards::~WriteGuards() {
+  for (int32_t index : spare_) ReturnSlot(index);
+  // Guards that outlive their recorder free their slots into the process's.
+  for (int32_t index = 0; live_slots_ > 0 && index < kSlots; ++index) {
+    if (slots[index].owner == this) {
+      slots[index].owner = nullptr;
+      --live_slots_;
+    }
+  }
+}
+
+int64_t WriteGuards::CopiesMade() { return hooks_internal::CopiesMade(); }
+
+inline void WriteGuards::Release(int32_t index, bool own) {
+  Slot& slot = slots[index];
+  if (!own && --slot.first_guards == 0) {
+    slot.first.impl = nullptr;
+    slot.first.grad_fn.reset();
+  }
+  if (--slot.guards == 0) Free(index);
+}
+
+[[gnu::noinline]] void WriteGuards::Free(int32_t index) {
+  Slot& slot = slots[index];
+  if (!slot.written.load(std::memory_order_acquire)) slot.storage->clear_materializer();
+  slot.storage.reset();
+  slot.copy.reset();
+  WriteGuards* owner = std::exchange(slot.owner, nullptr);
+  if (owner != nullptr) --owner->live_slots_;
+  if (owner != nullptr && owner->spare_.size() < kMaxSpare) {
+    owner->spare_.push_back(index);
+  } else {
+    ReturnSlot(index);
+  }
+}
 
 bool WriteGuards::Share(int32_t index, const c10::StorageImpl& storage) const {
   Slot& slot = slots[index];
@@ -169,12 +103,21 @@ bool WriteGuards::Share(int32_t index, const c10::StorageImpl& storage) const {
   return true;
 }
 
-int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
+[[gnu::always_inline]] inline int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
   // The slot used last (the previous hooked module's output, say): no search.
   if (last_ >= 0 && Share(last_, storage)) [[likely]] {
     return last_;
   }
   return ArmAgain(storage);
+}
+
+inline int32_t WriteGuards::TakeSlot() {
+  if (!spare_.empty()) {
+    const int32_t index = spare_.back();
+    spare_.pop_back();
+    return index;
+  }
+  return AcquireSlot(chunk_hint_);
 }
 
 [[gnu::noinline]] int32_t WriteGuards::ArmAgain(c10::StorageImpl& storage) {
@@ -185,14 +128,15 @@ int32_t WriteGuards::Arm(c10::StorageImpl& storage) {
     }
     return -1;  // another recorder's, or copy-on-write
   }
-  const int32_t index = AcquireSlot(chunk_hint_);
+  const int32_t index = TakeSlot();
   if (index < 0) return -1;
   Slot& slot = slots[index];
   slot.storage = c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(&storage);
   slot.owner = this;
+  ++live_slots_;
   slot.guards = 1;
   slot.written.store(false, std::memory_order_relaxed);
-  storage.set_materializer(kHooks[index]);
+  storage.set_materializer(WriteHook(index));
   armed_.push_back(index);
   return last_ = index;
 }
@@ -211,87 +155,178 @@ inline c10::StorageImpl* GuardableStorage(c10::TensorImpl& impl) {
   return storage;
 }
 
-}  // namespace
+inline int64_t VersionOf(const c10::TensorImpl& impl) {
+  const c10::VariableVersion& version = impl.version_counter();
+  return version.enabled() ? int64_t{version.current_version()} : -1;
+}
 
-// Arms a slot on `storage` for `guard` and records the tensor's metadata and version in it;
-// false where no slot serves.
-[[gnu::always_inline]] inline bool WriteGuards::Guard(c10::TensorImpl& impl,
-                                                      c10::StorageImpl& storage,
-                                                      WriteGuard& guard) {
-  const int32_t slot = Arm(storage);
-  if (slot < 0) [[unlikely]] {
-    return false;
-  }
-  guard.slot = slot;
+// Records `impl`'s metadata, `version` and history into `kept`.
+[[gnu::always_inline]] inline void Snapshot(
+    KeptTensor& kept, const c10::TensorImpl& impl, int64_t version,
+    const c10::intrusive_ptr<torch::autograd::Node>& grad_fn, uint32_t output_nr, bool leaf) {
+  kept.impl = &impl;
   const c10::IntArrayRef sizes = impl.sizes(), strides = impl.strides();
   const size_t dims = sizes.size();
-  guard.dim = static_cast<int32_t>(dims);
-  int64_t* layout = dims <= WriteGuard::kInlineDims
-                        ? guard.layout_inline
-                        : (guard.layout_heap = std::make_unique<int64_t[]>(2 * dims)).get();
+  kept.dim = static_cast<int32_t>(dims);
+  int64_t* layout = dims <= KeptTensor::kInlineDims
+                        ? kept.layout_inline
+                        : (kept.layout_heap = std::make_unique<int64_t[]>(2 * dims)).get();
   for (size_t i = 0; i < dims; ++i) {
     layout[i] = sizes[i];
     layout[dims + i] = strides[i];
   }
-  guard.storage_offset = impl.storage_offset();
-  guard.key_set = impl.key_set();
-  guard.dtype = impl.dtype();
-  guard.inference = impl.is_inference();
-  const c10::VariableVersion& version = impl.version_counter();
-  guard.version = version.enabled() ? int64_t{version.current_version()} : -1;
+  kept.storage_offset = impl.storage_offset();
+  kept.key_set = impl.key_set();
+  kept.dtype = impl.dtype();
+  // (is_inference is not const-qualified; it reads.)
+  kept.inference = const_cast<c10::TensorImpl&>(impl).is_inference();
+  kept.leaf = leaf;
+  kept.version = version;
+  kept.grad_fn = grad_fn;
+  kept.output_nr = output_nr;
+}
+
+// Whether autograd records on this thread (c10::GradMode::is_enabled(), without its call into
+// libc10 and libc10's thread-local lookup on every call: the state's address is found once per
+// thread).
+inline bool GradModeEnabled() {
+  thread_local const c10::AutogradState* state = nullptr;
+  if (state == nullptr) [[unlikely]] {
+    state = &c10::AutogradState::get_tls_state();
+  }
+  return state->get_grad_mode();
+}
+
+const c10::intrusive_ptr<torch::autograd::Node> kNoHistory;
+
+}  // namespace
+
+[[gnu::always_inline]] inline bool WriteGuards::Guard(
+    const c10::TensorImpl& impl, c10::StorageImpl& storage, WriteGuard& guard,
+    const c10::intrusive_ptr<torch::autograd::Node>& grad_fn, uint32_t output_nr, bool leaf) {
+  const int32_t index = Arm(storage);
+  if (index < 0) [[unlikely]] {
+    return false;
+  }
+  guard.slot = index;
+  Slot& slot = slots[index];
+  const int64_t version = VersionOf(impl);
+  KeptTensor& first = slot.first;
+  if (slot.first_guards == 0) {
+    Snapshot(first, impl, version, grad_fn, output_nr, leaf);
+    slot.first_guards = 1;
+    guard.own = false;
+  } else if (first.impl == &impl && version >= 0 && first.version == version &&
+             first.grad_fn.get() == grad_fn.get() && first.output_nr == output_nr &&
+             first.leaf == leaf) {
+    // The same tensor, unchanged since (its version kept; the guards sharing `first` hold
+    // it, so no other tensor has its address): its record serves.
+    ++slot.first_guards;
+    guard.own = false;
+  } else {
+    Snapshot(guard.kept, impl, version, grad_fn, output_nr, leaf);
+    guard.own = true;
+  }
+  return true;
+}
+
+[[gnu::always_inline]] inline bool WriteGuards::KeepAgain(const c10::TensorImpl& impl,
+                                                          WriteGuard& guard) {
+  if (last_ < 0) return false;
+  Slot& slot = slots[last_];
+  const KeptTensor& first = slot.first;
+  if (first.impl != &impl || slot.first_guards == 0 || slot.owner != this ||
+      slot.storage.get() != impl.unsafe_storage().unsafeGetStorageImpl() ||
+      slot.written.load(std::memory_order_acquire) || first.version < 0 ||
+      VersionOf(impl) != first.version) {
+    return false;
+  }
+  // The history it was kept with (in-place ops, which change it, bump the version; detach_
+  // does not).
+  const auto* meta = static_cast<const torch::autograd::AutogradMeta*>(impl.autograd_meta());
+  if (first.grad_fn || first.leaf) {
+    if (meta == nullptr || meta->is_view_ || meta->grad_fn_.get() != first.grad_fn.get() ||
+        (first.leaf ? !meta->requires_grad_ : meta->output_nr_ != first.output_nr) ||
+        !GradModeEnabled()) {
+      return false;
+    }
+  } else if (meta != nullptr && (meta->requires_grad_ || meta->grad_fn_)) {
+    return false;
+  }
+  ++slot.guards;
+  ++slot.first_guards;
+  guard.slot = last_;
+  guard.own = false;
   return true;
 }
 
 void WriteGuards::Keep(c10::IValue& value, WriteGuard& guard) {
+  // The tensor kept last, unchanged (a module's output that is the next module's input).
+  if (value.isTensor() && KeepAgain(*value.unsafeToTensorImpl(), guard)) return;
   c10::TensorImpl* impl = value.isTensor() ? value.unsafeToTensorImpl() : nullptr;
   c10::StorageImpl* storage = impl != nullptr ? GuardableStorage(*impl) : nullptr;
   if (storage == nullptr) [[unlikely]] {
     value = LazyCloneValue(value);  // others get a copy now
     return;
   }
-  if (impl->requires_grad()) {
-    KeepWithHistory(value, *impl, *storage, guard);
+  // What impl->requires_grad() reads, without its two calls.
+  const auto* meta = static_cast<const torch::autograd::AutogradMeta*>(impl->autograd_meta());
+  if (meta != nullptr && (meta->requires_grad_ || meta->grad_fn_)) {
+    KeepWithHistory(value, *impl, *meta, *storage, guard);
     return;
   }
-  if (!Guard(*impl, *storage, guard)) [[unlikely]] {
+  if (!Guard(*impl, *storage, guard, kNoHistory, 0, false)) [[unlikely]] {
     value = LazyCloneValue(value);
   }
 }
 
-[[gnu::noinline]] void WriteGuards::KeepWithHistory(c10::IValue& value, c10::TensorImpl& impl,
-                                                    c10::StorageImpl& storage, WriteGuard& guard) {
-  const at::Tensor& t = value.toTensor();
-  // A leaf's history is its accumulator, and without autograd a copy drops requires_grad:
-  // both stay with the copy.
-  c10::intrusive_ptr<torch::autograd::Node> grad_fn;
-  if (!at::GradMode::is_enabled() || !(grad_fn = t.grad_fn()) || !Guard(impl, storage, guard)) {
+[[gnu::always_inline]] inline void WriteGuards::KeepWithHistory(
+    c10::IValue& value, c10::TensorImpl& impl, const torch::autograd::AutogradMeta& meta,
+    c10::StorageImpl& storage, WriteGuard& guard) {
+  // Without autograd a copy drops requires_grad: it stays with the copy.
+  if (!GradModeEnabled()) [[unlikely]] {
     value = LazyCloneValue(value);
     return;
   }
-  guard.grad_fn = std::move(grad_fn);
-  guard.output_nr = t.output_nr();
+  if (meta.is_view_) [[unlikely]] {
+    // A view's grad_fn is what Tensor::grad_fn() says (it rebuilds it after an in-place write
+    // through the base); a view that requires grad has one.
+    const at::Tensor& t = value.toTensor();
+    const c10::intrusive_ptr<torch::autograd::Node> grad_fn = t.grad_fn();
+    if (!grad_fn || !Guard(impl, storage, guard, grad_fn, t.output_nr(), false)) {
+      value = LazyCloneValue(value);
+    }
+    return;
+  }
+  // A leaf keeps no node: its history is its accumulator, found again if it must be rebuilt.
+  const bool leaf = !meta.grad_fn_;
+  if (!Guard(impl, storage, guard, meta.grad_fn_, leaf ? 0 : meta.output_nr_, leaf)) [[unlikely]] {
+    value = LazyCloneValue(value);
+  }
 }
 
-void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& kept) {
-  const int32_t index = kept.slot;
+void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& guard) {
+  const int32_t index = guard.slot;
   if (index < 0) return;
   const Slot& slot = slots[index];
+  const KeptTensor& kept = guard.own ? guard.kept : slot.first;
   const bool written = slot.written.load(std::memory_order_acquire);
   // Keep guarded a plain TensorImpl: its storage can be read unchecked.
   const c10::TensorImpl* impl = value.unsafeToTensorImpl();
   if (written || impl->unsafe_storage().unsafeGetStorageImpl() != slot.storage.get() ||
-      ((kept.version < 0 || impl->version_counter().current_version() != kept.version) &&
-       !SameLayout(*impl, kept))) [[unlikely]] {
-    Rebuild(value, kept, written);
+      ((kept.version < 0 || VersionOf(*impl) != kept.version) && !SameLayout(*impl, kept)))
+      [[unlikely]] {
+    Rebuild(value, kept, index, written);
   }
   // Else untouched: the model's own tensor.
-  kept.slot = -1;
-  kept.grad_fn.reset();
-  ReleaseSlot(index);
+  guard.slot = -1;
+  if (guard.own) guard.kept.grad_fn.reset();
+  Release(index, guard.own);
 }
 
-[[gnu::noinline]] void WriteGuards::Rebuild(c10::IValue& value, WriteGuard& kept, bool written) {
-  const Slot& slot = slots[kept.slot];
+[[gnu::noinline]] void WriteGuards::Rebuild(c10::IValue& value, const KeptTensor& kept,
+                                            int32_t index, bool written) {
+  const Slot& slot = slots[index];
   const c10::TensorImpl* impl = value.unsafeToTensorImpl();
   // The bytes as they were: the copy if the storage was written, else the storage (only the
   // tensor's metadata or its storage changed).
@@ -300,27 +335,33 @@ void WriteGuards::ResolveInPlace(c10::IValue& value, WriteGuard& kept) {
     const c10::TensorImpl* done = r.tensor.unsafeGetTensorImpl();
     if (r.original.unsafeGetTensorImpl() == impl &&
         done->storage().unsafeGetStorageImpl() == bytes.get() && SameLayout(*done, kept) &&
-        r.tensor.grad_fn().get() == kept.grad_fn.get() &&
-        (!kept.grad_fn || r.tensor.output_nr() == kept.output_nr)) {
+        r.grad_fn == kept.grad_fn.get() && r.output_nr == kept.output_nr && r.leaf == kept.leaf) {
       value = r.tensor;
       return;
     }
   }
+  Rebuilt rebuilt{value.toTensor(), at::Tensor(), kept.grad_fn.get(), kept.output_nr, kept.leaf};
   at::Tensor tensor;
   {
     // An inference tensor comes back as one (the constructor reads the mode for its keys).
     std::optional<c10::InferenceMode> mode;
     if (kept.inference) mode.emplace();
-    auto rebuilt =
+    auto rebuilt_impl =
         c10::make_intrusive<c10::TensorImpl>(c10::Storage(bytes), kept.key_set, kept.dtype);
-    rebuilt->set_sizes_and_strides(kept.sizes(), kept.strides(), kept.storage_offset);
-    tensor = at::Tensor(std::move(rebuilt));
+    rebuilt_impl->set_sizes_and_strides(kept.sizes(), kept.strides(), kept.storage_offset);
+    tensor = at::Tensor(std::move(rebuilt_impl));
   }
   if (kept.grad_fn) {
-    tensor = torch::autograd::make_variable(
-        tensor, torch::autograd::Edge(std::move(kept.grad_fn), kept.output_nr));
+    tensor =
+        torch::autograd::make_variable(tensor, torch::autograd::Edge(kept.grad_fn, kept.output_nr));
+  } else if (kept.leaf && value.toTensor().requires_grad() && !value.toTensor().grad_fn()) {
+    // A leaf's: its gradient goes to the leaf's accumulator, as the leaf's own would. (A
+    // leaf the forward gave history, or took requires_grad from, comes back without.)
+    tensor = torch::autograd::make_variable(tensor,
+                                            torch::autograd::impl::gradient_edge(value.toTensor()));
   }
-  rebuilt_.push_back(Rebuilt{value.toTensor(), tensor});
+  rebuilt.tensor = tensor;
+  rebuilt_.push_back(std::move(rebuilt));
   value = std::move(tensor);
 }
 

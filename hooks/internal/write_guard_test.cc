@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/_lazy_clone.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/variable.h>
@@ -201,16 +202,50 @@ TEST(WriteGuardTest, GradientsFlowThroughARebuiltValueAlongTheRecordedHistory) {
   EXPECT_THAT(w.grad(), TensorEq(at::tensor({1.0f, 2.0f, 3.0f})));  // not 5, 10, 15
 }
 
+// A leaf that requires grad is guarded like any tensor: it comes back itself where nothing
+// wrote it, and as it was where something did (an update without autograd), its gradient going
+// to the leaf's accumulator as the leaf's own would.
+TEST(WriteGuardTest, ALeafThatRequiresGradComesBackItselfOrWithItsAccumulator) {
+  const at::Tensor leaf = at::arange(3.0).requires_grad_();
+  {
+    WriteGuards guards;
+    WriteGuard guard;
+    c10::IValue kept = leaf;
+    guards.Keep(kept, guard);
+    EXPECT_TRUE(guard.armed());
+    EXPECT_TRUE(guards.Resolve(std::move(kept), guard).toTensor().is_same(leaf));
+  }
+  WriteGuards guards;
+  WriteGuard first, second;
+  c10::IValue a = leaf, b = leaf;
+  guards.Keep(a, first);
+  guards.Keep(b, second);
+  {
+    at::NoGradGuard no_grad;
+    leaf.mul_(10);
+  }
+  const at::Tensor back = guards.Resolve(std::move(a), first).toTensor();
+  EXPECT_TRUE(guards.Resolve(std::move(b), second).toTensor().is_same(back));
+  EXPECT_THAT(back.detach(), TensorEq(at::arange(3.0)));
+  ASSERT_TRUE(back.requires_grad());
+  (back * 2).sum().backward();
+  EXPECT_THAT(leaf.grad(), TensorEq(at::full({3}, 2.0)));
+}
+
 TEST(WriteGuardTest, ValuesAGuardCannotServeAreCopiedAtOnce) {
   WriteGuards guards;
   WriteGuard guard;
-  // A leaf that requires grad.
-  const at::Tensor leaf = at::ones({2}).requires_grad_();
-  c10::IValue kept = leaf;
-  guards.Keep(kept, guard);
-  EXPECT_FALSE(guard.armed());
-  EXPECT_FALSE(kept.toTensor().is_same(leaf));
-  EXPECT_TRUE(kept.toTensor().requires_grad());
+  // A tensor that requires grad, kept without autograd: a copy made without autograd (which
+  // does not require grad).
+  {
+    const at::Tensor leaf = at::ones({2}).requires_grad_();
+    at::NoGradGuard no_grad;
+    c10::IValue kept = leaf;
+    guards.Keep(kept, guard);
+    EXPECT_FALSE(guard.armed());
+    EXPECT_FALSE(kept.toTensor().is_same(leaf));
+    EXPECT_FALSE(kept.toTensor().requires_grad());
+  }
   // A tuple of arguments: each element copied lazily.
   at::Tensor x = at::arange(2.0);
   c10::IValue tuple = c10::ivalue::Tuple::create({x, x});
