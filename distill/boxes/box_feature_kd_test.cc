@@ -280,6 +280,24 @@ TEST_F(BoxTest, BlockwiseStepEqualsSilverspoonKdsOnLlamas) {
   }
 }
 
+// The same pairs made by silverspoon-kd's create_alignments pattern (re.search over both
+// models' module paths): the same step.
+TEST_F(BoxTest, CreateAlignmentsPatternsGiveTheListedAlignmentsStep) {
+  const std::map<std::string, at::Tensor> expected = LoadCase("blockwise_lm");
+  ASSERT_FALSE(expected.empty());
+  LmPair lms = LoadLms("bkd_student");
+  ASSERT_NE(lms.student, nullptr);
+  auto box = MakeBox(
+      Parse(Step(TokenData(), R"pb(feature_distillation {
+                                     mode: BLOCKWISE
+                                     create_alignments { modules: "model\\.layers\\.\\d+$" }
+                                   })pb")),
+      {.teacher = MakeCausalLmModel(lms.teacher), .student = MakeCausalLmModel(lms.student)},
+      {.run_dir = RunDir("blockwise_lm_patterns")});
+  ASSERT_THAT(box, IsOk());
+  ExpectStepEquals(**box, expected.at("input"), expected, {}, {}, 0);
+}
+
 // layer1 on the images against the teacher's 16 channels (an output projector); layer2 on the
 // teacher's 16-channel layer1 output, which the student's layer2 takes as 8 (an input projector
 // too).

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "distill/config/create_alignments.h"
 
 namespace kd {
 namespace {
@@ -51,9 +52,12 @@ std::vector<std::string> FeatureDistillationErrors(const FeatureDistillationConf
                                                    bool criterion_has_terms) {
   std::vector<std::string> errors;
   const bool blockwise = config.mode() == FeatureDistillationConfig::BLOCKWISE;
-  if (config.alignments().empty()) {
-    errors.push_back("feature_distillation.alignments: at least one alignment is required");
+  if (config.alignments().empty() && config.create_alignments().empty()) {
+    errors.push_back(
+        "feature_distillation.alignments: at least one alignment is required (or "
+        "create_alignments' patterns)");
   }
+  for (std::string& error : CreateAlignmentsErrors(config)) errors.push_back(std::move(error));
   if (blockwise && criterion_has_terms) {
     errors.push_back(
         "criterion: a BLOCKWISE stage's loss is its alignments' (each student block against its "

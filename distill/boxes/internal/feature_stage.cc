@@ -17,6 +17,7 @@
 #include "base/torch_status.h"
 #include "distill/boxes/internal/stage_impl.h"
 #include "distill/boxes/internal/stage_setup.h"
+#include "distill/config/create_alignments.h"
 #include "distill/config/feature_distillation.h"
 #include "distill/config/kwargs.h"
 #include "distill/config/plugin_config.pb.h"
@@ -127,6 +128,20 @@ absl::StatusOr<StageConfig> Stage::ExpandFeatureDistillation(
   if (!given.has_feature_distillation()) return given;
   if (teacher_ == nullptr) {
     return absl::InvalidArgumentError("feature_distillation: the run has no teacher to align with");
+  }
+  if (!fd.create_alignments().empty()) {
+    // silverspoon-kd's create_alignments: the patterns made into alignments first.
+    auto paths = [](const Model& model) {
+      std::vector<std::string> out;
+      for (const ModuleInfo& m : model.NamedModules()) out.push_back(m.path);
+      return out;
+    };
+    absl::StatusOr<FeatureDistillationConfig> made =
+        CreateAlignments(fd, paths(*teacher_), paths(*student_));
+    if (!made.ok()) return made.status();
+    StageConfig with_alignments = given;
+    *with_alignments.mutable_feature_distillation() = *std::move(made);
+    return ExpandFeatureDistillation(with_alignments, previous, datasets, seed);
   }
   const bool blockwise = fd.mode() == FeatureDistillationConfig::BLOCKWISE;
   if (const std::vector<std::string> errors =
