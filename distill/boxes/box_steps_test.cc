@@ -18,8 +18,8 @@
 #include "base/status_macros.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
-#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/boxes/optim/optim.h"
+#include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/data/data_loader.h"
 #include "distill/losses/criterion.h"
 #include "distill/procs/proc_func.h"
@@ -43,6 +43,7 @@ using test::kTeacher;
 using test::Parse;
 using test::RunDir;
 using test::Stage;
+using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -111,6 +112,45 @@ TEST_F(BoxTest, TheStagesOptimizerSchedulerAndCriterionAreReachable) {
   for (const auto& [name, p] : (*box)->student().NamedParameters()) {
     EXPECT_TRUE(at::equal(p, before[i++])) << name;
   }
+}
+
+// A composed schedule from the config: SequentialLR of a LinearLR warm-up and an ExponentialLR,
+// stepped by the epoch (the rates torch's SequentialLR gives: optim_parity_test).
+TEST_F(BoxTest, ASequentialScheduleFromTheConfigSetsTheRates) {
+  std::string stage = Stage("s", 3, kCe);
+  const std::string fixture_scheduler = stage.substr(stage.find("scheduler {"));
+  stage = absl::StrCat(stage.substr(0, stage.find("scheduler {")), R"pb(
+                         scheduler {
+                           key: "SequentialLR"
+                           kwargs {
+                             name: "milestones"
+                             integers { values: [ 2 ] }
+                           }
+                           schedulers {
+                             key: "LinearLR"
+                             kwargs { name: "start_factor" number: 0.25 }
+                             kwargs { name: "total_iters" integer: 2 }
+                           }
+                           schedulers {
+                             key: "ExponentialLR"
+                             kwargs { name: "gamma" number: 0.5 }
+                           }
+                         })pb",
+                       fixture_scheduler.substr(fixture_scheduler.find("criterion")));
+  auto box = MakeBox(Parse(absl::StrCat(kData, kStudent, "train {", stage, "}")),
+                     {.run_dir = RunDir("sequential")});
+  ASSERT_THAT(box, IsOk());
+  auto optimizer = (*box)->Optimizer();
+  ASSERT_THAT(optimizer, IsOk());
+  auto scheduler = (*box)->Scheduler();
+  ASSERT_THAT(scheduler, IsOk());
+  std::vector<double> rates = {(*optimizer)->param_groups()[0].options().get_lr()};
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    (*scheduler)->Step({});
+    rates.push_back((*optimizer)->param_groups()[0].options().get_lr());
+  }
+  EXPECT_THAT(rates, ElementsAre(DoubleNear(0.025, 1e-12), DoubleNear(0.0625, 1e-12),
+                                 DoubleNear(0.1, 1e-12), DoubleNear(0.05, 1e-12)));
 }
 
 // torchdistill's clean_modules: hooks and I/O dicts gone, every parameter trainable; the next
@@ -199,11 +239,12 @@ KD_REGISTER_PROC_FUNC(PostForwardProc, "test_recording_post_forward", RecordingP
 // TeacherOutput, the student's from its own forward, the loss its own; PostForward steps on it,
 // and kwargs given at the call reach the process function over the config's.
 TEST_F(BoxTest, ALoopsOwnLossStepsWithItsKwargs) {
-  const std::string stage = absl::StrCat(
-      Stage("s", 1, kKd),
-      R"pb( post_forward_proc { key: "test_recording_post_forward"
-                                kwargs { name: "from_config" integer: 1 }
-                                kwargs { name: "both" integer: 2 } })pb");
+  const std::string stage = absl::StrCat(Stage("s", 1, kKd),
+                                         R"pb(post_forward_proc {
+                                                key: "test_recording_post_forward"
+                                                kwargs { name: "from_config" integer: 1 }
+                                                kwargs { name: "both" integer: 2 }
+                                              })pb");
   auto box = MakeBox(Parse(absl::StrCat(kData, kTeacher, kStudent, "train {", stage, "}")),
                      {.run_dir = RunDir("own_loss")});
   ASSERT_THAT(box, IsOk());
@@ -218,13 +259,15 @@ TEST_F(BoxTest, ALoopsOwnLossStepsWithItsKwargs) {
   ASSERT_THAT(teacher, IsOk());
   const at::Tensor student = b.student().Forward({batch.samples}).toTensor();
   const at::Tensor loss = (student - teacher->toTensor()).pow(2).mean();
-  ASSERT_THAT(b.PostForward(loss, {{"both", c10::IValue(int64_t{3})}, {"at_call", c10::IValue(true)}}),
-              IsOk());
+  ASSERT_THAT(
+      b.PostForward(loss, {{"both", c10::IValue(int64_t{3})}, {"at_call", c10::IValue(true)}}),
+      IsOk());
   EXPECT_EQ(last_post_forward_kwargs->at("from_config").toInt(), 1);
   EXPECT_EQ(last_post_forward_kwargs->at("both").toInt(), 3);  // the call's over the config's
   EXPECT_TRUE(last_post_forward_kwargs->at("at_call").toBool());
   int changed = 0;
-  for (const auto& [name, t] : b.student().NamedParameters()) changed += !at::equal(t, before[name]);
+  for (const auto& [name, t] : b.student().NamedParameters())
+    changed += !at::equal(t, before[name]);
   EXPECT_GT(changed, 0);  // the student stepped on the loop's own loss
 }
 
@@ -242,8 +285,8 @@ struct ViewSeen {
   int64_t batch_size = 0;
 };
 ViewSeen* view_seen = new ViewSeen;
-absl::Status ViewingPostForward(TrainingContext& box, const at::Tensor& loss,
-                                std::optional<double>, const Kwargs&) {
+absl::Status ViewingPostForward(TrainingContext& box, const at::Tensor& loss, std::optional<double>,
+                                const Kwargs&) {
   ViewSeen& seen = *view_seen;
   seen.teacher_io = box.io_dict(ModelRole::kTeacher);
   seen.student_io = box.io_dict(ModelRole::kStudent);
@@ -267,11 +310,11 @@ KD_REGISTER_PROC_FUNC(PostForwardProc, "test_viewing_post_forward", ViewingPostF
 // follow, the criterion, optimizer, scheduler and loaders: the objects the box's own accessors
 // give a caller's loop, in the step API and in Run() alike.
 TEST_F(BoxTest, ProcessFunctionsSeeTheBoxAsACallersLoopDoes) {
-  const std::string text = absl::StrCat(
-      kData, kTeacher, kStudent, "train {", Stage("kd", 1, kKd),
-      R"pb( teacher { forward_hooks { module_path: "" requires_output: true } }
-            post_forward_proc { key: "test_viewing_post_forward" })pb",
-      "}");
+  const std::string text =
+      absl::StrCat(kData, kTeacher, kStudent, "train {", Stage("kd", 1, kKd),
+                   R"pb(teacher { forward_hooks { module_path: "" requires_output: true } }
+                        post_forward_proc { key: "test_viewing_post_forward" })pb",
+                   "}");
   auto box = MakeBox(Parse(text), {.run_dir = RunDir("view_steps")});
   ASSERT_THAT(box, IsOk());
   Box& b = **box;
@@ -409,8 +452,8 @@ TEST_F(BoxTest, TheTeachersModeIsLibkdsOrTorchdistills) {
 // checkpoint's stage, optimizer, scheduler and RNG state are restored as Run restores them.
 TEST_F(BoxTest, AResumedHandLoopEqualsAnUninterruptedOne) {
   const DistillConfig config =
-      Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe),
-                         "} stages {", Stage("kd", 2, kKd), "}"));
+      Parse(absl::StrCat(kData, kTeacher, kStudent, "stages {", Stage("warm", 1, kCe), "} stages {",
+                         Stage("kd", 2, kKd), "}"));
   auto whole = MakeBox(config, {.run_dir = RunDir("resume_whole")});
   ASSERT_THAT(whole, IsOk());
   EXPECT_EQ((*whole)->start_epoch(), 0);

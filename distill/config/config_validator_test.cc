@@ -153,10 +153,11 @@ TEST(ConfigValidatorTest, MissingRequiredFields) {
   EXPECT_THAT(Validate(no_student),
               ElementsAre("t.pbtxt:1:1: missing required field \"student\" in DistillConfig"));
   const Lines no_source = Replace(kBase, 5, {R"(student { src_ckpt: "s.pt" })"});
-  EXPECT_THAT(Validate(no_source),
-              ElementsAre(At(no_source, 5, "student") +
-                          "missing required field \"torchscript\", \"native\" or \"aoti_package\" in "
-                          "ModelConfig"));
+  EXPECT_THAT(
+      Validate(no_source),
+      ElementsAre(At(no_source, 5, "student") +
+                  "missing required field \"torchscript\", \"native\" or \"aoti_package\" in "
+                  "ModelConfig"));
   Lines no_criterion(kBase.begin(), kBase.begin() + 13);  // up to the scheduler
   no_criterion.push_back("}");
   no_criterion.push_back(kBase[29]);
@@ -200,6 +201,30 @@ TEST(ConfigValidatorTest, OutOfRangeValues) {
               ElementsAre(At(subset, 2, "start") + "start must be >= 0, got -1",
                           At(subset, 2, "stop") +
                               "stop must be > start (5), got 5; or 0 for the dataset's size"));
+}
+
+// SequentialLR and ChainedScheduler compose `schedulers`; the others take none, and a composed
+// one has no scheduling_step of its own.
+TEST(ConfigValidatorTest, ComposedSchedulers) {
+  const Lines bare = Replace(kBase, 13, {R"(  scheduler { key: "SequentialLR" })"});
+  // (This test's registry holds MultiStepLR alone.)
+  EXPECT_THAT(
+      Validate(bare),
+      ElementsAre(At(bare, 13, "scheduler") +
+                      "missing required field \"schedulers\" in SchedulerConfig (the "
+                      "schedulers SequentialLR composes, in order)",
+                  At(bare, 13, "key") + "no scheduler \"SequentialLR\" is registered; registered: "
+                                        "MultiStepLR"));
+  const Lines extra = Replace(
+      kBase, 13,
+      {R"(  scheduler { key: "MultiStepLR" schedulers { key: "MultiStepLR" scheduling_step: 2 } })"});
+  EXPECT_THAT(Validate(extra),
+              ElementsAre(At(extra, 13, "schedulers") +
+                              "scheduler \"MultiStepLR\" composes no schedulers (only SequentialLR "
+                              "and ChainedScheduler do): leave `schedulers` out",
+                          At(extra, 13, "scheduling_step") +
+                              "a composed scheduler steps with its SequentialLR or "
+                              "ChainedScheduler: leave scheduling_step out here"));
 }
 
 // The profiler's schedule (torch.profiler.schedule's ranges) and the leak detection's options,
@@ -292,7 +317,8 @@ TEST(ConfigValidatorTest, DeprecatedNamesWorkWithAWarning) {
 // the run's choices (best checkpoint, early stopping) would be made on the test data.
 TEST(ConfigValidatorTest, ValidatingOnTestDataIsAWarning) {
   const Lines split = Replace(
-      kBase, 3, {R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })"});
+      kBase, 3,
+      {R"(datasets { id: "val" key: "fashion_mnist" kwargs { name: "split" str: "test" } })"});
   absl::StatusOr<LoadedConfig> loaded = ParseConfig(absl::StrJoin(split, "\n"), "t.pbtxt");
   ASSERT_THAT(loaded, IsOk());
   std::vector<ConfigProblem> problems = ValidateConfig(*loaded);
@@ -303,7 +329,8 @@ TEST(ConfigValidatorTest, ValidatingOnTestDataIsAWarning) {
                 "warning: validation reads \"val\", a test split: the best checkpoint (and early "
                 "stopping) is then chosen on the test data; validate on data held out of the "
                 "training split (a dataset's subset)");
-  const Lines shared = Insert(kBase, 31, {R"(test_data_loader { dataset_id: "val" batch_size: 8 })"});
+  const Lines shared =
+      Insert(kBase, 31, {R"(test_data_loader { dataset_id: "val" batch_size: 8 })"});
   loaded = ParseConfig(absl::StrJoin(shared, "\n"), "t.pbtxt");
   ASSERT_THAT(loaded, IsOk());
   problems = ValidateConfig(*loaded);
@@ -399,10 +426,10 @@ TEST(ConfigValidatorTest, APrimaryMetricsDirectionIsItsOwn) {
   EXPECT_THAT(Validate(perplexity),
               ::testing::Contains(HasSubstr("the primary metric \"perplexity\" (perplexity) is "
                                             "lower-is-better: set lower_is_better: true")));
-  const Lines right = Replace(
-      kBase, 30,
-      {R"(evaluation { metrics { key: "perplexity" } metrics { key: "accuracy" } )",
-       R"(  primary_metric: "perplexity" lower_is_better: true })"});
+  const Lines right =
+      Replace(kBase, 30,
+              {R"(evaluation { metrics { key: "perplexity" } metrics { key: "accuracy" } )",
+               R"(  primary_metric: "perplexity" lower_is_better: true })"});
   EXPECT_THAT(Validate(right), ::testing::Each(::testing::Not(HasSubstr("lower_is_better"))));
   const Lines accuracy =
       Replace(kBase, 30, {R"(evaluation { metrics { key: "accuracy" } lower_is_better: true })"});
@@ -486,9 +513,9 @@ TEST(ConfigValidatorTest, OutputsIntoADatasetsFolder) {
     Lines lines = Replace(kBase, 2,
                           {absl::StrCat(R"(datasets { id: "train" key: "fashion_mnist" kwargs { )",
                                         R"(name: "root" str: ")", data, R"(" } })")});
-    return Replace(lines, 5,
-                   {absl::StrCat(R"(student { native { key: "fashion_cnn" } dst_ckpt: ")", dst,
-                                 R"(" })")});
+    return Replace(
+        lines, 5,
+        {absl::StrCat(R"(student { native { key: "fashion_cnn" } dst_ckpt: ")", dst, R"(" })")});
   };
   const std::string message =
       "\" is inside datasets[0] (\"train\") root's folder: the run would write into the data it "

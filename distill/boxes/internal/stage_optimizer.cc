@@ -24,6 +24,21 @@
 
 namespace kd {
 namespace boxes_internal {
+namespace {
+
+// `config` (and the schedulers it composes) as MakeScheduler takes it.
+absl::StatusOr<SchedulerSpec> SchedulerSpecOf(const SchedulerConfig& config) {
+  SchedulerSpec spec{config.key(), {}, {}};
+  KD_ASSIGN_OR_RETURN(spec.kwargs, PluginKwargs(SchedulerRegistry(), config.key(), config.kwargs(),
+                                                absl::StrCat("scheduler \"", config.key(), "\"")));
+  for (const SchedulerConfig& child : config.schedulers()) {
+    KD_ASSIGN_OR_RETURN(SchedulerSpec made, SchedulerSpecOf(child));
+    spec.children.push_back(std::move(made));
+  }
+  return spec;
+}
+
+}  // namespace
 
 absl::Status Stage::BuildOptimizer(const StageConfig& config, const StageConfig& given,
                                    const StageConfig* previous) {
@@ -131,10 +146,8 @@ absl::Status Stage::BuildOptimizer(const StageConfig& config, const StageConfig&
   const SchedulerConfig& scheduler =
       config.has_scheduler() || previous == nullptr ? config.scheduler() : previous->scheduler();
   if (!scheduler.key().empty()) {
-    KD_ASSIGN_OR_RETURN(Kwargs kwargs,
-                        PluginKwargs(SchedulerRegistry(), scheduler.key(), scheduler.kwargs(),
-                                     absl::StrCat("scheduler \"", scheduler.key(), "\"")));
-    KD_ASSIGN_OR_RETURN(scheduler_, MakeScheduler(scheduler.key(), *optimizer_, kwargs));
+    KD_ASSIGN_OR_RETURN(const SchedulerSpec spec, SchedulerSpecOf(scheduler));
+    KD_ASSIGN_OR_RETURN(scheduler_, MakeScheduler(spec, *optimizer_));
     scheduling_step_ = scheduler.scheduling_step();
   }
   return absl::OkStatus();

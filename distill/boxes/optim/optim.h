@@ -8,16 +8,22 @@
 //   steps->Step({});   // after each epoch (or each N batches)
 //
 // Optimizers are libtorch's own (torch::optim: SGD with momentum / nesterov / weight decay,
-// Adam, AdamW), registered under torch's class names. Schedulers follow torch.optim.lr_scheduler
-// (StepLR, MultiStepLR, CosineAnnealingLR, LinearLR for warm-up, ReduceLROnPlateau) with its
-// kwargs; libtorch ships only StepLR and ReduceLROnPlateau, and neither exposes its state for
-// checkpoints, so all five are written here against the optimizer's learning rates.
+// Adam, AdamW, RMSprop, Adagrad), registered under torch's class names; torch.optim's others
+// (Adamax, NAdam, RAdam, SparseAdam) libtorch lacks, and LBFGS needs a closure that reruns the
+// forward, which a box's step does not give. Schedulers follow torch.optim.lr_scheduler with its
+// kwargs (StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR,
+// CosineAnnealingLR, CosineAnnealingWarmRestarts, LambdaLR by a registered function, OneCycleLR,
+// SequentialLR, ChainedScheduler, ReduceLROnPlateau; torchdistill's poly_lr_scheduler); libtorch
+// ships only StepLR and ReduceLROnPlateau, and neither exposes its state for checkpoints, so all
+// are written here against the optimizer's learning rates, as closed forms of the period (a
+// resumed schedule continues exactly).
 #ifndef LIBKD_DISTILL_BOXES_OPTIM_OPTIM_H_
 #define LIBKD_DISTILL_BOXES_OPTIM_OPTIM_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -74,20 +80,40 @@ class LrScheduler {
   virtual void LoadState(const std::vector<double>& state) = 0;
 };
 
+// A scheduler's key and kwargs, and those it composes (SequentialLR's and ChainedScheduler's
+// `schedulers`, in order; empty for the others).
+struct SchedulerSpec {
+  std::string key;
+  Kwargs kwargs;
+  std::vector<SchedulerSpec> children;
+};
+
 using SchedulerFactory = std::function<absl::StatusOr<std::unique_ptr<LrScheduler>>(
-    torch::optim::Optimizer& optimizer, const Kwargs& kwargs)>;
+    torch::optim::Optimizer& optimizer, const Kwargs& kwargs,
+    const std::vector<SchedulerSpec>& children)>;
 
 // The schedulers by config key ("scheduler" registry kind).
 Registry<SchedulerFactory>& SchedulerRegistry();
 
+// The scheduler `spec` over `optimizer`'s groups (their rates now are the initial ones), its
+// kwargs checked against its contract.
+absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(const SchedulerSpec& spec,
+                                                           torch::optim::Optimizer& optimizer);
 absl::StatusOr<std::unique_ptr<LrScheduler>> MakeScheduler(absl::string_view key,
                                                            torch::optim::Optimizer& optimizer,
                                                            const Kwargs& kwargs);
 
+// LambdaLR's functions by name (registry kind "lr_lambda"): the factor of the initial rate after
+// `epoch` periods, as torch's lr_lambda. Register one where it is linked:
+//   KD_REGISTER(kd::LrLambdaRegistry(), "inverse_time",
+//               kd::LrLambda([](int64_t e) { return 1.0 / (1 + e); }), kd::kAnyKwargs);
+using LrLambda = std::function<double(int64_t epoch)>;
+Registry<LrLambda>& LrLambdaRegistry();
+
 // The learning rate of each parameter group.
 std::vector<double> LearningRates(const torch::optim::Optimizer& optimizer);
 
-// The optimizer's registry key by its type ("SGD", "Adam", "AdamW"; "other" for one built
+// The optimizer's registry key by its type ("SGD", "Adam", "AdamW", ...; "other" for one built
 // elsewhere), and the number of parameters in each of its groups: what a checkpoint of its state
 // must match before libtorch reads it (libtorch's own load asserts, as "report a bug to PyTorch").
 std::string OptimizerKind(const torch::optim::Optimizer& optimizer);

@@ -1,12 +1,14 @@
-// The optimizers by torch's class names (torch::optim's SGD, Adam, AdamW) over parameter groups,
-// and the optimizer registry.
+// The optimizers by torch's class names (torch::optim's SGD, Adam, AdamW, RMSprop, Adagrad) over
+// parameter groups, and the optimizer registry.
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -123,6 +125,58 @@ KD_REGISTER(OptimizerRegistry(), "AdamW",
             }),
             AdamSpecs("decoupled weight decay", 1e-2));
 
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeRmsprop(std::vector<ParamGroup> groups,
+                                                                     const Kwargs& defaults) {
+  return Build<torch::optim::RMSprop, torch::optim::RMSpropOptions>(
+      std::move(groups), defaults,
+      [](const Kwargs& kwargs) -> absl::StatusOr<torch::optim::RMSpropOptions> {
+        torch::optim::RMSpropOptions options(NumberKwarg(kwargs, "lr"));
+        options.alpha(NumberKwarg(kwargs, "alpha"))
+            .eps(NumberKwarg(kwargs, "eps"))
+            .weight_decay(NumberKwarg(kwargs, "weight_decay"))
+            .momentum(NumberKwarg(kwargs, "momentum"))
+            .centered(BoolKwarg(kwargs, "centered"));
+        return options;
+      });
+}
+
+absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeAdagrad(std::vector<ParamGroup> groups,
+                                                                     const Kwargs& defaults) {
+  return Build<torch::optim::Adagrad, torch::optim::AdagradOptions>(
+      std::move(groups), defaults,
+      [](const Kwargs& kwargs) -> absl::StatusOr<torch::optim::AdagradOptions> {
+        torch::optim::AdagradOptions options(NumberKwarg(kwargs, "lr"));
+        options.lr_decay(NumberKwarg(kwargs, "lr_decay"))
+            .weight_decay(NumberKwarg(kwargs, "weight_decay"))
+            .initial_accumulator_value(NumberKwarg(kwargs, "initial_accumulator_value"))
+            .eps(NumberKwarg(kwargs, "eps"));
+        return options;
+      });
+}
+
+KD_REGISTER(OptimizerRegistry(), "RMSprop", MakeRmsprop,
+            {PositiveNumberSpec("lr", "learning rate", 1e-2),
+             {.name = "alpha",
+              .type = KwargType::kNumber,
+              .doc = "the running average's coefficient (squared gradient)",
+              .default_value = 0.99,
+              .min = 0,
+              .max = 1},
+             NonNegativeNumberSpec("eps", "denominator guard", 1e-8),
+             WeightDecaySpec("L2 penalty", 0.0),
+             NonNegativeNumberSpec("momentum", "momentum factor", 0.0),
+             {.name = "centered",
+              .type = KwargType::kBool,
+              .doc = "normalize by the gradient's estimated variance",
+              .default_value = false}});
+KD_REGISTER(OptimizerRegistry(), "Adagrad", MakeAdagrad,
+            {PositiveNumberSpec("lr", "learning rate", 1e-2),
+             NonNegativeNumberSpec("lr_decay", "the rate's decay per step", 0.0),
+             WeightDecaySpec("L2 penalty", 0.0),
+             NonNegativeNumberSpec("initial_accumulator_value",
+                                   "the squared gradients' sum at the start", 0.0),
+             NonNegativeNumberSpec("eps", "denominator guard", 1e-10)});
+
 }  // namespace
 
 Registry<OptimizerFactory>& OptimizerRegistry() {
@@ -176,6 +230,8 @@ std::string OptimizerKind(const torch::optim::Optimizer& optimizer) {
   if (dynamic_cast<const torch::optim::SGD*>(&optimizer) != nullptr) return "SGD";
   if (dynamic_cast<const torch::optim::AdamW*>(&optimizer) != nullptr) return "AdamW";
   if (dynamic_cast<const torch::optim::Adam*>(&optimizer) != nullptr) return "Adam";
+  if (dynamic_cast<const torch::optim::RMSprop*>(&optimizer) != nullptr) return "RMSprop";
+  if (dynamic_cast<const torch::optim::Adagrad*>(&optimizer) != nullptr) return "Adagrad";
   if (const auto* composite = dynamic_cast<const CompositeOptimizer*>(&optimizer)) {
     std::vector<std::string> kinds;
     for (const CompositeOptimizer::Child& child : composite->children()) {
