@@ -5,6 +5,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -145,6 +146,11 @@ std::vector<ModelCase> Cases() {
        {{"depth", 10}, {"widen_factor", 1}, {"dropout", 0.3}, {"num_classes", 4},
         {"in_channels", 1}},
        {2, 1, 16, 16}, {2, 4}, WrnParams(10, 1, 4, 1)},
+      // torchdistill 1.1.5's DenseNet-BC counts (its densenet_bc_k12_depth100(num_classes)).
+      {"densenet_bc_k12_depth100", "densenet_bc_k12_depth100", {}, {2, 3, 32, 32}, {2, 10},
+       769162},
+      {"densenet_bc_k12_depth100_c100", "densenet_bc_k12_depth100", {{"num_classes", 100}},
+       {2, 3, 16, 16}, {2, 100}, 800032},
   };
 }
 
@@ -217,6 +223,22 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelZooTest, ::testing::ValuesIn(Cases()),
 
 // resnet1202 apart: its 600 blocks' activations overflow at initialization (as torchdistill's
 // do), so the zoo's forward checks do not apply; its size does.
+// The larger DenseNet-BC nets: torchdistill 1.1.5's counts for 10 and 100 classes.
+TEST(ModelRegistryTest, LargeDenseNetsHaveTorchdistillsSizes) {
+  for (const auto& [key, classes, params] :
+       std::vector<std::tuple<std::string, int64_t, int64_t>>{
+           {"densenet_bc_k24_depth250", 10, 15324406},
+           {"densenet_bc_k24_depth250", 100, 15480556},
+           {"densenet_bc_k40_depth190", 10, 25624430},
+           {"densenet_bc_k40_depth190", 100, 25821620}}) {
+    SCOPED_TRACE(absl::StrCat(key, " ", classes));
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        MakeRegisteredModel(key, {{"num_classes", classes}});
+    ASSERT_THAT(model, IsOk());
+    EXPECT_EQ((*model)->NumParameters(), params);
+  }
+}
+
 TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
   absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel("resnet1202");
   ASSERT_THAT(model, IsOk());
@@ -225,9 +247,10 @@ TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
 
 TEST(ModelRegistryTest, EveryModelIsRegistered) {
   EXPECT_THAT(ModelRegistry().Keys(),
-              ElementsAre("fashion_cnn", "gpt2", "hf_causal_lm", "lenet5", "llama", "mlp",
-                          "qwen2", "resnet110", "resnet1202", "resnet20", "resnet32", "resnet44",
-                          "resnet56", "wrn"));
+              ElementsAre("densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
+                          "densenet_bc_k40_depth190", "fashion_cnn", "gpt2", "hf_causal_lm",
+                          "lenet5", "llama", "mlp", "qwen2", "resnet110", "resnet1202", "resnet20",
+                          "resnet32", "resnet44", "resnet56", "wrn"));
   EXPECT_EQ(FindRegistry("model"), &ModelRegistry());
 }
 
@@ -246,9 +269,10 @@ TEST(ModelRegistryTest, UnknownKeyNamesTheNearest) {
   EXPECT_THAT(MakeRegisteredModel("resnet21"),
               StatusIs(absl::StatusCode::kNotFound,
                        Eq("no model \"resnet21\" is registered; did you mean \"resnet20\"? "
-                          "registered: fashion_cnn, gpt2, hf_causal_lm, lenet5, llama, mlp, "
-                          "qwen2, resnet110, resnet1202, resnet20, resnet32, resnet44, resnet56, "
-                          "wrn")));
+                          "registered: densenet_bc_k12_depth100, densenet_bc_k24_depth250, "
+                          "densenet_bc_k40_depth190, fashion_cnn, gpt2, hf_causal_lm, lenet5, "
+                          "llama, mlp, qwen2, resnet110, resnet1202, resnet20, resnet32, resnet44, "
+                          "resnet56, wrn")));
 }
 
 TEST(ModelRegistryTest, BadKwargsAreNamed) {
@@ -361,7 +385,9 @@ TEST(CifarResNetTest, StateMatchesTorchdistill) {
     expected[fields[0]].push_back(absl::StrCat(fields[1], " ", fields[2]));
   }
   const std::map<std::string, std::pair<std::string, Kwargs>> models = {
-      {"resnet20", {"resnet20", {}}}, {"wrn_16_2", {"wrn", {{"widen_factor", 2}}}}};
+      {"resnet20", {"resnet20", {}}},
+      {"wrn_16_2", {"wrn", {{"widen_factor", 2}}}},
+      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}}}};
   ASSERT_EQ(expected.size(), models.size());
   for (const auto& [name, key_kwargs] : models) {
     SCOPED_TRACE(name);
@@ -381,7 +407,7 @@ TEST(CifarResNetTest, StateMatchesTorchdistill) {
 
 // Logits equal those of the Python references recorded by testdata/record_parity_outputs.py
 // (torchdistill's resnet20; with option A shortcuts; WRN-16-2 with the authors' block;
-// fashion_cnn), with the parameters filled the same way: the i-th in sorted-name order is
+// fashion_cnn; torchdistill's DenseNet-BC k12 depth 100), with the parameters filled the same way: the i-th in sorted-name order is
 // 0.1 * sin(0.37 * arange(numel) + i). Training mode: batch norms use the batch's statistics.
 TEST(ModelParityTest, LogitsMatchPythonReferences) {
   std::ifstream file("distill/models/testdata/parity_outputs.txt");
@@ -405,7 +431,8 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
       {"resnet20", {"resnet20", {}, {2, 3, 32, 32}}},
       {"resnet20_zero_pad", {"resnet20", {{"shortcut", "zero_pad"}}, {2, 3, 32, 32}}},
       {"wrn_16_2", {"wrn", {{"widen_factor", 2}}, {2, 3, 32, 32}}},
-      {"fashion_cnn_w4", {"fashion_cnn", {{"width", 4}}, {2, 1, 28, 28}}}};
+      {"fashion_cnn_w4", {"fashion_cnn", {{"width", 4}}, {2, 1, 28, 28}}},
+      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}, {2, 3, 32, 32}}}};
   ASSERT_EQ(expected.size(), references.size());
   for (const auto& [name, ref] : references) {
     SCOPED_TRACE(name);

@@ -16,12 +16,13 @@ References (torchdistill 1.1.5, tools/install_deps.sh --peers):
 - wrn_16_2: torchdistill's WRN-16-2 with its block's forward as the WRN authors' code (and
   RepDistiller's wrn.py) computes it: the 1x1 shortcut reads relu(bn1(x)), and dropout sits
   between bn2-relu and conv2.
+- densenet_bc_k12_depth100: torchdistill's DenseNet-BC for CIFAR as is.
 - fashion_cnn_w4: libkd's fashion_cnn (width 4, dropout 0) written in Python below, so a
   model trained in Python with this definition loads into libkd's by name.
 """
 import torch
 import torch.nn.functional as F
-from torchdistill.models.classification import resnet, wide_resnet
+from torchdistill.models.classification import densenet, resnet, wide_resnet
 
 
 class ZeroPad(torch.nn.Module):
@@ -79,6 +80,7 @@ MODELS = {
     "resnet20_zero_pad": zero_pad_resnet20,
     "wrn_16_2": wrn_16_2,
     "fashion_cnn_w4": lambda: FashionCNN(width=4),
+    "densenet_bc_k12_depth100": lambda: densenet.densenet_bc_k12_depth100(num_classes=10),
 }
 
 print("# <case> <logits [2, 10], row-major>: from record_parity_outputs.py")

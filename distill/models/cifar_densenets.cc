@@ -1,0 +1,202 @@
+// Registered DenseNet-BC for CIFAR (Huang et al. 2017) as torchdistill defines it
+// (torchdistill/models/classification/densenet.py, DenseNet4Cifar on torchvision's _DenseBlock
+// and _Transition): "densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
+// "densenet_bc_k40_depth190", with torchdistill's module paths and parameter names
+// (features.conv0, features.denseblockN.denselayerM.{norm1,conv1,norm2,conv2},
+// features.transitionN.{norm,conv,pool}, features.norm5, classifier), so its state dicts load by
+// name. A 3x3 stem of 2k channels, three dense blocks of (depth - 4) / 6 bottleneck layers
+// (BN-ReLU-1x1 conv to 4k, BN-ReLU-3x3 conv to k, concatenated to the block's input), each
+// but the last followed by a transition halving channels and size (BN-ReLU-1x1 conv, 2x2 average
+// pooling), then BN, ReLU, global average pooling and a linear layer. Weights start as
+// torchdistill's: Kaiming-normal convolutions (fan_in), batch norms 1 and 0, linear biases 0.
+//
+// One difference in what hooks see: torchvision's _DenseLayer takes the list of the earlier
+// features and concatenates them itself; here the block concatenates them and the layer takes the
+// one tensor, so a dense layer's recorded input is that concatenation (its output is the same).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/kwargs.h"
+#include "distill/models/internal/kwargs_util.h"
+#include "distill/models/model_registry.h"
+#include "hooks/hook_point.h"
+#include "hooks/native_model.h"
+
+namespace kd {
+namespace {
+
+namespace nn = torch::nn;
+
+// torchvision's _DenseLayer: norm1 -> relu1 -> conv1 (1x1, bn_size * k) -> norm2 -> relu2 ->
+// conv2 (3x3, k), then dropout in training where drop_rate > 0.
+struct DenseLayerImpl : nn::Module {
+  DenseLayerImpl(int64_t in, int64_t growth, int64_t bn_size, double drop_rate)
+      : norm1(register_module("norm1", nn::BatchNorm2d(in))),
+        relu1(register_module("relu1", nn::ReLU())),
+        conv1(register_module("conv1",
+                              nn::Conv2d(nn::Conv2dOptions(in, bn_size * growth, 1).bias(false)))),
+        norm2(register_module("norm2", nn::BatchNorm2d(bn_size * growth))),
+        relu2(register_module("relu2", nn::ReLU())),
+        conv2(register_module(
+            "conv2",
+            nn::Conv2d(nn::Conv2dOptions(bn_size * growth, growth, 3).padding(1).bias(false)))),
+        drop_rate(drop_rate) {}
+
+  at::Tensor forward(at::Tensor concatenated) {
+    at::Tensor bottleneck = Call(conv1, Call(relu1, Call(norm1, concatenated)));
+    at::Tensor out = Call(conv2, Call(relu2, Call(norm2, bottleneck)));
+    if (drop_rate > 0) {
+      out = nn::functional::dropout(
+          out, nn::functional::DropoutFuncOptions().p(drop_rate).training(is_training()));
+    }
+    return out;
+  }
+
+  nn::BatchNorm2d norm1;
+  nn::ReLU relu1;
+  nn::Conv2d conv1;
+  nn::BatchNorm2d norm2;
+  nn::ReLU relu2;
+  nn::Conv2d conv2;
+  double drop_rate;
+};
+TORCH_MODULE(DenseLayer);
+
+// torchvision's _DenseBlock: each layer takes the concatenation of the block's input and the
+// earlier layers' outputs; the block returns the concatenation of all.
+struct DenseBlockImpl : nn::Module {
+  DenseBlockImpl(int64_t layers, int64_t in, int64_t bn_size, int64_t growth, double drop_rate) {
+    for (int64_t i = 0; i < layers; ++i) {
+      this->layers.push_back(
+          register_module(absl::StrCat("denselayer", i + 1),
+                          DenseLayer(in + i * growth, growth, bn_size, drop_rate)));
+    }
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    std::vector<at::Tensor> features = {x};
+    for (DenseLayer& layer : layers) features.push_back(Call(layer, at::cat(features, 1)));
+    return at::cat(features, 1);
+  }
+
+  std::vector<DenseLayer> layers;
+};
+TORCH_MODULE(DenseBlock);
+
+// torchvision's _Transition: norm -> relu -> conv (1x1, half the channels) -> pool (2x2 average).
+struct TransitionImpl : nn::Module {
+  explicit TransitionImpl(int64_t channels)
+      : norm(register_module("norm", nn::BatchNorm2d(channels))),
+        relu(register_module("relu", nn::ReLU())),
+        conv(register_module("conv",
+                             nn::Conv2d(nn::Conv2dOptions(channels, channels / 2, 1).bias(false)))),
+        pool(register_module("pool", nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(2)))) {}
+
+  at::Tensor forward(at::Tensor x) { return Call(pool, Call(conv, Call(relu, Call(norm, x)))); }
+
+  nn::BatchNorm2d norm;
+  nn::ReLU relu;
+  nn::Conv2d conv;
+  nn::AvgPool2d pool;
+};
+TORCH_MODULE(Transition);
+
+// features (conv0, denseblock1, transition1, denseblock2, transition2, denseblock3, norm5) ->
+// relu -> global average pooling -> flatten -> classifier.
+struct DenseNetCifarImpl : nn::Module {
+  DenseNetCifarImpl(int64_t growth, int64_t layers_per_block, int64_t bn_size, double drop_rate,
+                    int64_t num_classes) {
+    int64_t channels = 2 * growth;
+    HookedSequential stack;
+    stack->push_back("conv0", nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1).bias(false)));
+    for (int block = 1; block <= 3; ++block) {
+      stack->push_back(absl::StrCat("denseblock", block),
+                       DenseBlock(layers_per_block, channels, bn_size, growth, drop_rate));
+      channels += layers_per_block * growth;
+      if (block == 3) break;
+      stack->push_back(absl::StrCat("transition", block), Transition(channels));
+      channels /= 2;
+    }
+    stack->push_back("norm5", nn::BatchNorm2d(channels));
+    features = register_module("features", stack);
+    classifier = register_module("classifier", nn::Linear(channels, num_classes));
+    for (const std::shared_ptr<nn::Module>& module : modules(/*include_self=*/false)) {
+      if (auto* conv = module->as<nn::Conv2d>()) {
+        nn::init::kaiming_normal_(conv->weight);
+      } else if (auto* linear = module->as<nn::Linear>()) {
+        nn::init::zeros_(linear->bias);
+      }
+    }
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor out = at::relu(Call(features, x));
+    return Call(classifier, at::flatten(at::adaptive_avg_pool2d(out, {1, 1}), 1));
+  }
+
+  HookedSequential features{nullptr};
+  nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(DenseNetCifar);
+
+// torchdistill's densenet(growth_rate, depth, num_init_features, bottleneck=True, ...).
+auto MakeDenseNetBc(int64_t growth, int64_t depth) {
+  return [growth, depth](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
+    return MakeNativeModel(DenseNetCifar(growth, (depth - 4) / 6, IntKwarg(kwargs, "bn_size"),
+                                         NumberKwarg(kwargs, "drop_rate"),
+                                         IntKwarg(kwargs, "num_classes"))
+                               .ptr());
+  };
+}
+
+std::vector<KwargSpec> DenseNetSpecs() {
+  return {models_internal::NumClassesSpec(),
+          {.name = "bn_size",
+           .type = KwargType::kInteger,
+           .doc = "a bottleneck's width in multiples of the growth rate",
+           .default_value = 4,
+           .min = 1},
+          {.name = "memory_efficient",
+           .type = KwargType::kBool,
+           .doc = "torchvision's checkpointed dense layers (less memory, the same values): not "
+                  "supported, only false",
+           .default_value = false},
+          {.name = "drop_rate",
+           .type = KwargType::kNumber,
+           .doc = "dropout probability after each dense layer (0: none)",
+           .default_value = 0.0,
+           .min = 0,
+           .max = 1,
+           .max_exclusive = true}};
+}
+
+absl::Status CheckNotMemoryEfficient(const KwargsView& view) {
+  if (!BoolKwarg(view.kwargs, "memory_efficient")) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "kwarg \"memory_efficient\": checkpointed dense layers are not supported (they change "
+      "memory, not values): set it false");
+}
+
+KD_REGISTER(ModelRegistry(), "densenet_bc_k12_depth100", MakeDenseNetBc(12, 100), DenseNetSpecs(),
+            CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet_bc_k24_depth250", MakeDenseNetBc(24, 250), DenseNetSpecs(),
+            CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet_bc_k40_depth190", MakeDenseNetBc(40, 190), DenseNetSpecs(),
+            CheckNotMemoryEfficient);
+
+}  // namespace
+}  // namespace kd
