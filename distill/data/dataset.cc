@@ -167,17 +167,29 @@ absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset>
 
 absl::StatusOr<std::shared_ptr<Dataset>> RandomSplitOf(std::shared_ptr<const Dataset> dataset,
                                                        const std::vector<double>& lengths,
-                                                       int64_t seed, int part) {
+                                                       int64_t seed, int part, LengthsRule rule) {
   const int64_t size = dataset->size();
   if (lengths.empty() || part < 0 || part >= static_cast<int>(lengths.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("random_split: part ", part, " of ", lengths.size(), " lengths"));
   }
-  // torch.utils.data.random_split's rules: fractions summing to 1, else counts.
   std::vector<int64_t> counts;
   double sum = 0;
   for (double l : lengths) sum += l;
-  if (std::abs(sum - 1.0) <= 1e-9 && sum <= 1.0 + 1e-9) {
+  if (rule == LengthsRule::kSplitDataset && sum != static_cast<double>(size)) {
+    // torchdistill's split_dataset: ratios of the size, truncated; the last part the rest.
+    int64_t given = 0;
+    for (double l : lengths) {
+      if (l < 0 || !(sum > 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "random_split (split_dataset): lengths must be >= 0 with a positive sum; got ", l));
+      }
+      counts.push_back(static_cast<int64_t>((l / sum) * static_cast<double>(size)));
+      given += counts.back();
+    }
+    if (counts.size() > 1 && given != size) counts.back() = size - (given - counts.back());
+  } else if (std::abs(sum - 1.0) <= 1e-9 && sum <= 1.0 + 1e-9) {
+    // torch.utils.data.random_split's rules: fractions summing to 1, else counts.
     int64_t given = 0;
     for (double l : lengths) {
       if (l < 0 || l > 1) {

@@ -112,12 +112,23 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeDataset(absl::string_view key, cons
 absl::StatusOr<std::shared_ptr<Dataset>> SubsetOf(std::shared_ptr<const Dataset> dataset,
                                                   int64_t start, int64_t stop);
 
+// How RandomSplitOf reads its lengths.
+enum class LengthsRule {
+  // torch.utils.data.random_split's: sample counts summing to the dataset's size, or fractions
+  // summing to 1 (floors, the remainder one each to the first parts).
+  kTorch,
+  // torchdistill's split_dataset's: counts where they sum to the dataset's size, else ratios of
+  // it (each part int(length / sum * size), the last one the rest).
+  kSplitDataset,
+};
+
 // Part `part` of torch.utils.data.random_split(dataset, lengths, a generator seeded `seed`): the
-// same samples in the same order as Python's. `lengths`: sample counts summing to the dataset's
-// size, or fractions summing to 1 (torch's rounding). InvalidArgument naming the fault.
+// same samples in the same order as Python's, `lengths` read by `rule`. InvalidArgument naming
+// the fault.
 absl::StatusOr<std::shared_ptr<Dataset>> RandomSplitOf(std::shared_ptr<const Dataset> dataset,
                                                        const std::vector<double>& lengths,
-                                                       int64_t seed, int part);
+                                                       int64_t seed, int part,
+                                                       LengthsRule rule = LengthsRule::kTorch);
 
 // What `batch` (a wrapped dataset's) adds to its supplementary dict besides "indices": the
 // entries a wrapper's Samples.supp passes on.

@@ -132,6 +132,35 @@ TEST(RandomSplitTest, PartsAreTorchsForTheSameSeed) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("part 2 of 2 lengths")));
 }
 
+// torchdistill's split_dataset (torchdistill.datasets.util, recorded from torchdistill 1.1.5 on
+// range(n) with generator_seed 42): lengths that do not sum to the size are ratios of it, each
+// part truncated and the last one the rest; 11 samples at [0.9, 0.1] split 9 + 2 there, where
+// torch's own fractions give 10 + 1.
+TEST(RandomSplitTest, SplitDatasetsRuleIsTorchdistills) {
+  struct Case {
+    int64_t n;
+    std::vector<double> lengths;
+    std::vector<std::vector<int64_t>> parts;
+  };
+  for (const Case& c : std::vector<Case>{
+           {11, {0.9, 0.1}, {{6, 8, 9, 2, 1, 10, 0, 7, 3}, {5, 4}}},
+           {11, {9, 1}, {{6, 8, 9, 2, 1, 10, 0, 7, 3}, {5, 4}}},
+           {7, {4, 3}, {{1, 6, 3, 5}, {4, 0, 2}}},
+           {10, {2, 1, 1}, {{2, 6, 1, 8, 4}, {5, 0}, {9, 3, 7}}}}) {
+    absl::StatusOr<std::shared_ptr<Dataset>> all = MakeDataset(
+        "synthetic", {{"num_samples", c.n}, {"num_classes", int64_t{100}}, {"height", int64_t{2}},
+                      {"width", int64_t{2}}});
+    ASSERT_THAT(all, IsOk());
+    for (size_t part = 0; part < c.parts.size(); ++part) {
+      SCOPED_TRACE(absl::StrCat(c.n, " samples, ", c.lengths.size(), " lengths, part ", part));
+      absl::StatusOr<std::shared_ptr<Dataset>> split =
+          RandomSplitOf(*all, c.lengths, 42, static_cast<int>(part), LengthsRule::kSplitDataset);
+      ASSERT_THAT(split, IsOk());
+      EXPECT_TRUE((*split)->ListTargets()->equal(at::tensor(c.parts[part], at::kLong)));
+    }
+  }
+}
+
 // torchdistill's SSKDDatasetWrapper: each sample, then its rotations by 90, 180 and 270 degrees
 // counter-clockwise (PIL's Image.rotate: a 3x3 image's top-right pixel goes to the top left,
 // then the bottom left, then the bottom right), the targets and indices unchanged.

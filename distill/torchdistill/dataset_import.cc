@@ -142,6 +142,9 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
 
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out) {
+  if (value.kind == Kind::kCall && value.tag == "!access_by_index_or_key") {
+    return ImportSplitDatasetPart(context, value, what, out);
+  }
   if (value.kind != Kind::kCall || value.tag != "!import_call") {
     return Context::WrongType(value, what, "an !import_call of a dataset");
   }

@@ -147,6 +147,11 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                               bool teacher, StageModelConfig* out);
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out);
+// 1.x's !access_by_index_or_key {data: !import_call torchdistill.datasets.util.split_dataset
+// {dataset, lengths, generator_seed, sub_splits_configs}, index_or_key: i}: part i of the split of
+// the dataset (its sub-split's transform in place of the dataset's), as `out`.
+absl::Status ImportSplitDatasetPart(Context& context, const YamlValue& access,
+                                    const std::string& what, DatasetConfig* out);
 // torchdistill 0.x's (and early 1.x's) dataset with `splits`: a libkd dataset per split, each
 // as the !import_call of torchvision.datasets.<key> it stands for.
 absl::Status ImportSplitDatasets(Context& context, const YamlValue& value, const std::string& what,

@@ -513,6 +513,44 @@ TEST_F(BoxTest, Cifar10ImportsAsLibkdsDataset) {
   RunIn(config, RunDir("cifar10_split"));
 }
 
+// torchdistill 1.x's hyperparameter-tuning form: the training set carved by split_dataset
+// (lengths [0.9, 0.1], generator_seed 42, a transform per sub-split), each part picked with
+// !access_by_index_or_key: libkd's cifar10 with that sub-split's transform and part i of the
+// seeded split by split_dataset's lengths rule (the indices: dataset_test); trains on the first
+// part and validates on the second.
+TEST_F(BoxTest, SplitDatasetPartsImportAsSeededSplits) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("cifar10_split_dataset.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  DistillConfig config = imported->config;
+  ASSERT_EQ(config.datasets_size(), 3);
+  auto kwarg_names = [](const DatasetConfig& d) {
+    std::vector<std::string> names;
+    for (const Kwarg& k : d.kwargs()) names.push_back(k.name());
+    return names;
+  };
+  for (int part = 0; part < 2; ++part) {
+    const DatasetConfig& d = config.datasets(part);
+    EXPECT_EQ(d.id(), part == 0 ? "cifar10/train" : "cifar10/val");
+    EXPECT_EQ(d.key(), "cifar10");
+    EXPECT_EQ(d.kwargs(0).str(), "train");
+    const RandomSplitConfig& split = d.subset().random_split();
+    EXPECT_THAT(split.lengths(), ElementsAre(0.9, 0.1));
+    EXPECT_EQ(split.seed(), 42);
+    EXPECT_EQ(split.part(), part);
+    EXPECT_EQ(split.lengths_rule(), RandomSplitConfig::SPLIT_DATASET);
+  }
+  EXPECT_THAT(kwarg_names(config.datasets(0)),
+              ElementsAre("split", "root", "random_crop_padding", "horizontal_flip", "mean", "std"));
+  EXPECT_THAT(kwarg_names(config.datasets(1)), ElementsAre("split", "root", "mean", "std"));
+  EXPECT_EQ(config.datasets(2).kwargs(0).str(), "test");
+  EXPECT_FALSE(config.datasets(2).has_subset());
+  EXPECT_EQ(config.train().val_data_loader().dataset_id(), "cifar10/val");
+  const std::string root = WriteCifar10("cifar10_split_files");
+  for (DatasetConfig& dataset : *config.mutable_datasets()) dataset.mutable_kwargs(1)->set_str(root);
+  RunIn(config, RunDir("cifar10_split_dataset"));
+}
+
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
 // kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
 // an epoch on synthetic images.

@@ -3,10 +3,13 @@
 // kwargs|params}]}, random_split}}}): each split rewritten as the !import_call of
 // torchvision.datasets.<key> it stands for and imported as 1.x's (dataset_import.cc); a split's
 // random_split as a dataset per sub-split, part i of libkd's seeded random split
-// (SubsetConfig.random_split, torch's own indices).
+// (SubsetConfig.random_split with split_dataset's lengths rule: torch's own indices). And 1.x's
+// form: !access_by_index_or_key {data: !import_call torchdistill.datasets.util.split_dataset,
+// index_or_key: i} as part i of the same.
+#include <algorithm>
 #include <initializer_list>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -101,7 +104,9 @@ absl::Status ImportRandomSplit(Context& context, const std::string& class_name,
     split.add_lengths(value);
   }
   if (seed != nullptr && seed->kind != Kind::kNull) {
-    KD_ASSIGN_OR_RETURN(int64_t s, Context::Int(*seed, what + ".generator_seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    KD_ASSIGN_OR_RETURN(int64_t s, Context::Int(*seed, what + ".generator_seed",
+                                                std::numeric_limits<int64_t>::min(),
+                                                std::numeric_limits<int64_t>::max()));
     split.set_seed(s);
   } else {
     context.Unsupported(random_split, what + " without generator_seed",
@@ -125,11 +130,136 @@ absl::Status ImportRandomSplit(Context& context, const std::string& class_name,
     KD_RETURN_IF_ERROR(ImportDataset(context, *call, at, out));
     *out->mutable_subset()->mutable_random_split() = split;
     out->mutable_subset()->mutable_random_split()->set_part(static_cast<int>(i));
+    out->mutable_subset()->mutable_random_split()->set_lengths_rule(
+        RandomSplitConfig::SPLIT_DATASET);
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+namespace {
+
+// `call` (a dataset's !import_call) with its init.kwargs.transform replaced by `transform`.
+std::shared_ptr<YamlValue> WithTransform(const YamlValue& call, const YamlValue& transform) {
+  auto out = std::make_shared<YamlValue>(call);
+  const YamlValue* init = call.Find("init");
+  auto new_init = init != nullptr ? std::make_shared<YamlValue>(*init) : Made(Kind::kMap, call);
+  if (new_init->kind == Kind::kNull) new_init = Made(Kind::kMap, call);
+  const YamlValue* kwargs = new_init->Find("kwargs");
+  auto new_kwargs = kwargs != nullptr && kwargs->kind == Kind::kMap
+                        ? std::make_shared<YamlValue>(*kwargs)
+                        : Made(Kind::kMap, call);
+  std::erase_if(new_kwargs->entries, [](const auto& e) { return e.first == "transform"; });
+  new_kwargs->entries.emplace_back("transform", std::make_shared<YamlValue>(transform));
+  std::erase_if(new_init->entries, [](const auto& e) { return e.first == "kwargs"; });
+  new_init->entries.emplace_back("kwargs", new_kwargs);
+  std::erase_if(out->entries, [](const auto& e) { return e.first == "init"; });
+  out->entries.emplace_back("init", new_init);
+  return out;
+}
+
+}  // namespace
+
+absl::Status ImportSplitDatasetPart(Context& context, const YamlValue& access,
+                                    const std::string& what, DatasetConfig* out) {
+  KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&access, what));
+  const YamlValue* data = keys.Take("data");
+  const YamlValue* index = keys.Take("index_or_key");
+  keys.Finish(context, "!access_by_index_or_key takes data and index_or_key");
+  const YamlValue* key = data != nullptr && data->kind == Kind::kCall ? data->Find("key") : nullptr;
+  if (key == nullptr || data->tag != "!import_call" ||
+      (key->text != "torchdistill.datasets.util.split_dataset" &&
+       key->text != "torchdistill.datasets.split_dataset")) {
+    return Context::WrongType(data != nullptr ? *data : access, what + ".data",
+                              "an !import_call of torchdistill.datasets.util.split_dataset (the "
+                              "one dataset !access_by_index_or_key picks from)");
+  }
+  if (index == nullptr) return Context::WrongType(access, what + ".index_or_key", "given");
+  KD_ASSIGN_OR_RETURN(int64_t part, Context::Int(*index, what + ".index_or_key",
+                                                 std::numeric_limits<int32_t>::min(),
+                                                 std::numeric_limits<int32_t>::max()));
+  const std::string at = what + ".data.init.kwargs";
+  KD_ASSIGN_OR_RETURN(Keys init_keys, Keys::Of(data->Find("init"), what + ".data.init"));
+  const YamlValue* kwargs = init_keys.Take("kwargs");
+  if (const YamlValue* args = init_keys.Take("args");
+      args != nullptr && args->kind == Kind::kList && !args->items.empty()) {
+    context.Unsupported(*args, what + ".data.init.args",
+                        "give split_dataset's arguments as kwargs (dataset, lengths, "
+                        "generator_seed, sub_splits_configs)");
+  }
+  init_keys.Finish(context, "an !import_call's init takes args and kwargs");
+  KD_ASSIGN_OR_RETURN(Keys kw, Keys::Of(kwargs, at));
+  const YamlValue* dataset = kw.Take("dataset");
+  const YamlValue* lengths = kw.Take("lengths");
+  const YamlValue* seed = kw.Take("generator_seed");
+  const YamlValue* subs = kw.Take("sub_splits_configs");
+  kw.Take("dataset_id");  // split_dataset only logs it
+  kw.Finish(context,
+            "split_dataset takes dataset, lengths, generator_seed, sub_splits_configs "
+            "and dataset_id");
+  if (dataset == nullptr) return Context::WrongType(*data, at + ".dataset", "given");
+  RandomSplitConfig split;
+  split.set_lengths_rule(RandomSplitConfig::SPLIT_DATASET);
+  if (lengths == nullptr || lengths->kind == Kind::kNull) {
+    split.add_lengths(9);  // split_dataset's default, (9, 1)
+    split.add_lengths(1);
+  } else if (lengths->kind != Kind::kList || lengths->items.empty()) {
+    return Context::WrongType(*lengths, at + ".lengths", "a list of lengths");
+  } else {
+    for (const auto& l : lengths->items) {
+      KD_ASSIGN_OR_RETURN(double value, Context::Number(*l, at + ".lengths"));
+      split.add_lengths(value);
+    }
+  }
+  const int64_t parts = split.lengths_size();
+  if (part < -parts || part >= parts) {
+    return Context::WrongType(*index, what + ".index_or_key",
+                              absl::StrCat("an index of one of split_dataset's ", parts, " parts"));
+  }
+  if (part < 0) part += parts;  // Python's indexing from the end
+  split.set_part(static_cast<int>(part));
+  if (seed != nullptr && seed->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(
+        int64_t s, Context::Int(*seed, at + ".generator_seed", std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int64_t>::max()));
+    split.set_seed(s);
+  } else {
+    context.Unsupported(*data, at + " without generator_seed",
+                        "torch draws that split from its global generator, which libkd cannot "
+                        "reproduce: give generator_seed");
+  }
+  std::shared_ptr<const YamlValue> call;
+  if (subs != nullptr && subs->kind != Kind::kNull) {
+    if (subs->kind != Kind::kList || static_cast<int64_t>(subs->items.size()) != parts) {
+      return Context::WrongType(*subs, at + ".sub_splits_configs",
+                                absl::StrCat("a list of ", parts,
+                                             " sub-split configs, one per "
+                                             "length (split_dataset's rule)"));
+    }
+    const YamlValue& sub = *subs->items[part];
+    const std::string sub_at = absl::StrCat(at, ".sub_splits_configs[", part, "]");
+    KD_ASSIGN_OR_RETURN(Keys sub_keys, Keys::Of(&sub, sub_at));
+    const YamlValue* transform = sub_keys.Take("transform");
+    sub_keys.Finish(context,
+                    "libkd's sub-splits take a transform (its dataset's target "
+                    "transforms are its own)");
+    if (transform != nullptr && transform->kind != Kind::kNull) {
+      if (dataset->kind != Kind::kCall) {
+        return Context::WrongType(*dataset, at + ".dataset", "an !import_call of a dataset");
+      }
+      call = WithTransform(*dataset, *transform);
+    }
+  }
+  KD_RETURN_IF_ERROR(
+      ImportDataset(context, call != nullptr ? *call : *dataset, at + ".dataset", out));
+  if (out->has_subset()) {
+    return Context::WrongType(*dataset, at + ".dataset",
+                              "a dataset without a Subset of its own (libkd splits the whole)");
+  }
+  *out->mutable_subset()->mutable_random_split() = split;
+  return absl::OkStatus();
+}
 
 absl::Status ImportSplitDatasets(Context& context, const YamlValue& value, const std::string& what,
                                  DistillConfig* config) {

@@ -107,7 +107,10 @@ absl::StatusOr<std::map<std::string, std::shared_ptr<Dataset>>> MakeDatasets(
     if (made.ok() && dataset.subset().has_random_split()) {
       const RandomSplitConfig& split = dataset.subset().random_split();
       made = RandomSplitOf(*std::move(made), {split.lengths().begin(), split.lengths().end()},
-                           split.seed(), split.part());
+                           split.seed(), split.part(),
+                           split.lengths_rule() == RandomSplitConfig::SPLIT_DATASET
+                               ? LengthsRule::kSplitDataset
+                               : LengthsRule::kTorch);
     } else if (made.ok() && dataset.has_subset()) {
       made = SubsetOf(*std::move(made), dataset.subset().start(), dataset.subset().stop());
     }
