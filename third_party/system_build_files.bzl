@@ -50,6 +50,13 @@ SYSTEM_LIBRARIES = {
     "com_github_nlohmann_json": {
         "build_file": Label("//third_party/com_github_nlohmann_json:system.BUILD.bazel"),
     },
+    # libjpeg62-turbo-dev and libpng-dev: image files (ImageFolder datasets, distill/data).
+    "libjpeg_turbo": {
+        "build_file": Label("//third_party/libjpeg_turbo:system.BUILD.bazel"),
+    },
+    "png": {
+        "build_file": Label("//third_party/png:system.BUILD.bazel"),
+    },
     # libgoogle-perftools-dev: tcmalloc for the training binaries (//tools:distill).
     "com_github_gperftools_gperftools": {
         "build_file": Label("//third_party/com_github_gperftools_gperftools:system.BUILD.bazel"),

@@ -4,7 +4,7 @@
 # into fuzz/corpus/<target>/ (minimized: -merge=1). A crash is written to fuzz/corpus/<target>/
 # too, as crash-<sha1>, so that //fuzz:<target>_fuzzer_test replays it from then on.
 #
-#   bash tools/fuzz.sh [SECONDS] [TARGET ...]     # targets: config torch_archive checkpoint idx flag_file
+#   bash tools/fuzz.sh [SECONDS] [TARGET ...]     # targets: config torch_archive checkpoint idx flag_file torchdistill_yaml image
 #
 # Prints, per target, the executions libFuzzer ran and whether it stayed clean.
 set -uo pipefail
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-300}
 shift || true
 targets=("$@")
-[[ ${#targets[@]} -eq 0 ]] && targets=(config torch_archive checkpoint idx flag_file torchdistill_yaml)
+[[ ${#targets[@]} -eq 0 ]] && targets=(config torch_archive checkpoint idx flag_file torchdistill_yaml image)
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed: bash tools/install_deps.sh --fuzz" >&2; exit 2; }
 
 base="${XDG_CACHE_HOME:-$HOME/.cache}/libkd-fuzz-output"

@@ -28,6 +28,8 @@ PACKAGES=(
   # Libraries (see third_party/system_build_files.bzl); libtorch comes from the wheel.
   libabsl-dev libprotobuf-dev protobuf-compiler libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
+  # Image files (ImageFolder datasets): JPEG and PNG codecs.
+  libjpeg62-turbo-dev libpng-dev
   # Gloo's headers for c10d's ProcessGroupGloo (distill/boxes/distributed/ddp): the torch wheel ships
   # libtorch's own gloo but not its headers.
   libgloo-dev
