@@ -89,23 +89,34 @@ class ImageFolder final : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(listing_.samples.size()); }
   int64_t num_classes() const override { return static_cast<int64_t>(listing_.classes.size()); }
   absl::StatusOr<at::Tensor> ListTargets() const override { return targets_; }
+  // For the exact teacher cache: the flip alone is reported (2 ways); random resized crops are
+  // not (they almost never repeat, so a cache of them would not hit): 0.
+  int64_t NumTransforms() const override {
+    if (transforms_.random_resized_crop > 0) return 0;
+    return transforms_.horizontal_flip ? 2 : 1;
+  }
 
  protected:
   Samples GetSamples(const at::Tensor& indices, at::Generator& generator) const override {
     const auto* index = indices.data_ptr<int64_t>();
     std::vector<at::Tensor> images;
+    std::vector<int64_t> flips;
     for (int64_t i = 0; i < indices.size(0); ++i) {
       const std::string& path = listing_.samples[index[i]].first;
       absl::StatusOr<at::Tensor> rgb = ReadImageRgb(path);
       TORCH_CHECK(rgb.ok(), "image_folder sample ", index[i], ": ", rgb.status().message());
-      images.push_back(TransformImage(rgb->permute({2, 0, 1}), transforms_, generator));
+      bool flipped = false;
+      images.push_back(TransformImage(rgb->permute({2, 0, 1}), transforms_, generator, &flipped));
+      flips.push_back(flipped ? 1 : 0);
     }
     for (const at::Tensor& image : images) {
       TORCH_CHECK(image.sizes() == images[0].sizes(), "image_folder: the batch's images are ",
                   images[0].sizes(), " and ", image.sizes(),
                   ": give random_resized_crop or center_crop so that they match");
     }
-    return {at::stack(images), targets_.index_select(0, indices)};
+    Samples out{at::stack(images), targets_.index_select(0, indices)};
+    if (NumTransforms() == 2) out.supp.insert(kTransformKey, at::tensor(flips, at::kLong));
+    return out;
   }
 
  private:
@@ -280,7 +291,7 @@ at::Tensor ResizeUint8(const at::Tensor& image, int64_t height, int64_t width) {
 }
 
 at::Tensor TransformImage(const at::Tensor& chw, const ImageFolderTransforms& t,
-                          at::Generator& generator) {
+                          at::Generator& generator, bool* flipped) {
   at::Tensor image = chw;
   const int64_t height = image.size(1), width = image.size(2);
   if (t.random_resized_crop > 0) {
@@ -307,7 +318,9 @@ at::Tensor TransformImage(const at::Tensor& chw, const ImageFolderTransforms& t,
     const int64_t left = static_cast<int64_t>(std::nearbyint((w - s) / 2.0));
     image = image.slice(1, top, top + s).slice(2, left, left + s);
   }
-  if (t.horizontal_flip && at::rand({1}, generator).item<double>() < 0.5) image = image.flip({2});
+  const bool flip = t.horizontal_flip && at::rand({1}, generator).item<double>() < 0.5;
+  if (flip) image = image.flip({2});
+  if (flipped != nullptr) *flipped = flip;
   at::Tensor out = image.to(at::kFloat).div_(255);
   const at::Tensor mean = at::tensor(t.mean, at::kDouble).to(at::kFloat).view({3, 1, 1});
   const at::Tensor std = at::tensor(t.std, at::kDouble).to(at::kFloat).view({3, 1, 1});

@@ -53,9 +53,9 @@ std::array<int64_t, 4> RandomResizedCropParams(int64_t height, int64_t width,
 at::Tensor ResizeUint8(const at::Tensor& image, int64_t height, int64_t width);
 
 // uint8 RGB (3, H, W) through `transforms` (random draws from `generator`), then ToTensor and
-// Normalize: float (3, H', W').
+// Normalize: float (3, H', W'). `flipped` (if given) says whether the flip was drawn.
 at::Tensor TransformImage(const at::Tensor& chw, const ImageFolderTransforms& transforms,
-                          at::Generator& generator);
+                          at::Generator& generator, bool* flipped = nullptr);
 
 }  // namespace kd
 

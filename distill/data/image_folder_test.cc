@@ -103,6 +103,27 @@ TEST(ImageFolderTest, DatasetBatchesTheFiles) {
   EXPECT_EQ(batch.samples.toTensor().sizes(), at::IntArrayRef({6, 3, 16, 16}));
   EXPECT_GE(batch.samples.toTensor().min().item<float>(), 0.0f);
   EXPECT_LE(batch.samples.toTensor().max().item<float>(), 1.0f);
+  EXPECT_EQ((*dataset)->NumTransforms(), 1);  // nothing random: the teacher cache keys on indices
+  absl::StatusOr<std::shared_ptr<Dataset>> flipping =
+      MakeDataset("image_folder", {{"root", Root()},
+                                   {"resize", int64_t{16}},
+                                   {"center_crop", int64_t{16}},
+                                   {"horizontal_flip", true}});
+  ASSERT_THAT(flipping, IsOk());
+  EXPECT_EQ((*flipping)->NumTransforms(), 2);
+  const Batch flipped = (*flipping)->Get(at::arange(6, at::kLong), uint64_t{1});
+  const auto supp = c10::impl::toTypedDict<std::string, at::Tensor>(flipped.supp.toGenericDict());
+  ASSERT_TRUE(supp.contains("transform"));
+  const at::Tensor ways = supp.at("transform");
+  for (int64_t i = 0; i < 6; ++i) {
+    const at::Tensor plain = batch.samples.toTensor()[i];
+    const at::Tensor got = flipped.samples.toTensor()[i];
+    EXPECT_TRUE(at::equal(got, ways[i].item<int64_t>() == 1 ? plain.flip({2}) : plain)) << i;
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> cropping =
+      MakeDataset("image_folder", {{"root", Root()}, {"random_resized_crop", int64_t{8}}});
+  ASSERT_THAT(cropping, IsOk());
+  EXPECT_EQ((*cropping)->NumTransforms(), 0);
 }
 
 TEST(ImageFolderTest, BadFoldersAreNamed) {
