@@ -1,11 +1,12 @@
 // torchdistill's datasets: !import_call of torchvision's FashionMNIST, CIFAR10 and CIFAR100
-// (with their transforms) and FakeData, and torch's Subset of a range, as libkd's datasets;
-// others reported.
+// (with their transforms), ImageFolder (with RandomResizedCrop, Resize, CenterCrop, flips and
+// Normalize) and FakeData, and torch's Subset of a range, as libkd's datasets; others reported.
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
-#include <memory>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,156 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
   return absl::OkStatus();
 }
 
+// A size kwarg of torchvision's transforms: n or [n, n] (a square); nullopt (reported) else.
+std::optional<int64_t> SquareSize(Context& context, const YamlValue& v, const std::string& what) {
+  if (v.kind == Kind::kInt) return v.integer;
+  if (v.kind == Kind::kList && v.items.size() == 2 && v.items[0]->kind == Kind::kInt &&
+      v.items[1]->kind == Kind::kInt && v.items[0]->integer == v.items[1]->integer) {
+    return v.items[0]->integer;
+  }
+  if (v.kind == Kind::kList && v.items.size() == 1 && v.items[0]->kind == Kind::kInt) {
+    return v.items[0]->integer;
+  }
+  context.Unsupported(v, what, "libkd's image_folder takes square sizes: n or [n, n]");
+  return std::nullopt;
+}
+
+// torchvision's transforms on an ImageFolder as the image_folder dataset's kwargs.
+absl::Status ImportFolderTransforms(Context& context, const YamlValue& transform,
+                                    const std::string& what, DatasetConfig* out) {
+  const std::string takes =
+      "libkd's image_folder takes torchvision's RandomResizedCrop, Resize, CenterCrop, "
+      "RandomHorizontalFlip, ToTensor and Normalize";
+  std::vector<const YamlValue*> steps;
+  const YamlValue* key = transform.kind == Kind::kCall ? transform.Find("key") : nullptr;
+  if (key == nullptr) {
+    context.Unsupported(transform, what, "a transform is an !import_call of torchvision's");
+    return absl::OkStatus();
+  }
+  if (absl::EndsWith(key->text, ".Compose")) {
+    const YamlValue* init = transform.Find("init");
+    const YamlValue* kwargs = init != nullptr ? init->Find("kwargs") : nullptr;
+    const YamlValue* list = kwargs != nullptr ? kwargs->Find("transforms") : nullptr;
+    if (list == nullptr || list->kind != Kind::kList) {
+      return Context::WrongType(transform, what + " Compose", "given init.kwargs.transforms");
+    }
+    for (const auto& step : list->items) steps.push_back(step.get());
+  } else {
+    steps.push_back(&transform);
+  }
+  auto add_int = [&](const char* name, int64_t value) {
+    Kwarg* kwarg = out->add_kwargs();
+    kwarg->set_name(name);
+    kwarg->set_integer(value);
+  };
+  auto add_numbers = [&](const char* name, const YamlValue& v, const std::string& at,
+                         size_t count) -> absl::Status {
+    if (v.kind != Kind::kList || v.items.size() != count) {
+      return Context::WrongType(v, at, absl::StrCat(count, " numbers"));
+    }
+    Kwarg* kwarg = out->add_kwargs();
+    kwarg->set_name(name);
+    for (const auto& item : v.items) {
+      KD_ASSIGN_OR_RETURN(double number, Context::Number(*item, at));
+      kwarg->mutable_numbers()->add_values(number);
+    }
+    return absl::OkStatus();
+  };
+  bool resized = false;
+  for (const YamlValue* step : steps) {
+    const YamlValue* step_key = step->kind == Kind::kCall ? step->Find("key") : nullptr;
+    const std::string name = step_key != nullptr ? step_key->text : step->Describe();
+    const std::string short_name = name.substr(name.rfind('.') + 1);
+    const YamlValue* init = step->Find("init");
+    const YamlValue* kwargs =
+        init != nullptr && init->kind == Kind::kMap ? init->Find("kwargs") : nullptr;
+    const std::string at = absl::StrCat(what, " ", short_name);
+    KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(kwargs, at));
+    if (!absl::StartsWith(name, "torchvision.transforms.")) {
+      context.Unsupported(*step, absl::StrCat(what, " ", name), takes);
+      continue;
+    }
+    // Bilinear with antialias, as libkd resizes: the only interpolation it takes.
+    auto check_interpolation = [&] {
+      if (const YamlValue* v = keys.Take("interpolation");
+          v != nullptr && v->kind != Kind::kNull &&
+          !absl::StrContains(
+              v->kind == Kind::kCall && v->Find("key") != nullptr ? v->Find("key")->text : v->text,
+              "BILINEAR") &&
+          !(v->kind == Kind::kInt && v->integer == 2)) {
+        context.Unsupported(*v, at + ".interpolation",
+                            "libkd resizes bilinearly, torchvision's "
+                            "default");
+      }
+      if (const YamlValue* v = keys.Take("antialias");
+          v != nullptr && v->kind == Kind::kBool && !v->boolean) {
+        context.Unsupported(*v, at + ".antialias", "libkd resizes with antialias");
+      }
+      resized = true;
+    };
+    if (short_name == "ToTensor") {
+      // floats in [0, 1], as ToTensor makes them
+    } else if (short_name == "RandomHorizontalFlip") {
+      double p = 0.5;
+      if (const YamlValue* v = keys.Take("p")) {
+        KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
+      }
+      if (p != 0.5) {
+        context.Unsupported(*step, at + " with p != 0.5", "libkd's image_folder flips with p 0.5");
+      } else {
+        Kwarg* flip = out->add_kwargs();
+        flip->set_name("horizontal_flip");
+        flip->set_boolean(true);
+      }
+    } else if (short_name == "RandomResizedCrop") {
+      const YamlValue* size = keys.Take("size");
+      if (size == nullptr) return Context::WrongType(*step, at + ".size", "given");
+      if (std::optional<int64_t> n = SquareSize(context, *size, at + ".size")) {
+        add_int("random_resized_crop", *n);
+      }
+      if (const YamlValue* v = keys.Take("scale")) {
+        KD_RETURN_IF_ERROR(add_numbers("scale", *v, at + ".scale", 2));
+      }
+      if (const YamlValue* v = keys.Take("ratio")) {
+        KD_RETURN_IF_ERROR(add_numbers("ratio", *v, at + ".ratio", 2));
+      }
+      check_interpolation();
+    } else if (short_name == "Resize") {
+      const YamlValue* size = keys.Take("size");
+      if (size == nullptr || size->kind != Kind::kInt) {
+        context.Unsupported(size != nullptr ? *size : *step, at + ".size",
+                            "libkd's image_folder resizes the shorter side: an integer size");
+      } else {
+        add_int("resize", size->integer);
+      }
+      check_interpolation();
+    } else if (short_name == "CenterCrop") {
+      const YamlValue* size = keys.Take("size");
+      if (size == nullptr) return Context::WrongType(*step, at + ".size", "given");
+      if (std::optional<int64_t> n = SquareSize(context, *size, at + ".size")) {
+        add_int("center_crop", *n);
+      }
+    } else if (short_name == "Normalize") {
+      for (const char* name_of : {"mean", "std"}) {
+        const YamlValue* v = keys.Take(name_of);
+        if (v == nullptr) return Context::WrongType(*step, at + "." + name_of, "given");
+        KD_RETURN_IF_ERROR(add_numbers(name_of, *v, at + "." + name_of, 3));
+      }
+    } else {
+      context.Unsupported(*step, at, takes);
+      continue;
+    }
+    keys.Finish(context, "libkd's image_folder has no such setting");
+  }
+  if (resized) {
+    context.Note(transform, what,
+                 "libkd resizes on torchvision's tensor path (antialiased bilinear on the decoded "
+                 "uint8 image, torch's kernel); torchvision's ImageFolder hands PIL images to the "
+                 "transforms, and PIL's resize rounds differently (pixels within a few levels)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
@@ -184,11 +335,15 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
                           "init: {args: [start, stop]}}");
       return absl::OkStatus();
     }
-    KD_ASSIGN_OR_RETURN(int64_t first, Context::Int(*range_args->items[0], at + ".indices start", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+    KD_ASSIGN_OR_RETURN(int64_t first, Context::Int(*range_args->items[0], at + ".indices start",
+                                                    std::numeric_limits<int64_t>::min(),
+                                                    std::numeric_limits<int64_t>::max()));
     if (range_args->items.size() == 1) {
       out->mutable_subset()->set_stop(first);
     } else {
-      KD_ASSIGN_OR_RETURN(int64_t stop, Context::Int(*range_args->items[1], at + ".indices stop", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+      KD_ASSIGN_OR_RETURN(int64_t stop, Context::Int(*range_args->items[1], at + ".indices stop",
+                                                     std::numeric_limits<int64_t>::min(),
+                                                     std::numeric_limits<int64_t>::max()));
       if (first != 0) out->mutable_subset()->set_start(first);
       out->mutable_subset()->set_stop(stop);
     }
@@ -223,7 +378,9 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
       }
     }
     if (const YamlValue* v = kw.Take("random_offset")) {
-      KD_ASSIGN_OR_RETURN(int64_t seed, Context::Int(*v, at + ".random_offset", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+      KD_ASSIGN_OR_RETURN(
+          int64_t seed, Context::Int(*v, at + ".random_offset", std::numeric_limits<int64_t>::min(),
+                                     std::numeric_limits<int64_t>::max()));
       Kwarg* kwarg = out->add_kwargs();
       kwarg->set_name("seed");
       kwarg->set_integer(seed);
@@ -239,6 +396,20 @@ absl::Status ImportDataset(Context& context, const YamlValue& value, const std::
     kw.Finish(context,
               "libkd's synthetic dataset takes size, image_size, num_classes, "
               "random_offset and transform");
+    return absl::OkStatus();
+  }
+  if (name == "torchvision.datasets.ImageFolder") {
+    out->set_key("image_folder");
+    if (const YamlValue* v = kw.Take("root"); v != nullptr && v->kind != Kind::kNull) {
+      KD_ASSIGN_OR_RETURN(std::string root, Context::String(*v, at + ".root"));
+      Kwarg* kwarg = out->add_kwargs();
+      kwarg->set_name("root");
+      kwarg->set_str(ExpandUser(root));  // as torchvision does
+    }
+    if (const YamlValue* v = kw.Take("transform"); v != nullptr && v->kind != Kind::kNull) {
+      KD_RETURN_IF_ERROR(ImportFolderTransforms(context, *v, at + ".transform", out));
+    }
+    kw.Finish(context, "libkd's image_folder takes root and transform");
     return absl::OkStatus();
   }
   const ImageDataset* image = nullptr;

@@ -135,8 +135,8 @@ train:
 // What has no translation: each reported at its position, the rest translated.
 TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {
   constexpr char kYaml[] = R"(datasets:
-  imagenet/train: !import_call
-    key: 'torchvision.datasets.ImageFolder'
+  voc/train: !import_call
+    key: 'torchvision.datasets.VOCDetection'
     init:
       kwargs:
         root: '/data/train'
@@ -179,7 +179,7 @@ train:
   EXPECT_THAT(
       imported->unsupported,
       ElementsAre(
-          AllOf(StartsWith("c.yaml:3:10: datasets.imagenet/train torchvision.datasets.ImageFolder "
+          AllOf(StartsWith("c.yaml:3:10: datasets.voc/train torchvision.datasets.VOCDetection "
                            "is not supported: register a libkd dataset"),
                 HasSubstr("DatasetRegistry")),
           AllOf(StartsWith("c.yaml:9:10: models.teacher_model resnet34 is not supported: not a "

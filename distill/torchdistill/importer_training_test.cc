@@ -551,6 +551,32 @@ TEST_F(BoxTest, SplitDatasetPartsImportAsSeededSplits) {
   RunIn(config, RunDir("cifar10_split_dataset"));
 }
 
+// torchdistill's ILSVRC 2012 form: torchvision's ImageFolder with RandomResizedCrop, flips,
+// Resize and CenterCrop as libkd's image_folder; trained a step on a small class-folder tree
+// (tests/testdata/image_folder: JPEG and PNG files of several sizes) and validated.
+TEST_F(BoxTest, ImageFolderImportsAsLibkdsDataset) {
+  absl::StatusOr<Import> imported = ImportFile(TestData("image_folder.yaml"), {.seed = 1});
+  ASSERT_THAT(imported, IsOk());
+  EXPECT_THAT(imported->unsupported, IsEmpty());
+  DistillConfig config = imported->config;
+  ASSERT_EQ(config.datasets_size(), 2);
+  auto kwarg_names = [](const DatasetConfig& d) {
+    std::vector<std::string> names;
+    for (const Kwarg& k : d.kwargs()) names.push_back(k.name());
+    return names;
+  };
+  EXPECT_EQ(config.datasets(0).key(), "image_folder");
+  EXPECT_THAT(kwarg_names(config.datasets(0)),
+              ElementsAre("root", "random_resized_crop", "horizontal_flip", "mean", "std"));
+  EXPECT_EQ(config.datasets(0).kwargs(1).integer(), 16);
+  EXPECT_THAT(kwarg_names(config.datasets(1)),
+              ElementsAre("root", "resize", "center_crop", "mean", "std"));
+  EXPECT_EQ(config.datasets(1).kwargs(1).integer(), 20);
+  const std::string root = kd::test::FixturePath("image_folder");
+  for (DatasetConfig& dataset : *config.mutable_datasets()) dataset.mutable_kwargs(0)->set_str(root);
+  RunIn(config, RunDir("image_folder"));
+}
+
 // Every loss with an import rule, as torchdistill's configs write it (module paths in its
 // kwargs, pair lists), imports whole and trains a stand-in pair (fashion_cnn, width 4, both) for
 // an epoch on synthetic images.
