@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -151,6 +152,9 @@ std::vector<ModelCase> Cases() {
        769162},
       {"densenet_bc_k12_depth100_c100", "densenet_bc_k12_depth100", {{"num_classes", 100}},
        {2, 3, 16, 16}, {2, 100}, 800032},
+      // torchvision 0.29's counts for 10 classes.
+      {"resnet18_tv", "resnet18", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10}, 11181642},
+      {"resnet50_tv", "resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10}, 23528522},
   };
 }
 
@@ -239,6 +243,31 @@ TEST(ModelRegistryTest, LargeDenseNetsHaveTorchdistillsSizes) {
   }
 }
 
+// torchvision's ImageNet ResNets at their 1000 classes: torchvision 0.29's counts.
+TEST(ModelRegistryTest, TorchvisionResNetsHaveTorchvisionsSizes) {
+  for (const auto& [key, params] : std::vector<std::pair<std::string, int64_t>>{
+           {"resnet18", 11689512},
+           {"resnet34", 21797672},
+           {"resnet50", 25557032},
+           {"resnet101", 44549160},
+           {"resnet152", 60192808},
+           {"wide_resnet50_2", 68883240},
+           {"wide_resnet101_2", 126886696}}) {
+    SCOPED_TRACE(key);
+    absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(key, {});
+    ASSERT_THAT(model, IsOk());
+    EXPECT_EQ((*model)->NumParameters(), params);
+  }
+  absl::StatusOr<std::unique_ptr<Model>> zeroed =
+      MakeRegisteredModel("resnet18", {{"zero_init_residual", true}});
+  ASSERT_THAT(zeroed, IsOk());
+  for (const auto& [name, p] : (*zeroed)->NamedParameters()) {
+    if (absl::EndsWith(name, "bn2.weight") && absl::StartsWith(name, "layer")) {
+      EXPECT_TRUE(at::equal(p, at::zeros_like(p))) << name;
+    }
+  }
+}
+
 TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
   absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel("resnet1202");
   ASSERT_THAT(model, IsOk());
@@ -249,8 +278,10 @@ TEST(ModelRegistryTest, EveryModelIsRegistered) {
   EXPECT_THAT(ModelRegistry().Keys(),
               ElementsAre("densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
                           "densenet_bc_k40_depth190", "fashion_cnn", "gpt2", "hf_causal_lm",
-                          "lenet5", "llama", "mlp", "qwen2", "resnet110", "resnet1202", "resnet20",
-                          "resnet32", "resnet44", "resnet56", "wrn"));
+                          "lenet5", "llama", "mlp", "qwen2", "resnet101", "resnet110",
+                          "resnet1202", "resnet152", "resnet18", "resnet20", "resnet32",
+                          "resnet34", "resnet44", "resnet50", "resnet56", "wide_resnet101_2",
+                          "wide_resnet50_2", "wrn"));
   EXPECT_EQ(FindRegistry("model"), &ModelRegistry());
 }
 
@@ -271,8 +302,9 @@ TEST(ModelRegistryTest, UnknownKeyNamesTheNearest) {
                        Eq("no model \"resnet21\" is registered; did you mean \"resnet20\"? "
                           "registered: densenet_bc_k12_depth100, densenet_bc_k24_depth250, "
                           "densenet_bc_k40_depth190, fashion_cnn, gpt2, hf_causal_lm, lenet5, "
-                          "llama, mlp, qwen2, resnet110, resnet1202, resnet20, resnet32, resnet44, "
-                          "resnet56, wrn")));
+                          "llama, mlp, qwen2, resnet101, resnet110, resnet1202, resnet152, "
+                          "resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56, "
+                          "wide_resnet101_2, wide_resnet50_2, wrn")));
 }
 
 TEST(ModelRegistryTest, BadKwargsAreNamed) {
@@ -387,7 +419,8 @@ TEST(CifarResNetTest, StateMatchesTorchdistill) {
   const std::map<std::string, std::pair<std::string, Kwargs>> models = {
       {"resnet20", {"resnet20", {}}},
       {"wrn_16_2", {"wrn", {{"widen_factor", 2}}}},
-      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}}}};
+      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}}},
+      {"tv_resnet50", {"resnet50", {{"num_classes", 10}}}}};
   ASSERT_EQ(expected.size(), models.size());
   for (const auto& [name, key_kwargs] : models) {
     SCOPED_TRACE(name);
@@ -432,7 +465,9 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
       {"resnet20_zero_pad", {"resnet20", {{"shortcut", "zero_pad"}}, {2, 3, 32, 32}}},
       {"wrn_16_2", {"wrn", {{"widen_factor", 2}}, {2, 3, 32, 32}}},
       {"fashion_cnn_w4", {"fashion_cnn", {{"width", 4}}, {2, 1, 28, 28}}},
-      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}, {2, 3, 32, 32}}}};
+      {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}, {2, 3, 32, 32}}},
+      {"tv_resnet18", {"resnet18", {{"num_classes", 10}}, {2, 3, 32, 32}}},
+      {"tv_resnet50", {"resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}}}};
   ASSERT_EQ(expected.size(), references.size());
   for (const auto& [name, ref] : references) {
     SCOPED_TRACE(name);

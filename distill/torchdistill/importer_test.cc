@@ -142,7 +142,7 @@ TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {
         root: '/data/train'
 models:
   teacher_model:
-    key: 'resnet34'
+    key: 'inception_v3'
     kwargs:
       num_classes: 1000
   student_model:
@@ -182,9 +182,9 @@ train:
           AllOf(StartsWith("c.yaml:3:10: datasets.voc/train torchvision.datasets.VOCDetection "
                            "is not supported: register a libkd dataset"),
                 HasSubstr("DatasetRegistry")),
-          AllOf(StartsWith("c.yaml:9:10: models.teacher_model resnet34 is not supported: not a "
+          AllOf(StartsWith("c.yaml:9:10: models.teacher_model inception_v3 is not supported: not a "
                            "libkd model: export the Python teacher"),
-                HasSubstr("tools/export_teacher.py --model=torchvision:resnet34")),
+                HasSubstr("tools/export_teacher.py --model=torchvision:inception_v3")),
           StartsWith("c.yaml:16:14: models.student_model.kwargs.depth is not supported: libkd's "
                      "model \"fashion_cnn\" takes "),
           AllOf(StartsWith("c.yaml:26:18: train.criterion.kwargs.sub_terms.crd.criterion "
@@ -198,7 +198,7 @@ train:
   ASSERT_EQ(imported->config.train().criterion().terms_size(), 1);
   EXPECT_EQ(imported->config.train().criterion().terms(0).key(), "KDLoss");
   EXPECT_EQ(imported->config.train().criterion().terms(0).inputs_size(), 3);
-  EXPECT_EQ(imported->config.teacher().native().key(), "resnet34");
+  EXPECT_EQ(imported->config.teacher().native().key(), "inception_v3");
 }
 
 // Each loss's import rule against the peer's own code: the kwargs it wires are parameters of

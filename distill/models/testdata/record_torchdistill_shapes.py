@@ -8,6 +8,7 @@ parameter and buffer names and shapes, so torchdistill's state dicts load into t
 
 Needs torchdistill (tools/install_deps.sh --peers); recorded with torchdistill 1.1.5.
 """
+import torchvision
 from torchdistill.models.classification import densenet, resnet, wide_resnet
 
 MODELS = {
@@ -17,6 +18,8 @@ MODELS = {
     "wrn_16_2": lambda: wide_resnet.wide_resnet(16, 2, 0.0, 10, False, False),
     # libkd: densenet_bc_k12_depth100 (num_classes 10)
     "densenet_bc_k12_depth100": lambda: densenet.densenet_bc_k12_depth100(num_classes=10),
+    # libkd: resnet50 (torchvision's, num_classes 10)
+    "tv_resnet50": lambda: torchvision.models.resnet50(num_classes=10),
 }
 
 print("# <model> <state-dict key> <shape>: torchdistill's, from record_torchdistill_shapes.py")
