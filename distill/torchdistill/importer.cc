@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <utility>
@@ -14,15 +15,119 @@
 #include "absl/strings/str_join.h"
 #include "base/registry.h"
 #include "base/status_macros.h"
+#include "distill/models/torchdistill_model_rule.h"
 #include "distill/torchdistill/import_context.h"
 #include "distill/torchdistill/yaml_value.h"
-#include "distill/models/torchdistill_model_rule.h"
 
 namespace kd {
 namespace torchdistill {
 namespace {
 
 using Kind = YamlValue::Kind;
+
+// A pretrained weight file a torchdistill config asks for: torchvision's *_Weights (the files
+// torch.hub downloads, by the file names of torchvision 0.29's URLs) or torchdistill's own CIFAR
+// checkpoints (its models' MODEL_URL_DICT).
+struct PretrainedFile {
+  std::string file;  // the download's file name
+  std::string what;  // "torchvision's ResNet34_Weights.IMAGENET1K_V1"
+  std::string make;  // the command that downloads it there
+};
+
+struct TorchvisionWeights {
+  const char* model;
+  const char* enum_class;
+  const char* name;
+  const char* file;
+};
+constexpr TorchvisionWeights kTorchvisionWeights[] = {
+    {"resnet18", "ResNet18_Weights", "IMAGENET1K_V1", "resnet18-f37072fd.pth"},
+    {"resnet34", "ResNet34_Weights", "IMAGENET1K_V1", "resnet34-b627a593.pth"},
+    {"resnet50", "ResNet50_Weights", "IMAGENET1K_V1", "resnet50-0676ba61.pth"},
+    {"resnet50", "ResNet50_Weights", "IMAGENET1K_V2", "resnet50-11ad3fa6.pth"},
+    {"resnet101", "ResNet101_Weights", "IMAGENET1K_V1", "resnet101-63fe2227.pth"},
+    {"resnet101", "ResNet101_Weights", "IMAGENET1K_V2", "resnet101-cd907fc2.pth"},
+    {"resnet152", "ResNet152_Weights", "IMAGENET1K_V1", "resnet152-394f9c45.pth"},
+    {"resnet152", "ResNet152_Weights", "IMAGENET1K_V2", "resnet152-f82ba261.pth"},
+    {"wide_resnet50_2", "Wide_ResNet50_2_Weights", "IMAGENET1K_V1", "wide_resnet50_2-95faca4d.pth"},
+    {"wide_resnet50_2", "Wide_ResNet50_2_Weights", "IMAGENET1K_V2", "wide_resnet50_2-9ba9bcbe.pth"},
+    {"wide_resnet101_2", "Wide_ResNet101_2_Weights", "IMAGENET1K_V1",
+     "wide_resnet101_2-32ee1156.pth"},
+    {"wide_resnet101_2", "Wide_ResNet101_2_Weights", "IMAGENET1K_V2",
+     "wide_resnet101_2-d733dc28.pth"},
+};
+// torchdistill's CIFAR checkpoints (cifar<classes>-<model>.pt).
+constexpr const char* kTorchdistillCheckpoints[] = {"cifar10-densenet_bc_k12_depth100",
+                                                    "cifar100-densenet_bc_k12_depth100",
+                                                    "cifar10-resnet20",
+                                                    "cifar10-resnet32",
+                                                    "cifar10-resnet44",
+                                                    "cifar10-resnet56",
+                                                    "cifar10-resnet110",
+                                                    "cifar10-wide_resnet40_4",
+                                                    "cifar10-wide_resnet28_10",
+                                                    "cifar10-wide_resnet16_8",
+                                                    "cifar100-wide_resnet40_4",
+                                                    "cifar100-wide_resnet28_10",
+                                                    "cifar100-wide_resnet16_8"};
+
+// The file `value` (a model's `weights` or `pretrained` kwarg) names for the torchdistill model
+// `model` with `num_classes` (-1: not given), or nullopt with `why`.
+std::optional<PretrainedFile> FindPretrainedFile(const std::string& model, const YamlValue& value,
+                                                 int64_t num_classes, std::string* why) {
+  std::string name;  // a weights enum's member: IMAGENET1K_V1, DEFAULT
+  if (value.kind == Kind::kBool) {
+    name = "IMAGENET1K_V1";  // torchvision's legacy pretrained=True
+    const std::string key = absl::StrCat("cifar", num_classes < 0 ? 10 : num_classes, "-", model);
+    for (const char* known : kTorchdistillCheckpoints) {
+      if (key == known) {
+        return PretrainedFile{
+            key + ".pt", "torchdistill's pretrained " + key,
+            absl::StrCat("~/.cache/libkd/venv/bin/python -c \"import torch; "
+                         "torch.hub.load_state_dict_from_url('https://github.com/"
+                         "yoshitomo-matsubara/torchdistill/releases/download/v0.1.1/",
+                         key,
+                         ".pt')\" (the release's tag as torchdistill's MODEL_URL_DICT "
+                         "gives it)")};
+      }
+    }
+  } else if (value.kind == Kind::kString) {
+    name = value.text;
+  } else if (value.kind == Kind::kCall && value.tag == "!import_get" &&
+             value.Find("key") != nullptr) {
+    name = value.Find("key")->text;
+  } else {
+    *why = "torchvision's weights are an !import_get of a *_Weights member or its name";
+    return std::nullopt;
+  }
+  name = name.substr(name.rfind('.') + 1);
+  std::vector<std::string> known;
+  const char* default_name = nullptr;
+  for (const TorchvisionWeights& w : kTorchvisionWeights) {
+    if (model != w.model) continue;
+    known.push_back(w.name);
+    default_name = w.name;  // the last listed: torchvision's DEFAULT
+  }
+  if (known.empty()) {
+    *why = absl::StrCat("libkd knows no pretrained weights of \"", model,
+                        "\" (torchvision's ResNets' and torchdistill's CIFAR checkpoints)");
+    return std::nullopt;
+  }
+  if (name == "DEFAULT") name = default_name;
+  for (const TorchvisionWeights& w : kTorchvisionWeights) {
+    if (model == w.model && name == w.name) {
+      return PretrainedFile{
+          w.file, absl::StrCat("torchvision's ", w.enum_class, ".", w.name),
+          absl::StrCat(
+              "~/.cache/libkd/venv/bin/python -c \"import torchvision; torchvision.models.",
+              w.model, "(weights='", w.name, "')\"")};
+    }
+  }
+  *why = absl::StrCat("torchvision's ", model, " has the weights ", absl::StrJoin(known, ", "),
+                      " and DEFAULT, not ", name);
+  return std::nullopt;
+}
+
 
 absl::Status ImportModel(Context& context, const YamlValue& model, const std::string& what,
                          bool teacher, ModelConfig* out) {
@@ -92,10 +197,25 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
       if (kwarg == "progress") continue;  // a download's progress bar
       if (kwarg == "pretrained" || kwarg == "weights") {
         if (value->kind == Kind::kNull || (value->kind == Kind::kBool && !value->boolean)) continue;
+        const YamlValue* classes = kwargs->Find("num_classes");
+        std::string why;
+        if (std::optional<PretrainedFile> file = FindPretrainedFile(
+                name, *value,
+                classes != nullptr && classes->kind == Kind::kInt ? classes->integer : -1, &why)) {
+          // Where torch.hub keeps the download; an explicit src_ckpt below replaces it.
+          out->set_src_ckpt(ExpandUser("~/.cache/torch/hub/checkpoints/" + file->file));
+          context.Note(*value, absl::StrCat(what, ".kwargs.", kwarg),
+                       absl::StrCat("src_ckpt: ", file->what, ", ~/.cache/torch/hub/checkpoints/",
+                                    file->file,
+                                    " (where torch.hub keeps it; on a machine with "
+                                    "network, the pinned venv makes it: ",
+                                    file->make, ")"));
+          continue;
+        }
         context.Unsupported(*value, absl::StrCat(what, ".kwargs.", kwarg),
-                            "libkd builds models without downloaded weights: give the "
-                            "checkpoint as src_ckpt (a teacher exported from Python carries "
-                            "its weights)");
+                            absl::StrCat(why,
+                                         "; give the checkpoint as src_ckpt (a teacher "
+                                         "exported from Python carries its weights)"));
         continue;
       }
       std::string libkd_name = kwarg;

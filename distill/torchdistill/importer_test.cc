@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "distill/torchdistill/import_test_util.h"
 #include "distill/losses/loss.h"
@@ -551,7 +552,52 @@ TEST(ImporterTest, TorchdistillModelNamesBecomeLibkdModels) {
   EXPECT_EQ(imported->config.student().native().key(), "resnet20");
   EXPECT_THAT(imported->unsupported,
               ElementsAre(StartsWith("m.yaml:7:44: models.student_model.kwargs.pretrained is not "
-                                     "supported: libkd builds models without downloaded weights")));
+                                     "supported: libkd knows no pretrained weights of "
+                                     "\"resnet20\"")));
+}
+
+// torchvision's *_Weights (an !import_get of a member, its name, DEFAULT, legacy pretrained:
+// True) and torchdistill's CIFAR checkpoints name the file torch.hub downloads as src_ckpt; an
+// explicit src_ckpt replaces it; a name the model has not is reported with those it has.
+TEST(ImporterTest, PretrainedWeightsNameTheirFiles) {
+  struct Case {
+    std::string model;
+    std::string kwargs;
+    std::string file;  // "" : reported
+  };
+  for (const Case& c : std::vector<Case>{
+           {"resnet34", "weights: !import_get {key: 'torchvision.models.ResNet34_Weights.IMAGENET1K_V1'}",
+            "resnet34-b627a593.pth"},
+           {"resnet50", "weights: 'DEFAULT'", "resnet50-11ad3fa6.pth"},
+           {"resnet50", "pretrained: True", "resnet50-0676ba61.pth"},
+           {"wide_resnet50_2", "weights: 'Wide_ResNet50_2_Weights.IMAGENET1K_V1'",
+            "wide_resnet50_2-95faca4d.pth"},
+           {"densenet_bc_k12_depth100", "num_classes: 100, pretrained: True",
+            "cifar100-densenet_bc_k12_depth100.pt"},
+           {"resnet50", "weights: 'IMAGENET1K_V9'", ""}}) {
+    SCOPED_TRACE(c.model + " " + c.kwargs);
+    const std::string yaml = absl::StrCat("models:\n  teacher_model:\n    key: '", c.model,
+                                          "'\n    kwargs: {", c.kwargs, "}\n");
+    absl::StatusOr<Import> imported = ImportText(yaml, "w.yaml");
+    ASSERT_THAT(imported, IsOk());
+    if (c.file.empty()) {
+      EXPECT_THAT(imported->unsupported,
+                  ElementsAre(HasSubstr("torchvision's resnet50 has the weights IMAGENET1K_V1, "
+                                        "IMAGENET1K_V2 and DEFAULT, not IMAGENET1K_V9")));
+      continue;
+    }
+    EXPECT_THAT(imported->unsupported, IsEmpty());
+    EXPECT_TRUE(absl::EndsWith(imported->config.teacher().src_ckpt(),
+                               "/.cache/torch/hub/checkpoints/" + c.file))
+        << imported->config.teacher().src_ckpt();
+    EXPECT_THAT(imported->notes, Contains(HasSubstr("the pinned venv makes it")));
+  }
+  absl::StatusOr<Import> explicit_ckpt = ImportText(
+      "models:\n  teacher_model:\n    key: 'resnet18'\n    kwargs: {pretrained: True}\n"
+      "    src_ckpt: 'mine.pt'\n",
+      "w.yaml");
+  ASSERT_THAT(explicit_ckpt, IsOk());
+  EXPECT_EQ(explicit_ckpt->config.teacher().src_ckpt(), "mine.pt");
 }
 
 TEST(ImporterTest, BadYamlIsOneErrorWithLineAndColumn) {
