@@ -36,18 +36,16 @@ constexpr ImageDataset kImageDatasets[] = {
     {"torchvision.datasets.CIFAR100", "cifar100", "", 32, 3},
 };
 
-// torchvision's transforms on such a dataset as the libkd dataset's kwargs.
-absl::Status ImportTransforms(Context& context, const YamlValue& transform, const std::string& what,
-                              const ImageDataset& dataset, DatasetConfig* out) {
-  const std::string takes = absl::StrCat(
-      "libkd's ", dataset.key,
-      " takes torchvision's RandomCrop (with padding), RandomHorizontalFlip, ToTensor and "
-      "Normalize");
+// The steps of a dataset's transform: a Compose's transforms, or the transform itself; none
+// (reported) where it is no !import_call.
+absl::StatusOr<std::vector<const YamlValue*>> TransformSteps(Context& context,
+                                                             const YamlValue& transform,
+                                                             const std::string& what) {
   std::vector<const YamlValue*> steps;
   const YamlValue* key = transform.kind == Kind::kCall ? transform.Find("key") : nullptr;
   if (key == nullptr) {
     context.Unsupported(transform, what, "a transform is an !import_call of torchvision's");
-    return absl::OkStatus();
+    return steps;
   }
   if (absl::EndsWith(key->text, ".Compose")) {
     const YamlValue* init = transform.Find("init");
@@ -60,6 +58,18 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
   } else {
     steps.push_back(&transform);
   }
+  return steps;
+}
+
+// torchvision's transforms on such a dataset as the libkd dataset's kwargs.
+absl::Status ImportTransforms(Context& context, const YamlValue& transform, const std::string& what,
+                              const ImageDataset& dataset, DatasetConfig* out) {
+  const std::string takes = absl::StrCat(
+      "libkd's ", dataset.key,
+      " takes torchvision's RandomCrop (with padding), RandomHorizontalFlip, ToTensor and "
+      "Normalize");
+  KD_ASSIGN_OR_RETURN(const std::vector<const YamlValue*> steps,
+                      TransformSteps(context, transform, what));
   for (const YamlValue* step : steps) {
     const YamlValue* step_key = step->kind == Kind::kCall ? step->Find("key") : nullptr;
     const std::string name = step_key != nullptr ? step_key->text : step->Describe();
@@ -159,23 +169,8 @@ absl::Status ImportFolderTransforms(Context& context, const YamlValue& transform
   const std::string takes =
       "libkd's image_folder takes torchvision's RandomResizedCrop, Resize, CenterCrop, "
       "RandomHorizontalFlip, ToTensor and Normalize";
-  std::vector<const YamlValue*> steps;
-  const YamlValue* key = transform.kind == Kind::kCall ? transform.Find("key") : nullptr;
-  if (key == nullptr) {
-    context.Unsupported(transform, what, "a transform is an !import_call of torchvision's");
-    return absl::OkStatus();
-  }
-  if (absl::EndsWith(key->text, ".Compose")) {
-    const YamlValue* init = transform.Find("init");
-    const YamlValue* kwargs = init != nullptr ? init->Find("kwargs") : nullptr;
-    const YamlValue* list = kwargs != nullptr ? kwargs->Find("transforms") : nullptr;
-    if (list == nullptr || list->kind != Kind::kList) {
-      return Context::WrongType(transform, what + " Compose", "given init.kwargs.transforms");
-    }
-    for (const auto& step : list->items) steps.push_back(step.get());
-  } else {
-    steps.push_back(&transform);
-  }
+  KD_ASSIGN_OR_RETURN(const std::vector<const YamlValue*> steps,
+                      TransformSteps(context, transform, what));
   auto add_int = [&](const char* name, int64_t value) {
     Kwarg* kwarg = out->add_kwargs();
     kwarg->set_name(name);
