@@ -1,4 +1,6 @@
-// Registered DenseNet-BC for CIFAR (Huang et al. 2017) as torchdistill defines it
+// Registered DenseNets: torchvision's densenet121, densenet161, densenet169, densenet201 (the
+// ImageNet stem: conv0 7x7 stride 2, norm0, relu0, pool0), and DenseNet-BC for CIFAR
+// (Huang et al. 2017) as torchdistill defines it
 // (torchdistill/models/classification/densenet.py, DenseNet4Cifar on torchvision's _DenseBlock
 // and _Transition): "densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
 // "densenet_bc_k40_depth190", with torchdistill's module paths and parameter names
@@ -118,16 +120,28 @@ TORCH_MODULE(Transition);
 // features (conv0, denseblock1, transition1, denseblock2, transition2, denseblock3, norm5) ->
 // relu -> global average pooling -> flatten -> classifier.
 struct DenseNetCifarImpl : nn::Module {
-  DenseNetCifarImpl(int64_t growth, int64_t layers_per_block, int64_t bn_size, double drop_rate,
-                    int64_t num_classes) {
-    int64_t channels = 2 * growth;
+  // `blocks`: the layers of each dense block. `imagenet_stem`: torchvision's (conv0 7x7 stride 2,
+  // norm0, relu0, pool0 3x3 stride 2) instead of the CIFAR 3x3 convolution.
+  DenseNetCifarImpl(int64_t growth, std::vector<int64_t> blocks, int64_t init_features,
+                    int64_t bn_size, double drop_rate, int64_t num_classes, bool imagenet_stem) {
+    int64_t channels = init_features;
     HookedSequential stack;
-    stack->push_back("conv0", nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1).bias(false)));
-    for (int block = 1; block <= 3; ++block) {
+    if (imagenet_stem) {
+      stack->push_back(
+          "conv0", nn::Conv2d(nn::Conv2dOptions(3, channels, 7).stride(2).padding(3).bias(false)));
+      stack->push_back("norm0", nn::BatchNorm2d(channels));
+      stack->push_back("relu0", nn::ReLU());
+      stack->push_back("pool0", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    } else {
+      stack->push_back("conv0",
+                       nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1).bias(false)));
+    }
+    for (size_t block = 1; block <= blocks.size(); ++block) {
+      const int64_t layers = blocks[block - 1];
       stack->push_back(absl::StrCat("denseblock", block),
-                       DenseBlock(layers_per_block, channels, bn_size, growth, drop_rate));
-      channels += layers_per_block * growth;
-      if (block == 3) break;
+                       DenseBlock(layers, channels, bn_size, growth, drop_rate));
+      channels += layers * growth;
+      if (block == blocks.size()) break;
       stack->push_back(absl::StrCat("transition", block), Transition(channels));
       channels /= 2;
     }
@@ -156,9 +170,21 @@ TORCH_MODULE(DenseNetCifar);
 // torchdistill's densenet(growth_rate, depth, num_init_features, bottleneck=True, ...).
 auto MakeDenseNetBc(int64_t growth, int64_t depth) {
   return [growth, depth](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
-    return MakeNativeModel(DenseNetCifar(growth, (depth - 4) / 6, IntKwarg(kwargs, "bn_size"),
+    const int64_t layers = (depth - 4) / 6;
+    return MakeNativeModel(DenseNetCifar(growth, std::vector<int64_t>{layers, layers, layers},
+                                         2 * growth, IntKwarg(kwargs, "bn_size"),
                                          NumberKwarg(kwargs, "drop_rate"),
-                                         IntKwarg(kwargs, "num_classes"))
+                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/false)
+                               .ptr());
+  };
+}
+
+// torchvision's densenet121/161/169/201.
+auto MakeTorchvisionDenseNet(int64_t growth, std::vector<int64_t> blocks, int64_t init) {
+  return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
+    return MakeNativeModel(DenseNetCifar(growth, blocks, init, IntKwarg(kwargs, "bn_size"),
+                                         NumberKwarg(kwargs, "drop_rate"),
+                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/true)
                                .ptr());
   };
 }
@@ -184,6 +210,12 @@ std::vector<KwargSpec> DenseNetSpecs() {
            .max_exclusive = true}};
 }
 
+std::vector<KwargSpec> TorchvisionDenseNetSpecs() {
+  std::vector<KwargSpec> specs = DenseNetSpecs();
+  specs[0].default_value = 1000;  // num_classes
+  return specs;
+}
+
 absl::Status CheckNotMemoryEfficient(const KwargsView& view) {
   if (!BoolKwarg(view.kwargs, "memory_efficient")) return absl::OkStatus();
   return absl::InvalidArgumentError(
@@ -197,6 +229,14 @@ KD_REGISTER(ModelRegistry(), "densenet_bc_k24_depth250", MakeDenseNetBc(24, 250)
             CheckNotMemoryEfficient);
 KD_REGISTER(ModelRegistry(), "densenet_bc_k40_depth190", MakeDenseNetBc(40, 190), DenseNetSpecs(),
             CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet121", MakeTorchvisionDenseNet(32, {6, 12, 24, 16}, 64),
+            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet161", MakeTorchvisionDenseNet(48, {6, 12, 36, 24}, 96),
+            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet169", MakeTorchvisionDenseNet(32, {6, 12, 32, 32}, 64),
+            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet201", MakeTorchvisionDenseNet(32, {6, 12, 48, 32}, 64),
+            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
 
 }  // namespace
 }  // namespace kd

@@ -243,8 +243,8 @@ TEST(ModelRegistryTest, LargeDenseNetsHaveTorchdistillsSizes) {
   }
 }
 
-// torchvision's ImageNet ResNets at their 1000 classes: torchvision 0.29's counts.
-TEST(ModelRegistryTest, TorchvisionResNetsHaveTorchvisionsSizes) {
+// torchvision's ImageNet ResNets and DenseNets at their 1000 classes: torchvision 0.29's counts.
+TEST(ModelRegistryTest, TorchvisionModelsHaveTorchvisionsSizes) {
   for (const auto& [key, params] : std::vector<std::pair<std::string, int64_t>>{
            {"resnet18", 11689512},
            {"resnet34", 21797672},
@@ -252,7 +252,11 @@ TEST(ModelRegistryTest, TorchvisionResNetsHaveTorchvisionsSizes) {
            {"resnet101", 44549160},
            {"resnet152", 60192808},
            {"wide_resnet50_2", 68883240},
-           {"wide_resnet101_2", 126886696}}) {
+           {"wide_resnet101_2", 126886696},
+           {"densenet121", 7978856},
+           {"densenet161", 28681000},
+           {"densenet169", 14149480},
+           {"densenet201", 20013928}}) {
     SCOPED_TRACE(key);
     absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(key, {});
     ASSERT_THAT(model, IsOk());
@@ -276,7 +280,8 @@ TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
 
 TEST(ModelRegistryTest, EveryModelIsRegistered) {
   EXPECT_THAT(ModelRegistry().Keys(),
-              ElementsAre("densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
+              ElementsAre("densenet121", "densenet161", "densenet169", "densenet201",
+                          "densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
                           "densenet_bc_k40_depth190", "fashion_cnn", "gpt2", "hf_causal_lm",
                           "lenet5", "llama", "mlp", "qwen2", "resnet101", "resnet110",
                           "resnet1202", "resnet152", "resnet18", "resnet20", "resnet32",
@@ -300,7 +305,8 @@ TEST(ModelRegistryTest, UnknownKeyNamesTheNearest) {
   EXPECT_THAT(MakeRegisteredModel("resnet21"),
               StatusIs(absl::StatusCode::kNotFound,
                        Eq("no model \"resnet21\" is registered; did you mean \"resnet20\"? "
-                          "registered: densenet_bc_k12_depth100, densenet_bc_k24_depth250, "
+                          "registered: densenet121, densenet161, densenet169, densenet201, "
+                          "densenet_bc_k12_depth100, densenet_bc_k24_depth250, "
                           "densenet_bc_k40_depth190, fashion_cnn, gpt2, hf_causal_lm, lenet5, "
                           "llama, mlp, qwen2, resnet101, resnet110, resnet1202, resnet152, "
                           "resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56, "
@@ -467,7 +473,8 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
       {"fashion_cnn_w4", {"fashion_cnn", {{"width", 4}}, {2, 1, 28, 28}}},
       {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}, {2, 3, 32, 32}}},
       {"tv_resnet18", {"resnet18", {{"num_classes", 10}}, {2, 3, 32, 32}}},
-      {"tv_resnet50", {"resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}}}};
+      {"tv_resnet50", {"resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}}},
+      {"tv_densenet121", {"densenet121", {{"num_classes", 10}}, {2, 3, 32, 32}}}};
   ASSERT_EQ(expected.size(), references.size());
   for (const auto& [name, ref] : references) {
     SCOPED_TRACE(name);

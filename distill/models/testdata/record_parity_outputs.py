@@ -17,7 +17,8 @@ References (torchdistill 1.1.5, tools/install_deps.sh --peers):
   RepDistiller's wrn.py) computes it: the 1x1 shortcut reads relu(bn1(x)), and dropout sits
   between bn2-relu and conv2.
 - densenet_bc_k12_depth100: torchdistill's DenseNet-BC for CIFAR as is.
-- tv_resnet18, tv_resnet50: torchvision's ImageNet ResNets (10 classes) as they are.
+- tv_resnet18, tv_resnet50, tv_densenet121: torchvision's ImageNet models (10 classes) as they
+  are.
 - fashion_cnn_w4: libkd's fashion_cnn (width 4, dropout 0) written in Python below, so a
   model trained in Python with this definition loads into libkd's by name.
 """
@@ -85,6 +86,7 @@ MODELS = {
     "densenet_bc_k12_depth100": lambda: densenet.densenet_bc_k12_depth100(num_classes=10),
     "tv_resnet18": lambda: torchvision.models.resnet18(num_classes=10),
     "tv_resnet50": lambda: torchvision.models.resnet50(num_classes=10),
+    "tv_densenet121": lambda: torchvision.models.densenet121(num_classes=10),
 }
 
 print("# <case> <logits [2, 10], row-major>: from record_parity_outputs.py")
