@@ -26,6 +26,12 @@ head -c $((size / 2)) "$D/small_cnn.pt" >"$T/truncated.pt"
 cp "$D/small_cnn.pt" "$T/corrupted.pt"
 at=$(grep -boa 'small_cnn/data/7' "$D/small_cnn.pt" | head -1 | cut -d: -f1)
 printf '\x5a' | dd of="$T/corrupted.pt" bs=1 seek=$((at + 116)) conv=notrunc status=none
+# An image folder with a JPEG that does not decode (sample 1, b/y.jpg).
+mkdir -p "$T/badimg/a" "$T/badimg/b"
+cp "$D/image_folder/ant/x.jpg" "$T/badimg/a/x.jpg"
+cp "$D/image_folder/cat/z.png" "$T/badimg/b/z.png"
+printf '\xff\xd8\xff\xe0 not a JPEG' >"$T/badimg/b/y.jpg"
+sed "s|BADIMG|$T/badimg|" "$B/image_folder.pbtxt" >"$T/image_folder.pbtxt"
 kd="$configs/fashion_mnist_kd.pbtxt"
 { printf '\xef\xbb\xbf'; cat "$kd"; } >"$T/bom.pbtxt"
 sed 's/name: "fashion_mnist_kd"/name: "fashion\xff"/' "$kd" >"$T/non_utf8.pbtxt"

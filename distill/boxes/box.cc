@@ -207,11 +207,20 @@ absl::StatusOr<RunResult> BoxImpl::Run() {
     return absl::FailedPreconditionError(
         "Run after the step API was used on this box: make a new box to run it end to end");
   }
-  absl::StatusOr<absl::StatusOr<RunResult>> ran = CallTorch([&] { return RunStages(); });
-  absl::StatusOr<RunResult> result =
-      ran.ok() ? *std::move(ran)
-               : absl::InternalError(
-                     absl::StrCat("the run stopped on libtorch's error: ", ran.status().message()));
+  // A c10::ValueError is bad input data (a dataset's file that does not decode, naming its
+  // sample): InvalidArgument, which a tool reports with exit 2; any other error is libtorch's.
+  absl::StatusOr<absl::StatusOr<RunResult>> ran =
+      CallTorchWith([&] { return RunStages(); }, [](const std::exception& e) {
+        const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+        const std::string text = torch_error != nullptr
+                                     ? std::string(StatusFromTorchError(*torch_error).message())
+                                     : std::string(e.what());
+        if (dynamic_cast<const c10::ValueError*>(&e) != nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat("the run stopped on bad input: ", text));
+        }
+        return absl::InternalError(absl::StrCat("the run stopped on libtorch's error: ", text));
+      });
+  absl::StatusOr<RunResult> result = ran.ok() ? *std::move(ran) : ran.status();
   if (!result.ok() && monitor_ != nullptr) {
     // A lost or failed rank explains this one's error (a process function wraps a failed
     // collective in its own status); otherwise the error is this rank's, and the others are

@@ -104,7 +104,8 @@ class ImageFolder final : public Dataset {
     for (int64_t i = 0; i < indices.size(0); ++i) {
       const std::string& path = listing_.samples[index[i]].first;
       absl::StatusOr<at::Tensor> rgb = ReadImageRgb(path);
-      TORCH_CHECK(rgb.ok(), "image_folder sample ", index[i], ": ", rgb.status().message());
+      // c10::ValueError: bad input data, which a box's Run reports as InvalidArgument.
+      TORCH_CHECK_VALUE(rgb.ok(), "image_folder sample ", index[i], ": ", rgb.status().message());
       bool flipped = false;
       images.push_back(TransformImage(rgb->permute({2, 0, 1}), transforms_, generator, &flipped));
       flips.push_back(flipped ? 1 : 0);
