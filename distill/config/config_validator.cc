@@ -208,29 +208,6 @@ class Validator : private config_internal::StageChecker {
     CheckExpandedStage(config, stage.has_feature_distillation() ? expanded : stage, loc, first);
   }
 
-  // A scheduler, and those SequentialLR and ChainedScheduler compose (`nested`: one of them).
-  void CheckScheduler(const SchedulerConfig& scheduler, const ConfigLocator& loc, bool nested) {
-    CheckPlugin(kSchedulerKind, scheduler.key(), scheduler.kwargs(), loc);
-    const bool composes =
-        scheduler.key() == "SequentialLR" || scheduler.key() == "ChainedScheduler";
-    if (composes && scheduler.schedulers().empty()) {
-      Missing(loc, "schedulers",
-              absl::StrCat(" (the schedulers ", scheduler.key(), " composes, in order)"));
-    } else if (!composes && !scheduler.schedulers().empty()) {
-      Add(loc.Of("schedulers", 0), absl::StrCat("scheduler \"", scheduler.key(),
-                                                "\" composes no schedulers (only SequentialLR and "
-                                                "ChainedScheduler do): leave `schedulers` out"));
-    }
-    if (nested && scheduler.scheduling_step() != 0) {
-      Add(loc.Of("scheduling_step"),
-          "a composed scheduler steps with its SequentialLR or ChainedScheduler: leave "
-          "scheduling_step out here");
-    }
-    for (int i = 0; i < scheduler.schedulers_size(); ++i) {
-      CheckScheduler(scheduler.schedulers(i), loc.Nested("schedulers", i), /*nested=*/true);
-    }
-  }
-
   void CheckExpandedStage(const DistillConfig& config, const StageConfig& stage,
                           const ConfigLocator& loc, bool first) {
     RequiredPositive(loc, "num_epochs", stage.num_epochs());

@@ -266,6 +266,28 @@ void StageChecker::CheckOptimizer(const OptimizerConfig& optimizer, const Config
   AtLeast(loc, "grad_accum_step", optimizer.grad_accum_step(), 0);
 }
 
+void StageChecker::CheckScheduler(const SchedulerConfig& scheduler, const ConfigLocator& loc,
+                                  bool nested) {
+  CheckPlugin(kSchedulerKind, scheduler.key(), scheduler.kwargs(), loc);
+  const bool composes = scheduler.key() == "SequentialLR" || scheduler.key() == "ChainedScheduler";
+  if (composes && scheduler.schedulers().empty()) {
+    Missing(loc, "schedulers",
+            absl::StrCat(" (the schedulers ", scheduler.key(), " composes, in order)"));
+  } else if (!composes && !scheduler.schedulers().empty()) {
+    Add(loc.Of("schedulers", 0), absl::StrCat("scheduler \"", scheduler.key(),
+                                              "\" composes no schedulers (only SequentialLR and "
+                                              "ChainedScheduler do): leave `schedulers` out"));
+  }
+  if (nested && scheduler.scheduling_step() != 0) {
+    Add(loc.Of("scheduling_step"),
+        "a composed scheduler steps with its SequentialLR or ChainedScheduler: leave "
+        "scheduling_step out here");
+  }
+  for (int i = 0; i < scheduler.schedulers_size(); ++i) {
+    CheckScheduler(scheduler.schedulers(i), loc.Nested("schedulers", i), /*nested=*/true);
+  }
+}
+
 void StageChecker::WarnIfValidatingOnTestData(const DistillConfig& config, const LoaderConfig& val,
                                               const ConfigLocator& loc) {
   std::string why;

@@ -32,6 +32,8 @@ class StageChecker : public Checker {
   void CheckStageProcs(const StageConfig& stage, const ConfigLocator& loc);
   void CheckOptimizer(const OptimizerConfig& optimizer, const ConfigLocator& loc,
                       const StageContext& context);
+  // A scheduler, and those SequentialLR and ChainedScheduler compose (`nested`: one of them).
+  void CheckScheduler(const SchedulerConfig& scheduler, const ConfigLocator& loc, bool nested);
   // A stage of a run whose teacher has no parameters (ModelConfig.optimize_for_inference, an
   // AOTInductor package; `why` says which): the stage's teacher (at `loc`, the stage) may not
   // train, take frozen modules, a `sequential` chain or a wrapper, nor the optimizer a teacher
