@@ -36,6 +36,55 @@ constexpr ImageDataset kImageDatasets[] = {
     {"torchvision.datasets.CIFAR100", "cifar100", "", 32, 3},
 };
 
+// torchvision's RandomHorizontalFlip (`step`, its kwargs `keys`) as the libkd dataset `key`'s
+// horizontal_flip, which flips with p 0.5 only.
+absl::Status ImportFlip(Context& context, Keys& keys, const YamlValue& step, const std::string& at,
+                        const std::string& key, DatasetConfig* out) {
+  double p = 0.5;
+  if (const YamlValue* v = keys.Take("p")) {
+    KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
+  }
+  if (p != 0.5) {
+    context.Unsupported(step, at + " with p != 0.5",
+                        absl::StrCat("libkd's ", key, " flips with p 0.5"));
+    return absl::OkStatus();
+  }
+  Kwarg* flip = out->add_kwargs();
+  flip->set_name("horizontal_flip");
+  flip->set_boolean(true);
+  return absl::OkStatus();
+}
+
+// torchvision's Normalize as the mean and std kwargs of a dataset of `channels` channels (one
+// channel: numbers; more: lists).
+absl::Status ImportNormalize(Keys& keys, const YamlValue& step, const std::string& at, int channels,
+                             DatasetConfig* out) {
+  for (const char* name_of : {"mean", "std"}) {
+    const YamlValue* v = keys.Take(name_of);
+    if (v == nullptr) return Context::WrongType(step, at + "." + name_of, "given");
+    std::vector<const YamlValue*> values = {v};
+    if (v->kind == Kind::kList) {
+      values.clear();
+      for (const auto& item : v->items) values.push_back(item.get());
+    }
+    if (static_cast<int>(values.size()) != channels) {
+      return Context::WrongType(*v, at + "." + name_of,
+                                absl::StrCat(channels, " value(s), one per channel"));
+    }
+    Kwarg* kwarg = out->add_kwargs();
+    kwarg->set_name(name_of);
+    for (const YamlValue* one : values) {
+      KD_ASSIGN_OR_RETURN(double number, Context::Number(*one, at + "." + name_of));
+      if (channels == 1) {
+        kwarg->set_number(number);
+      } else {
+        kwarg->mutable_numbers()->add_values(number);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The steps of a dataset's transform: a Compose's transforms, or the transform itself; none
 // (reported) where it is no !import_call.
 absl::StatusOr<std::vector<const YamlValue*>> TransformSteps(Context& context,
@@ -86,18 +135,7 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
     if (short_name == "ToTensor") {
       // libkd's images are floats in [0, 1], as ToTensor makes them
     } else if (short_name == "RandomHorizontalFlip") {
-      double p = 0.5;
-      if (const YamlValue* v = keys.Take("p")) {
-        KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
-      }
-      if (p != 0.5) {
-        context.Unsupported(*step, at + " with p != 0.5",
-                            absl::StrCat("libkd's ", dataset.key, " flips with p 0.5"));
-      } else {
-        Kwarg* flip = out->add_kwargs();
-        flip->set_name("horizontal_flip");
-        flip->set_boolean(true);
-      }
+      KD_RETURN_IF_ERROR(ImportFlip(context, keys, *step, at, dataset.key, out));
     } else if (short_name == "RandomCrop") {
       const YamlValue* size = keys.Take("size");
       const int64_t n = dataset.size;
@@ -117,29 +155,7 @@ absl::Status ImportTransforms(Context& context, const YamlValue& transform, cons
         crop->set_integer(padding);
       }
     } else if (short_name == "Normalize") {
-      for (const char* name_of : {"mean", "std"}) {
-        const YamlValue* v = keys.Take(name_of);
-        if (v == nullptr) return Context::WrongType(*step, at + "." + name_of, "given");
-        std::vector<const YamlValue*> values = {v};
-        if (v->kind == Kind::kList) {
-          values.clear();
-          for (const auto& item : v->items) values.push_back(item.get());
-        }
-        if (static_cast<int>(values.size()) != dataset.channels) {
-          return Context::WrongType(*v, at + "." + name_of,
-                                    absl::StrCat(dataset.channels, " value(s), one per channel"));
-        }
-        Kwarg* kwarg = out->add_kwargs();
-        kwarg->set_name(name_of);
-        for (const YamlValue* one : values) {
-          KD_ASSIGN_OR_RETURN(double number, Context::Number(*one, at + "." + name_of));
-          if (dataset.channels == 1) {
-            kwarg->set_number(number);
-          } else {
-            kwarg->mutable_numbers()->add_values(number);
-          }
-        }
-      }
+      KD_RETURN_IF_ERROR(ImportNormalize(keys, *step, at, dataset.channels, out));
     } else {
       context.Unsupported(*step, at, takes);
       continue;
@@ -224,17 +240,7 @@ absl::Status ImportFolderTransforms(Context& context, const YamlValue& transform
     if (short_name == "ToTensor") {
       // floats in [0, 1], as ToTensor makes them
     } else if (short_name == "RandomHorizontalFlip") {
-      double p = 0.5;
-      if (const YamlValue* v = keys.Take("p")) {
-        KD_ASSIGN_OR_RETURN(p, Context::Number(*v, at + ".p"));
-      }
-      if (p != 0.5) {
-        context.Unsupported(*step, at + " with p != 0.5", "libkd's image_folder flips with p 0.5");
-      } else {
-        Kwarg* flip = out->add_kwargs();
-        flip->set_name("horizontal_flip");
-        flip->set_boolean(true);
-      }
+      KD_RETURN_IF_ERROR(ImportFlip(context, keys, *step, at, "image_folder", out));
     } else if (short_name == "RandomResizedCrop") {
       const YamlValue* size = keys.Take("size");
       if (size == nullptr) return Context::WrongType(*step, at + ".size", "given");
@@ -264,11 +270,7 @@ absl::Status ImportFolderTransforms(Context& context, const YamlValue& transform
         add_int("center_crop", *n);
       }
     } else if (short_name == "Normalize") {
-      for (const char* name_of : {"mean", "std"}) {
-        const YamlValue* v = keys.Take(name_of);
-        if (v == nullptr) return Context::WrongType(*step, at + "." + name_of, "given");
-        KD_RETURN_IF_ERROR(add_numbers(name_of, *v, at + "." + name_of, 3));
-      }
+      KD_RETURN_IF_ERROR(ImportNormalize(keys, *step, at, 3, out));
     } else {
       context.Unsupported(*step, at, takes);
       continue;
