@@ -114,16 +114,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeCifar(const CifarFormat& format,
                                .horizontal_flip = BoolKwarg(kwargs, "horizontal_flip"),
                                .mean = NumberListKwarg(kwargs, "mean"),
                                .std = NumberListKwarg(kwargs, "std")};
-  for (const char* name : {"mean", "std"}) {
-    const std::vector<double>& v = std::string(name) == "mean" ? options.mean : options.std;
-    if (v.size() != 3) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          format.key, ": ", name, " takes 3 values (red, green, blue); got ", v.size()));
-    }
-  }
-  for (double s : options.std) {
-    if (s <= 0) return absl::InvalidArgumentError(absl::StrCat(format.key, ": std must be > 0"));
-  }
+  KD_RETURN_IF_ERROR(CheckRgbNormalize(format.key, options.mean, options.std));
   const bool test = StringKwarg(kwargs, "split") == "test";
   KD_ASSIGN_OR_RETURN(auto records, ReadRecords(format, StringKwarg(kwargs, "root"),
                                                 test ? format.test_files : format.train_files));
@@ -146,15 +137,8 @@ std::vector<KwargSpec> CifarSpecs(int64_t train, int64_t test) {
        .type = KwargType::kString,
        .doc = absl::StrCat("train (", train, " images) or test (", test, ")"),
        .default_value = "train",
-       .choices = {"train", "test"}},
-      {.name = "mean",
-       .type = KwargType::kNumberList,
-       .doc = "Normalize's mean per channel, of pixels scaled to [0, 1]",
-       .default_value = std::vector<double>{0.0, 0.0, 0.0}},
-      {.name = "std",
-       .type = KwargType::kNumberList,
-       .doc = "Normalize's std per channel, of pixels scaled to [0, 1]",
-       .default_value = std::vector<double>{1.0, 1.0, 1.0}}};
+       .choices = {"train", "test"}}};
+  for (KwargSpec& spec : RgbNormalizeSpecs()) specs.push_back(std::move(spec));
   for (KwargSpec& spec : CropAndFlipSpecs(32)) specs.push_back(std::move(spec));
   return specs;
 }

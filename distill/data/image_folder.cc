@@ -41,6 +41,7 @@
 #include "base/registry.h"
 #include "distill/data/dataset.h"
 #include "distill/data/image_codec.h"
+#include "distill/data/internal/image_dataset.h"
 
 namespace kd {
 namespace {
@@ -148,12 +149,9 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeImageFolder(const Kwargs& kwargs) {
   }
   transforms.scale = {scale[0], scale[1]};
   transforms.ratio = {ratio[0], ratio[1]};
-  if (transforms.mean.size() != 3 || transforms.std.size() != 3) {
-    return absl::InvalidArgumentError(
-        "image_folder: mean and std take 3 values (red, green, blue)");
-  }
-  for (double s : transforms.std) {
-    if (s <= 0) return absl::InvalidArgumentError("image_folder: std must be > 0");
+  if (absl::Status normalize = CheckRgbNormalize("image_folder", transforms.mean, transforms.std);
+      !normalize.ok()) {
+    return normalize;
   }
   if (transforms.random_resized_crop > 0 && (transforms.resize > 0 || transforms.center_crop > 0)) {
     return absl::InvalidArgumentError(
@@ -165,49 +163,48 @@ absl::StatusOr<std::shared_ptr<Dataset>> MakeImageFolder(const Kwargs& kwargs) {
   return std::make_shared<ImageFolder>(*std::move(listing), std::move(transforms));
 }
 
-KD_REGISTER(DatasetRegistry(), "image_folder", MakeImageFolder,
-            {{.name = "root",
-              .type = KwargType::kString,
-              .doc = "the folder holding a folder per class (ImageNet's train/ or val/)",
-              .required = true},
-             {.name = "random_resized_crop",
-              .type = KwargType::kInteger,
-              .doc = "RandomResizedCrop's size (0: none)",
-              .default_value = 0,
-              .min = 0},
-             {.name = "scale",
-              .type = KwargType::kNumberList,
-              .doc = "RandomResizedCrop's range of the crop's area",
-              .default_value = std::vector<double>{0.08, 1.0},
-              .min = 0,
-              .max = 1},
-             {.name = "ratio",
-              .type = KwargType::kNumberList,
-              .doc = "RandomResizedCrop's range of aspect ratios",
-              .default_value = std::vector<double>{3.0 / 4.0, 4.0 / 3.0},
-              .min = 0},
-             {.name = "resize",
-              .type = KwargType::kInteger,
-              .doc = "Resize's shorter side (0: none)",
-              .default_value = 0,
-              .min = 0},
-             {.name = "center_crop",
-              .type = KwargType::kInteger,
-              .doc = "CenterCrop's size (0: none)",
-              .default_value = 0,
-              .min = 0},
-             {.name = "horizontal_flip",
-              .type = KwargType::kBool,
-              .doc = "RandomHorizontalFlip(0.5)",
-              .default_value = false},
-             {.name = "mean",
-              .type = KwargType::kNumberList,
-              .doc = "Normalize's mean per channel, of pixels scaled to [0, 1]",
-              .default_value = std::vector<double>{0.0, 0.0, 0.0}},
-             {.name = "std",
-              .type = KwargType::kNumberList,
-              .doc = "Normalize's std per channel, of pixels scaled to [0, 1]",
-              .default_value = std::vector<double>{1.0, 1.0, 1.0}}});
+// Its kwargs: the folder, the transforms, then Normalize's (mean and std per channel).
+std::vector<KwargSpec> ImageFolderSpecs() {
+  std::vector<KwargSpec> specs = {
+      {.name = "root",
+       .type = KwargType::kString,
+       .doc = "the folder holding a folder per class (ImageNet's train/ or val/)",
+       .required = true},
+      {.name = "random_resized_crop",
+       .type = KwargType::kInteger,
+       .doc = "RandomResizedCrop's size (0: none)",
+       .default_value = 0,
+       .min = 0},
+      {.name = "scale",
+       .type = KwargType::kNumberList,
+       .doc = "RandomResizedCrop's range of the crop's area",
+       .default_value = std::vector<double>{0.08, 1.0},
+       .min = 0,
+       .max = 1},
+      {.name = "ratio",
+       .type = KwargType::kNumberList,
+       .doc = "RandomResizedCrop's range of aspect ratios",
+       .default_value = std::vector<double>{3.0 / 4.0, 4.0 / 3.0},
+       .min = 0},
+      {.name = "resize",
+       .type = KwargType::kInteger,
+       .doc = "Resize's shorter side (0: none)",
+       .default_value = 0,
+       .min = 0},
+      {.name = "center_crop",
+       .type = KwargType::kInteger,
+       .doc = "CenterCrop's size (0: none)",
+       .default_value = 0,
+       .min = 0},
+      {.name = "horizontal_flip",
+       .type = KwargType::kBool,
+       .doc = "RandomHorizontalFlip(0.5)",
+       .default_value = false}};
+  for (KwargSpec& spec : RgbNormalizeSpecs()) specs.push_back(std::move(spec));
+  return specs;
+}
+
+KD_REGISTER(DatasetRegistry(), "image_folder", MakeImageFolder, ImageFolderSpecs());
 
 }  // namespace
 

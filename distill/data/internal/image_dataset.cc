@@ -24,6 +24,32 @@ std::vector<KwargSpec> CropAndFlipSpecs(int64_t image_size) {
            .default_value = false}};
 }
 
+std::vector<KwargSpec> RgbNormalizeSpecs() {
+  return {{.name = "mean",
+           .type = KwargType::kNumberList,
+           .doc = "Normalize's mean per channel, of pixels scaled to [0, 1]",
+           .default_value = std::vector<double>{0.0, 0.0, 0.0}},
+          {.name = "std",
+           .type = KwargType::kNumberList,
+           .doc = "Normalize's std per channel, of pixels scaled to [0, 1]",
+           .default_value = std::vector<double>{1.0, 1.0, 1.0}}};
+}
+
+absl::Status CheckRgbNormalize(absl::string_view key, const std::vector<double>& mean,
+                               const std::vector<double>& std) {
+  for (const auto& [name, v] :
+       {std::pair<const char*, const std::vector<double>*>{"mean", &mean}, {"std", &std}}) {
+    if (v->size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, ": ", name, " takes 3 values (red, green, blue); got ", v->size()));
+    }
+  }
+  for (double s : std) {
+    if (s <= 0) return absl::InvalidArgumentError(absl::StrCat(key, ": std must be > 0"));
+  }
+  return absl::OkStatus();
+}
+
 ImageDataset::ImageDataset(at::Tensor images, at::Tensor labels, int64_t num_classes,
                            ImageAugmentation augmentation)
     : images_(std::move(images)),

@@ -10,7 +10,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "base/kwargs.h"
 #include "distill/data/dataset.h"
 
@@ -27,6 +29,13 @@ struct ImageAugmentation {
 // The kwarg specs of the crop and flip: random_crop_padding (at most `image_size`) and
 // horizontal_flip.
 std::vector<KwargSpec> CropAndFlipSpecs(int64_t image_size);
+
+// The kwarg specs of Normalize on RGB images: mean and std per channel (defaults 0 and 1).
+std::vector<KwargSpec> RgbNormalizeSpecs();
+// OK if `mean` and `std` have 3 values each and every std is > 0; else InvalidArgument
+// "<key>: ...".
+absl::Status CheckRgbNormalize(absl::string_view key, const std::vector<double>& mean,
+                               const std::vector<double>& std);
 
 class ImageDataset : public Dataset {
  public:
