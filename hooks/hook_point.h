@@ -160,6 +160,19 @@ class HookedSequentialImpl : public torch::nn::SequentialImpl {
 };
 TORCH_MODULE(HookedSequential);
 
+// A HookedSequential of Tensor -> Tensor modules whose forward is not a template, so it can be a
+// child of another HookedSequential or HookedTensorSequential: torchvision's nested Sequentials
+// (MobileNet's `features.1.conv.0.0`, EfficientNet's `features.2.0.block.1`) keep their paths.
+class HookedTensorSequentialImpl : public HookedSequentialImpl {
+ public:
+  using HookedSequentialImpl::HookedSequentialImpl;
+
+  at::Tensor forward(at::Tensor x) {
+    return HookedSequentialImpl::forward<at::Tensor>(std::move(x));
+  }
+};
+TORCH_MODULE(HookedTensorSequential);
+
 }  // namespace kd
 
 #endif  // LIBKD_HOOKS_HOOK_POINT_H_

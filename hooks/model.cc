@@ -1,5 +1,7 @@
 #include "hooks/model.h"
 
+#include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -91,6 +93,16 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
       model != state.end() && model->value().isGenericDict()) {
     state = model->value().toGenericDict();
   }
+  std::vector<NamedTensor> targets = NamedParameters();
+  for (NamedTensor& buffer : NamedBuffers()) targets.push_back(std::move(buffer));
+  std::set<std::string> target_names;
+  for (const auto& [name, target] : targets) target_names.insert(name);
+  // torchvision's DenseNet weight files name a dense layer's modules as its first version did
+  // ("denselayer1.norm.1.weight"); torchvision's _load_state_dict renames them with this pattern
+  // ("denselayer1.norm1.weight"), and so does libkd where the model has the new name only.
+  static const std::regex kLegacyDenseLayer(
+      R"(^(.*denselayer\d+\.(?:norm|relu|conv))\.)"
+      R"(((?:[12])\.(?:weight|bias|running_mean|running_var))$)");
   std::map<std::string, at::Tensor> file_tensors;
   for (const auto& entry : state) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
@@ -98,17 +110,23 @@ absl::Status Model::LoadState(const std::string& path, const LoadStateOptions& o
                                                      " -> ", entry.value().tagKind(),
                                                      " is not a string -> tensor pair"));
     }
-    file_tensors.emplace(entry.key().toStringRef(), entry.value().toTensor());
+    std::string name = entry.key().toStringRef();
+    std::smatch legacy;
+    if (!target_names.count(name) && std::regex_match(name, legacy, kLegacyDenseLayer) &&
+        target_names.count(legacy.str(1) + legacy.str(2))) {
+      name = legacy.str(1) + legacy.str(2);
+    }
+    file_tensors.emplace(std::move(name), entry.value().toTensor());
   }
 
-  std::vector<NamedTensor> targets = NamedParameters();
-  for (NamedTensor& buffer : NamedBuffers()) targets.push_back(std::move(buffer));
   std::vector<std::string> missing, mismatched;
   std::set<std::string> used;
   for (const auto& [name, target] : targets) {
     auto it = file_tensors.find(name);
     if (it == file_tensors.end()) {
-      missing.push_back(name);
+      // Files from before BatchNorm counted its batches (torchvision's DenseNet weights) lack
+      // num_batches_tracked: torch's BatchNorm keeps its own then, and so does libkd.
+      if (!absl::EndsWith(name, ".num_batches_tracked")) missing.push_back(name);
       continue;
     }
     used.insert(name);

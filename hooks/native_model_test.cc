@@ -115,6 +115,33 @@ TEST(NativeModelTest, TapsSeeWhatPythonHooksSaw) {
   }
 }
 
+TEST(NativeModelTest, NestedTensorSequentialsKeepTorchsPathsAndHookEveryLevel) {
+  // torch.nn.Sequential(Sequential(Linear(4, 3), Twice), Linear(3, 2)): "0", "0.0", "0.1", "1".
+  torch::nn::Linear first(4, 3), last(3, 2);
+  Twice twice;
+  HookedTensorSequential inner(first, twice);
+  std::unique_ptr<Model> model = MakeNativeModel(HookedTensorSequential(inner, last).ptr());
+  std::vector<std::string> params;
+  for (const auto& [name, t] : model->NamedParameters()) params.push_back(name);
+  EXPECT_THAT(params, ::testing::ElementsAre("0.0.weight", "0.0.bias", "1.weight", "1.bias"));
+  std::vector<std::unique_ptr<TapRecorder>> recorders;
+  std::vector<HookHandle> handles;
+  for (const char* path : {"0", "0.0", "0.1", "1"}) {
+    recorders.push_back(std::make_unique<TapRecorder>());
+    auto handle = model->AddHook(path, recorders.back()->Fn());
+    ASSERT_THAT(handle, IsOk());
+    handles.push_back(*std::move(handle));
+  }
+  const at::Tensor x = at::randn({5, 4});
+  const at::Tensor y = model->Forward({x}).toTensor();
+  EXPECT_THAT(model->CheckHooksFired(), IsOk());
+  const at::Tensor hidden = 2 * (at::matmul(x, first->weight.t()) + first->bias);
+  EXPECT_TRUE(AllClose(recorders[0]->outputs.at(0).toTensor(), hidden, 1e-6));
+  EXPECT_TRUE(AllClose(recorders[2]->inputs.at(0).toTensor(), hidden / 2, 1e-6));
+  EXPECT_TRUE(AllClose(recorders[3]->inputs.at(0).toTensor(), hidden, 1e-6));
+  EXPECT_TRUE(AllClose(y, at::matmul(hidden, last->weight.t()) + last->bias, 1e-6));
+}
+
 TEST(NativeModelTest, BypassedHookPointIsReportedWithTheRule) {
   std::unique_ptr<Model> model = MakeNativeModel(test::DirectCallNet().ptr());
   TapRecorder lin, act;
