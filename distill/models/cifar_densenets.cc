@@ -33,7 +33,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/kwargs.h"
+#include "base/status_macros.h"
 #include "distill/models/internal/kwargs_util.h"
+#include "distill/models/internal/torchvision_layers.h"
 #include "distill/models/model_registry.h"
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
@@ -167,6 +169,14 @@ struct DenseNetCifarImpl : nn::Module {
 };
 TORCH_MODULE(DenseNetCifar);
 
+// The blocks run on their own (a torchdistill `sequential` of features' children).
+const bool kBlocksRunAlone = [] {
+  RegisterNativeModuleForward<DenseBlockImpl>();
+  RegisterNativeModuleForward<DenseLayerImpl>();
+  RegisterNativeModuleForward<TransitionImpl>();
+  return true;
+}();
+
 // torchdistill's densenet(growth_rate, depth, num_init_features, bottleneck=True, ...).
 auto MakeDenseNetBc(int64_t growth, int64_t depth) {
   return [growth, depth](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
@@ -237,6 +247,79 @@ KD_REGISTER(ModelRegistry(), "densenet169", MakeTorchvisionDenseNet(32, {6, 12, 
             TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
 KD_REGISTER(ModelRegistry(), "densenet201", MakeTorchvisionDenseNet(32, {6, 12, 48, 32}, 64),
             TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+
+// HND/GHND's custom_densenet169 and custom_densenet201 (torchdistill's
+// models/custom/bottleneck/classification/densenet.py, sc2-benchmark's since): the bottleneck in
+// place of the features up to transition2, then the features named in short_feature_names in the
+// original's order, ReLU, global average pooling and the classifier. torchdistill's names:
+// features.bottleneck, features.denseblock3, ..., relu, adaptive_avgpool, classifier;
+// sc2-benchmark's: bottleneck_layer, features.denseblock3, ..., relu, avgpool, classifier.
+struct CustomDenseNetImpl : nn::Module {
+  CustomDenseNetImpl(DenseNetCifar org, const models_internal::HndOptions& options) {
+    const bool sc2bench = options.naming == models_internal::HndNaming::kSc2bench;
+    models_internal::HndBottleneck head(models_internal::HndHead::kDenseNet,
+                                        options.bottleneck_channel, options.bottleneck_idx);
+    HookedSequential kept;
+    if (sc2bench) {
+      bottleneck_layer = register_module("bottleneck_layer", head);
+    } else {
+      kept->push_back("bottleneck", head);
+    }
+    const auto names = org->features->named_children().keys();
+    size_t i = 0;
+    for (const nn::AnyModule& child : *org->features) {
+      if (models_internal::Contains(options.short_names, names[i])) {
+        kept->push_back(names[i], child);
+      }
+      ++i;
+    }
+    if (!kept->is_empty()) features = register_module("features", kept);
+    relu = register_module("relu", nn::ReLU());
+    avgpool = register_module(sc2bench ? "avgpool" : "adaptive_avgpool", nn::AdaptiveAvgPool2d(1));
+    classifier = register_module("classifier", org->classifier);
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    if (bottleneck_layer) x = Call(bottleneck_layer, x);
+    if (features) x = Call(features, x);
+    x = Call(avgpool, Call(relu, x));
+    return Call(classifier, at::flatten(x, 1));
+  }
+
+  models_internal::HndBottleneck bottleneck_layer{nullptr};
+  HookedSequential features{nullptr};
+  nn::ReLU relu{nullptr};
+  nn::AdaptiveAvgPool2d avgpool{nullptr};
+  nn::Linear classifier{nullptr};
+};
+TORCH_MODULE(CustomDenseNet);
+
+auto MakeCustomDenseNet(std::vector<int64_t> blocks) {
+  return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
+    const std::vector<std::string> children = {
+        "conv0",       "norm0",       "relu0",       "pool0",       "denseblock1", "transition1",
+        "denseblock2", "transition2", "denseblock3", "transition3", "denseblock4", "norm5",
+        "classifier"};  // torchdistill drops "classifier" from the set: it is always kept
+    KD_ASSIGN_OR_RETURN(
+        models_internal::HndOptions options,
+        models_internal::ReadHndOptions(kwargs, "short_feature_names", children));
+    DenseNetCifar org(32, blocks, 64, 4, 0.0, IntKwarg(kwargs, "num_classes"),
+                      /*imagenet_stem=*/true);
+    return MakeNativeModel(CustomDenseNet(org, options).ptr());
+  };
+}
+
+std::vector<KwargSpec> CustomDenseNetSpecs() {
+  std::vector<KwargSpec> specs = models_internal::HndSpecs(
+      models_internal::HndHead::kDenseNet, "short_feature_names",
+      {"denseblock3", "transition3", "denseblock4", "norm5"});
+  specs.insert(specs.begin(), TorchvisionDenseNetSpecs()[0]);  // num_classes
+  return specs;
+}
+KD_REGISTER(ModelRegistry(), "custom_densenet169", MakeCustomDenseNet({6, 12, 32, 32}),
+            CustomDenseNetSpecs());
+KD_REGISTER(ModelRegistry(), "custom_densenet201", MakeCustomDenseNet({6, 12, 48, 32}),
+            CustomDenseNetSpecs());
 
 }  // namespace
 }  // namespace kd

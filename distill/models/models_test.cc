@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -16,8 +17,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/registry.h"
+#include "base/torch_file.h"
 #include "distill/models/model_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,6 +33,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 using ::testing::Eq;
 using ::testing::IsSupersetOf;
 using ::testing::Not;
@@ -155,6 +159,17 @@ std::vector<ModelCase> Cases() {
       // torchvision 0.29's counts for 10 classes.
       {"resnet18_tv", "resnet18", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10}, 11181642},
       {"resnet50_tv", "resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10}, 23528522},
+      {"alexnet", "alexnet", {{"num_classes", 10}}, {2, 3, 64, 64}, {2, 10}, 57044810},
+      {"mobilenet_v2", "mobilenet_v2", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10}, 2236682},
+      {"mobilenet_v3_large", "mobilenet_v3_large", {{"num_classes", 10}}, {2, 3, 32, 32},
+       {2, 10}, 4214842},
+      {"mobilenet_v3_small", "mobilenet_v3_small", {{"num_classes", 10}}, {2, 3, 32, 32},
+       {2, 10}, 1528106},
+      {"efficientnet_b0", "efficientnet_b0", {{"num_classes", 10}}, {2, 3, 32, 32}, {2, 10},
+       4020358},
+      // Without the auxiliary classifier, whose 5x5 convolution needs 299x299 input.
+      {"inception_v3", "inception_v3", {{"num_classes", 10}, {"aux_logits", false}},
+       {2, 3, 75, 75}, {2, 10}, 21806058},
   };
 }
 
@@ -193,6 +208,8 @@ TEST_P(ModelZooTest, EveryModulePathIsHookable) {
   std::map<std::string, int> calls;
   std::vector<HookHandle> handles;
   for (const ModuleInfo& module : model->NamedModules()) {
+    // (torchvision calls an MBConv's stochastic_depth on its residual blocks only.)
+    if (absl::EndsWith(module.path, ".stochastic_depth")) continue;
     absl::StatusOr<HookHandle> handle = model->AddHook(
         module.path, [&calls, path = module.path](const std::vector<c10::IValue>&,
                                                   const c10::IValue&) { ++calls[path]; });
@@ -243,7 +260,7 @@ TEST(ModelRegistryTest, LargeDenseNetsHaveTorchdistillsSizes) {
   }
 }
 
-// torchvision's ImageNet ResNets and DenseNets at their 1000 classes: torchvision 0.29's counts.
+// torchvision's ImageNet classifiers at their 1000 classes: torchvision 0.29's counts.
 TEST(ModelRegistryTest, TorchvisionModelsHaveTorchvisionsSizes) {
   for (const auto& [key, params] : std::vector<std::pair<std::string, int64_t>>{
            {"resnet18", 11689512},
@@ -256,7 +273,20 @@ TEST(ModelRegistryTest, TorchvisionModelsHaveTorchvisionsSizes) {
            {"densenet121", 7978856},
            {"densenet161", 28681000},
            {"densenet169", 14149480},
-           {"densenet201", 20013928}}) {
+           {"densenet201", 20013928},
+           {"alexnet", 61100840},
+           {"mobilenet_v2", 3504872},
+           {"mobilenet_v3_large", 5483032},
+           {"mobilenet_v3_small", 2542856},
+           {"efficientnet_b0", 5288548},
+           {"efficientnet_b1", 7794184},
+           {"efficientnet_b2", 9109994},
+           {"efficientnet_b3", 12233232},
+           {"efficientnet_b4", 19341616},
+           {"efficientnet_b5", 30389784},
+           {"efficientnet_b6", 43040704},
+           {"efficientnet_b7", 66347960},
+           {"inception_v3", 27161264}}) {
     SCOPED_TRACE(key);
     absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(key, {});
     ASSERT_THAT(model, IsOk());
@@ -272,6 +302,97 @@ TEST(ModelRegistryTest, TorchvisionModelsHaveTorchvisionsSizes) {
   }
 }
 
+// torchvision's DenseNet weight files keep the dense layers' first names ("norm.1", "conv.2");
+// they load as torchvision's _load_state_dict renames them.
+TEST(ModelRegistryTest, TorchvisionsLegacyDenseNetNamesLoad) {
+  absl::StatusOr<std::unique_ptr<Model>> source =
+      MakeRegisteredModel("densenet121", {{"num_classes", 10}});
+  absl::StatusOr<std::unique_ptr<Model>> target =
+      MakeRegisteredModel("densenet121", {{"num_classes", 10}});
+  ASSERT_THAT(source, IsOk());
+  ASSERT_THAT(target, IsOk());
+  // As torchvision's files: the first names, and no num_batches_tracked (older than it).
+  c10::Dict<std::string, at::Tensor> legacy;
+  int renamed = 0;
+  for (const auto& tensors : {(*source)->NamedParameters(), (*source)->NamedBuffers()}) {
+    for (const auto& [name, t] : tensors) {
+      if (absl::EndsWith(name, ".num_batches_tracked")) continue;
+      std::string file_name = name;
+      for (const char* part : {".norm1.", ".norm2.", ".conv1.", ".conv2."}) {
+        if (absl::StrContains(name, "denselayer") && absl::StrContains(name, part)) {
+          const std::string dotted = absl::StrCat(".", std::string(part + 1, 4), ".",
+                                                  std::string(part + 5, 1), ".");
+          file_name = absl::StrReplaceAll(name, {{part, dotted}});
+          ++renamed;
+        }
+      }
+      legacy.insert(file_name, t);
+    }
+  }
+  ASSERT_TRUE(legacy.contains("features.denseblock1.denselayer1.norm.1.running_var"));
+  EXPECT_EQ(renamed, 58 * 10);  // 58 dense layers: two batch norms (4 tensors each), two convs
+  const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/densenet121_legacy.pth");
+  ASSERT_THAT(WriteTorchFile(path, legacy), IsOk());
+  ASSERT_THAT((*target)->LoadState(path), IsOk());
+  std::map<std::string, at::Tensor> loaded;
+  for (const auto& [name, t] : (*target)->NamedParameters()) loaded[name] = t;
+  for (const auto& [name, t] : (*source)->NamedParameters()) {
+    EXPECT_TRUE(at::equal(loaded[name], t)) << name;
+  }
+}
+
+// HND/GHND's students: the sizes, state-dict names and children of torchdistill's in-package
+// definitions (run with torchvision 0.29 at 1000 classes), and sc2-benchmark's names.
+TEST(ModelRegistryTest, HndStudentsAreTorchdistills) {
+  struct Case {
+    std::string key;
+    int64_t params;
+    size_t state_entries;
+    std::string first, children;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"custom_resnet152", 60813760, 752, "bottleneck.encoder.0.weight",
+            "bottleneck layer3 layer4 avgpool flatten fc"},
+           {"custom_densenet169", 14857408, 823, "features.bottleneck.encoder.0.weight",
+            "features relu adaptive_avgpool classifier"},
+           {"custom_densenet201", 20721856, 1015, "features.bottleneck.encoder.0.weight",
+            "features relu adaptive_avgpool classifier"},
+           {"custom_inception_v3", 24146720, 566, "bottleneck.encoder.0.weight",
+            "bottleneck Mixed_5b Mixed_5c Mixed_5d Mixed_6a Mixed_6b Mixed_6c Mixed_6d Mixed_6e "
+            "Mixed_7a Mixed_7b Mixed_7c adaptive_avgpool dropout flatten fc"}}) {
+    SCOPED_TRACE(c.key);
+    absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(c.key, {});
+    ASSERT_THAT(model, IsOk());
+    EXPECT_EQ((*model)->NumParameters(), c.params);
+    std::vector<std::string> state;
+    for (const auto& tensors : {(*model)->NamedParameters(), (*model)->NamedBuffers()}) {
+      for (const auto& [name, t] : tensors) state.push_back(name);
+    }
+    EXPECT_EQ(state.size(), c.state_entries);
+    EXPECT_THAT(state, Contains(c.first));
+    std::vector<std::string> children;
+    for (const ModuleInfo& m : (*model)->NamedModules()) {
+      if (!m.path.empty() && m.path.find('.') == std::string::npos) children.push_back(m.path);
+    }
+    EXPECT_EQ(absl::StrJoin(children, " "), c.children);
+  }
+  absl::StatusOr<std::unique_ptr<Model>> sc2bench =
+      MakeRegisteredModel("custom_inception_v3", {{"naming", "sc2bench"}});
+  ASSERT_THAT(sc2bench, IsOk());
+  std::vector<std::string> children;
+  for (const ModuleInfo& m : (*sc2bench)->NamedModules()) {
+    if (!m.path.empty() && m.path.find('.') == std::string::npos) children.push_back(m.path);
+  }
+  EXPECT_EQ(absl::StrJoin(children, " "), "bottleneck_layer inception_modules avgpool dropout fc");
+  EXPECT_THAT(
+      MakeRegisteredModel("custom_resnet152",
+                          {{"short_module_names", c10::List<std::string>({"layer5"})}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("short_module_names: \"layer5\" is not a child of the original "
+                         "model (conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, "
+                         "avgpool, fc)")));
+}
+
 TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
   absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel("resnet1202");
   ASSERT_THAT(model, IsOk());
@@ -279,14 +400,18 @@ TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
 }
 
 TEST(ModelRegistryTest, EveryModelIsRegistered) {
-  EXPECT_THAT(ModelRegistry().Keys(),
-              ElementsAre("densenet121", "densenet161", "densenet169", "densenet201",
-                          "densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
-                          "densenet_bc_k40_depth190", "fashion_cnn", "gpt2", "hf_causal_lm",
-                          "lenet5", "llama", "mlp", "qwen2", "resnet101", "resnet110",
-                          "resnet1202", "resnet152", "resnet18", "resnet20", "resnet32",
-                          "resnet34", "resnet44", "resnet50", "resnet56", "wide_resnet101_2",
-                          "wide_resnet50_2", "wrn"));
+  EXPECT_THAT(
+      ModelRegistry().Keys(),
+      ElementsAre("alexnet", "custom_densenet169", "custom_densenet201", "custom_inception_v3",
+                  "custom_resnet152", "densenet121", "densenet161", "densenet169", "densenet201",
+                  "densenet_bc_k12_depth100", "densenet_bc_k24_depth250",
+                  "densenet_bc_k40_depth190", "efficientnet_b0", "efficientnet_b1",
+                  "efficientnet_b2", "efficientnet_b3", "efficientnet_b4", "efficientnet_b5",
+                  "efficientnet_b6", "efficientnet_b7", "fashion_cnn", "gpt2", "hf_causal_lm",
+                  "inception_v3", "lenet5", "llama", "mlp", "mobilenet_v2", "mobilenet_v3_large",
+                  "mobilenet_v3_small", "qwen2", "resnet101", "resnet110", "resnet1202",
+                  "resnet152", "resnet18", "resnet20", "resnet32", "resnet34", "resnet44",
+                  "resnet50", "resnet56", "wide_resnet101_2", "wide_resnet50_2", "wrn"));
   EXPECT_EQ(FindRegistry("model"), &ModelRegistry());
 }
 
@@ -305,10 +430,15 @@ TEST(ModelRegistryTest, UnknownKeyNamesTheNearest) {
   EXPECT_THAT(MakeRegisteredModel("resnet21"),
               StatusIs(absl::StatusCode::kNotFound,
                        Eq("no model \"resnet21\" is registered; did you mean \"resnet20\"? "
-                          "registered: densenet121, densenet161, densenet169, densenet201, "
+                          "registered: alexnet, custom_densenet169, custom_densenet201, "
+                          "custom_inception_v3, custom_resnet152, densenet121, densenet161, "
+                          "densenet169, densenet201, "
                           "densenet_bc_k12_depth100, densenet_bc_k24_depth250, "
-                          "densenet_bc_k40_depth190, fashion_cnn, gpt2, hf_causal_lm, lenet5, "
-                          "llama, mlp, qwen2, resnet101, resnet110, resnet1202, resnet152, "
+                          "densenet_bc_k40_depth190, efficientnet_b0, efficientnet_b1, "
+                          "efficientnet_b2, efficientnet_b3, efficientnet_b4, efficientnet_b5, "
+                          "efficientnet_b6, efficientnet_b7, fashion_cnn, gpt2, hf_causal_lm, "
+                          "inception_v3, lenet5, llama, mlp, mobilenet_v2, mobilenet_v3_large, "
+                          "mobilenet_v3_small, qwen2, resnet101, resnet110, resnet1202, resnet152, "
                           "resnet18, resnet20, resnet32, resnet34, resnet44, resnet50, resnet56, "
                           "wide_resnet101_2, wide_resnet50_2, wrn")));
 }
@@ -446,7 +576,8 @@ TEST(CifarResNetTest, StateMatchesTorchdistill) {
 
 // Logits equal those of the Python references recorded by testdata/record_parity_outputs.py
 // (torchdistill's resnet20; with option A shortcuts; WRN-16-2 with the authors' block;
-// fashion_cnn; torchdistill's DenseNet-BC k12 depth 100), with the parameters filled the same way: the i-th in sorted-name order is
+// fashion_cnn; torchdistill's DenseNet-BC k12 depth 100; torchvision's ImageNet classifiers), with
+// the parameters filled the same way: the i-th in sorted-name order is
 // 0.1 * sin(0.37 * arange(numel) + i). Training mode: batch norms use the batch's statistics.
 TEST(ModelParityTest, LogitsMatchPythonReferences) {
   std::ifstream file("distill/models/testdata/parity_outputs.txt");
@@ -465,6 +596,7 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
     std::string key;
     Kwargs kwargs;
     std::vector<int64_t> input;
+    bool eval = false;  // recorded in eval mode
   };
   const std::map<std::string, Reference> references = {
       {"resnet20", {"resnet20", {}, {2, 3, 32, 32}}},
@@ -474,7 +606,30 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
       {"densenet_bc_k12_depth100", {"densenet_bc_k12_depth100", {}, {2, 3, 32, 32}}},
       {"tv_resnet18", {"resnet18", {{"num_classes", 10}}, {2, 3, 32, 32}}},
       {"tv_resnet50", {"resnet50", {{"num_classes", 10}}, {2, 3, 32, 32}}},
-      {"tv_densenet121", {"densenet121", {{"num_classes", 10}}, {2, 3, 32, 32}}}};
+      {"tv_densenet121", {"densenet121", {{"num_classes", 10}}, {2, 3, 32, 32}}},
+      {"tv_alexnet", {"alexnet", {{"num_classes", 10}, {"dropout", 0.0}}, {2, 3, 64, 64}}},
+      {"tv_mobilenet_v2",
+       {"mobilenet_v2", {{"num_classes", 10}, {"dropout", 0.0}}, {2, 3, 64, 64}}},
+      {"tv_mobilenet_v3_large",
+       {"mobilenet_v3_large", {{"num_classes", 10}, {"dropout", 0.0}}, {2, 3, 64, 64}}},
+      {"tv_mobilenet_v3_small",
+       {"mobilenet_v3_small", {{"num_classes", 10}, {"dropout", 0.0}}, {2, 3, 64, 64}}},
+      {"tv_efficientnet_b0",
+       {"efficientnet_b0",
+        {{"num_classes", 10}, {"dropout", 0.0}, {"stochastic_depth_prob", 0.0}},
+        {2, 3, 64, 64}}},
+      {"tv_inception_v3",
+       {"inception_v3", {{"num_classes", 10}, {"aux_logits", false}, {"dropout", 0.0}},
+        {2, 3, 75, 75}}},
+      // (logits, aux_logits) in training mode, compared as one row.
+      {"tv_inception_v3_aux",
+       {"inception_v3", {{"num_classes", 10}, {"transform_input", true}, {"dropout", 0.0}},
+        {2, 3, 299, 299}}},
+      // HND/GHND's students as torchdistill's in-package definitions compute them.
+      {"td_custom_resnet152", {"custom_resnet152", {{"num_classes", 10}}, {2, 3, 64, 64}}},
+      {"td_custom_densenet169", {"custom_densenet169", {{"num_classes", 10}}, {2, 3, 64, 64}}},
+      {"td_custom_inception_v3",
+       {"custom_inception_v3", {{"num_classes", 10}}, {2, 3, 75, 75}, /*eval=*/true}}};
   ASSERT_EQ(expected.size(), references.size());
   for (const auto& [name, ref] : references) {
     SCOPED_TRACE(name);
@@ -493,11 +648,19 @@ TEST(ModelParityTest, LogitsMatchPythonReferences) {
                     .reshape(p.sizes()));
       }
     }
+    (*model)->SetTraining(!ref.eval);
     int64_t numel = 1;
     for (int64_t d : ref.input) numel *= d;
     const at::Tensor x = at::sin(at::arange(numel, at::kFloat) * 0.01).reshape(ref.input);
-    const at::Tensor out = (*model)->Forward({x}).toTensor().detach();
-    const at::Tensor want = at::tensor(expected[name]).reshape({2, 10});
+    const c10::IValue output = (*model)->Forward({x});
+    std::vector<at::Tensor> outs;
+    if (output.isTuple()) {
+      for (const c10::IValue& o : output.toTupleRef().elements()) outs.push_back(o.toTensor());
+    } else {
+      outs.push_back(output.toTensor());
+    }
+    const at::Tensor out = at::stack(outs).detach();
+    const at::Tensor want = at::tensor(expected[name]).reshape(out.sizes());
     EXPECT_TRUE(at::allclose(out, want, /*rtol=*/1e-4, /*atol=*/1e-5))
         << "got\n" << out << "\nwant\n" << want;
   }

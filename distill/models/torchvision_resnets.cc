@@ -22,7 +22,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/kwargs.h"
+#include "base/status_macros.h"
 #include "distill/models/internal/kwargs_util.h"
+#include "distill/models/internal/torchvision_layers.h"
 #include "distill/models/model_registry.h"
 #include "hooks/hook_point.h"
 #include "hooks/native_model.h"
@@ -135,6 +137,12 @@ struct TorchvisionResNetImpl : nn::Module {
 };
 TORCH_MODULE(TorchvisionResNet);
 
+// A block runs on its own (a torchdistill `sequential` such as layer1.0, layer1.1).
+const bool kBlocksRunAlone = [] {
+  RegisterNativeModuleForward<ResidualBlockImpl>();
+  return true;
+}();
+
 auto MakeResNet(bool bottleneck, std::vector<int64_t> layers, int64_t width_per_group = 64) {
   return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
     return MakeNativeModel(TorchvisionResNet(bottleneck, layers, width_per_group,
@@ -162,6 +170,58 @@ KD_REGISTER(ModelRegistry(), "resnet152", MakeResNet(true, {3, 8, 36, 3}), ResNe
 KD_REGISTER(ModelRegistry(), "wide_resnet50_2", MakeResNet(true, {3, 4, 6, 3}, 128), ResNetSpecs());
 KD_REGISTER(ModelRegistry(), "wide_resnet101_2", MakeResNet(true, {3, 4, 23, 3}, 128),
             ResNetSpecs());
+
+// HND/GHND's custom_resnet152 (torchdistill's models/custom/bottleneck/classification/resnet.py,
+// sc2-benchmark's since): the bottleneck (encoder-decoder in place of conv1 ... layer2), then
+// resnet152's children named in short_module_names, in resnet152's order, with a flatten before
+// fc: torch.nn.Sequential(bottleneck, layer3, layer4, avgpool, flatten, fc) by default.
+absl::StatusOr<std::unique_ptr<Model>> MakeCustomResNet152(const Kwargs& kwargs) {
+  using models_internal::HndNaming;
+  const std::vector<std::string> children = {"conv1",  "bn1",    "relu",   "maxpool", "layer1",
+                                             "layer2", "layer3", "layer4", "avgpool", "fc"};
+  KD_ASSIGN_OR_RETURN(models_internal::HndOptions options,
+                      models_internal::ReadHndOptions(kwargs, "short_module_names", children));
+  TorchvisionResNet resnet(/*bottleneck=*/true, std::vector<int64_t>{3, 8, 36, 3}, 64,
+                           IntKwarg(kwargs, "num_classes"), /*zero_init_residual=*/false);
+  const bool sc2bench = options.naming == HndNaming::kSc2bench;
+  models_internal::Chain chain;
+  chain->Append(sc2bench ? "bottleneck_layer" : "bottleneck",
+                models_internal::HndBottleneck(models_internal::HndHead::kResNet152,
+                                               options.bottleneck_channel,
+                                               options.bottleneck_idx));
+  const auto kept = [&](const std::string& name) {
+    return models_internal::Contains(options.short_names, name);
+  };
+  if (kept("conv1")) chain->Append("conv1", resnet->conv1);
+  if (kept("bn1")) chain->Append("bn1", resnet->bn1);
+  if (kept("relu")) chain->Append("relu", resnet->relu);
+  if (kept("maxpool")) chain->Append("maxpool", resnet->maxpool);
+  for (int stage = 0; stage < 4; ++stage) {
+    const std::string name = absl::StrCat("layer", stage + 1);
+    if (kept(name)) chain->Append(name, resnet->stages[stage]);
+  }
+  if (kept("avgpool")) chain->Append("avgpool", resnet->avgpool);
+  if (kept("fc")) {
+    if (sc2bench) {
+      chain->AppendFunction([](at::Tensor x) { return at::flatten(x, 1); });
+    } else {
+      chain->Append("flatten", nn::Flatten());
+    }
+    chain->Append("fc", resnet->fc);
+  }
+  return MakeNativeModel(chain.ptr());
+}
+
+std::vector<KwargSpec> CustomResNetSpecs() {
+  std::vector<KwargSpec> specs = models_internal::HndSpecs(
+      models_internal::HndHead::kResNet152, "short_module_names",
+      {"layer3", "layer4", "avgpool", "fc"});
+  KwargSpec classes = models_internal::NumClassesSpec();
+  classes.default_value = 1000;
+  specs.insert(specs.begin(), classes);
+  return specs;
+}
+KD_REGISTER(ModelRegistry(), "custom_resnet152", MakeCustomResNet152, CustomResNetSpecs());
 
 }  // namespace
 }  // namespace kd
