@@ -22,7 +22,7 @@ check "--out: written" grep -q 'name: "at_loss_pair2"' "$TEST_TMPDIR/at.pbtxt"
 cat >"$TEST_TMPDIR/resnet.yaml" <<'YAML'
 models:
   teacher_model:
-    key: 'inception_v3'
+    key: 'vit_b_16'
   student_model:
     key: 'fashion_cnn'
 train:
@@ -31,10 +31,10 @@ train:
 YAML
 out=$("$tool" --yaml="$TEST_TMPDIR/resnet.yaml" 2>"$TEST_TMPDIR/err"); rc=$?
 check "unsupported: exit 1" test "$rc" -eq 1
-check "unsupported: still written" grep -q 'key: "inception_v3"' <<<"$out"
-check "unsupported: the model" grep -q "resnet.yaml:3:10: models.teacher_model inception_v3 is not supported: not a libkd model: export" "$TEST_TMPDIR/err"
+check "unsupported: still written" grep -q 'key: "vit_b_16"' <<<"$out"
+check "unsupported: the model" grep -q "resnet.yaml:3:10: models.teacher_model vit_b_16 is not supported: not a libkd model: export" "$TEST_TMPDIR/err"
 check "unsupported: the key" grep -q "resnet.yaml:8:11: train.warmup is not supported" "$TEST_TMPDIR/err"
-check "unsupported: validation names what to supply" grep -q 'model key "inception_v3"\|no model "inception_v3"' "$TEST_TMPDIR/err"
+check "unsupported: validation names what to supply" grep -q 'model key "vit_b_16"\|no model "vit_b_16"' "$TEST_TMPDIR/err"
 
 printf 'train:\n  num_epochs: !repeat 3\n' >"$TEST_TMPDIR/bad.yaml"
 expect_exact_error "unknown tag" "$TEST_TMPDIR/bad.yaml:2:15: unknown tag !repeat; torchdistill's tags are !join, !pathjoin, !expanduser, !abspath, !import_get, !import_call, !import_call_method, !call_method, !getattr, !setattr, !access_by_index_or_key" --yaml="$TEST_TMPDIR/bad.yaml"

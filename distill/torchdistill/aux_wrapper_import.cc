@@ -197,7 +197,15 @@ absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const 
   KD_ASSIGN_OR_RETURN(Keys keys, Keys::Of(&wrapper, what));
   const YamlValue* key = keys.Take("key");
   const YamlValue* kwargs = keys.Take("kwargs");
-  keys.Finish(context, "a wrapper has key and kwargs");
+  // torchdistill trims the model with the wrapper's `sequential` before wrapping it
+  // (redesign_model(..., 'pre-auxiliary')): the stage's trimmed model.
+  if (const YamlValue* sequential = keys.Take("sequential");
+      sequential != nullptr && sequential->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                        Context::Strings(*sequential, what + ".sequential"));
+    for (const std::string& path : paths) out->add_sequential(path);
+  }
+  keys.Finish(context, "a wrapper has key, kwargs and sequential");
   const std::string name = key != nullptr ? key->text : "";
   if (name == "EmptyModule") {  // torchdistill's identity in place of the model
     context.Note(wrapper, what + " EmptyModule",

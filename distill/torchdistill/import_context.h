@@ -54,6 +54,8 @@ class Context {
     bool on = false;
     std::string prefix;
     std::map<std::string, std::string> aux_names;
+    // "+name" entries that are the model's own child `name` (model_import.cc's IsOwnChild).
+    std::map<std::string, std::string> own_children;
     std::set<std::string> unneeded;  // the wrapper's submodules libkd has no need of
   };
   Wrapped& wrapped(bool teacher) { return wrapped_[teacher ? 1 : 0]; }
@@ -62,6 +64,7 @@ class Context {
   std::string ModelPath(bool teacher, const std::string& path) const {
     const Wrapped& w = wrapped_[teacher ? 1 : 0];
     if (auto it = w.aux_names.find(path); it != w.aux_names.end()) return it->second;
+    if (auto it = w.own_children.find(path); it != w.own_children.end()) return it->second;
     const std::string own =
         w.on && path.starts_with(w.prefix) ? path.substr(w.prefix.size()) : path;
     return ResolveNegativeIndices(own, module_paths_[teacher ? 1 : 0]);

@@ -55,7 +55,47 @@ constexpr TorchvisionWeights kTorchvisionWeights[] = {
      "wide_resnet101_2-32ee1156.pth"},
     {"wide_resnet101_2", "Wide_ResNet101_2_Weights", "IMAGENET1K_V2",
      "wide_resnet101_2-d733dc28.pth"},
+    // DenseNet files name the dense layers' modules in torchvision's first form ("norm.1"):
+    // Model::LoadState renames them as torchvision does.
+    {"densenet121", "DenseNet121_Weights", "IMAGENET1K_V1", "densenet121-a639ec97.pth"},
+    {"densenet161", "DenseNet161_Weights", "IMAGENET1K_V1", "densenet161-8d451a50.pth"},
+    {"densenet169", "DenseNet169_Weights", "IMAGENET1K_V1", "densenet169-b2777c0a.pth"},
+    {"densenet201", "DenseNet201_Weights", "IMAGENET1K_V1", "densenet201-c1103571.pth"},
+    {"alexnet", "AlexNet_Weights", "IMAGENET1K_V1", "alexnet-owt-7be5be79.pth"},
+    {"inception_v3", "Inception_V3_Weights", "IMAGENET1K_V1", "inception_v3_google-0cc3c7bd.pth"},
+    {"mobilenet_v2", "MobileNet_V2_Weights", "IMAGENET1K_V1", "mobilenet_v2-b0353104.pth"},
+    {"mobilenet_v2", "MobileNet_V2_Weights", "IMAGENET1K_V2", "mobilenet_v2-7ebf99e0.pth"},
+    {"mobilenet_v3_large", "MobileNet_V3_Large_Weights", "IMAGENET1K_V1",
+     "mobilenet_v3_large-8738ca79.pth"},
+    {"mobilenet_v3_large", "MobileNet_V3_Large_Weights", "IMAGENET1K_V2",
+     "mobilenet_v3_large-5c1a4163.pth"},
+    {"mobilenet_v3_small", "MobileNet_V3_Small_Weights", "IMAGENET1K_V1",
+     "mobilenet_v3_small-047dcff4.pth"},
+    {"efficientnet_b0", "EfficientNet_B0_Weights", "IMAGENET1K_V1",
+     "efficientnet_b0_rwightman-7f5810bc.pth"},
+    {"efficientnet_b1", "EfficientNet_B1_Weights", "IMAGENET1K_V1",
+     "efficientnet_b1_rwightman-bac287d4.pth"},
+    {"efficientnet_b1", "EfficientNet_B1_Weights", "IMAGENET1K_V2", "efficientnet_b1-c27df63c.pth"},
+    {"efficientnet_b2", "EfficientNet_B2_Weights", "IMAGENET1K_V1",
+     "efficientnet_b2_rwightman-c35c1473.pth"},
+    {"efficientnet_b3", "EfficientNet_B3_Weights", "IMAGENET1K_V1",
+     "efficientnet_b3_rwightman-b3899882.pth"},
+    {"efficientnet_b4", "EfficientNet_B4_Weights", "IMAGENET1K_V1",
+     "efficientnet_b4_rwightman-23ab8bcd.pth"},
+    {"efficientnet_b5", "EfficientNet_B5_Weights", "IMAGENET1K_V1",
+     "efficientnet_b5_lukemelas-1a07897c.pth"},
+    {"efficientnet_b6", "EfficientNet_B6_Weights", "IMAGENET1K_V1",
+     "efficientnet_b6_lukemelas-24a108a5.pth"},
+    {"efficientnet_b7", "EfficientNet_B7_Weights", "IMAGENET1K_V1",
+     "efficientnet_b7_lukemelas-c5b4e57e.pth"},
 };
+// HND/GHND's bottleneck-injected students: the torchvision model whose weights they start from
+// (the original's children they keep load from its file; the bottleneck starts at random).
+constexpr std::pair<const char*, const char*> kCustomModelOrigins[] = {
+    {"custom_resnet152", "resnet152"},
+    {"custom_densenet169", "densenet169"},
+    {"custom_densenet201", "densenet201"},
+    {"custom_inception_v3", "inception_v3"}};
 // torchdistill's CIFAR checkpoints (cifar<classes>-<model>.pt).
 constexpr const char* kTorchdistillCheckpoints[] = {"cifar10-densenet_bc_k12_depth100",
                                                     "cifar100-densenet_bc_k12_depth100",
@@ -96,8 +136,12 @@ std::optional<PretrainedFile> FindPretrainedFile(const std::string& model, const
   } else if (value.kind == Kind::kCall && value.tag == "!import_get" &&
              value.Find("key") != nullptr) {
     name = value.Find("key")->text;
+  } else if (value.kind == Kind::kCall && value.tag == "!getattr" && value.items.size() == 2 &&
+             value.items[1]->kind == Kind::kString) {
+    name = value.items[1]->text;  // !getattr [*weights_enum, 'IMAGENET1K_V1']
   } else {
-    *why = "torchvision's weights are an !import_get of a *_Weights member or its name";
+    *why = "torchvision's weights are an !import_get of a *_Weights member, a !getattr of one "
+           "or its name";
     return std::nullopt;
   }
   name = name.substr(name.rfind('.') + 1);
@@ -110,7 +154,7 @@ std::optional<PretrainedFile> FindPretrainedFile(const std::string& model, const
   }
   if (known.empty()) {
     *why = absl::StrCat("libkd knows no pretrained weights of \"", model,
-                        "\" (torchvision's ResNets' and torchdistill's CIFAR checkpoints)");
+                        "\" (torchvision's classifiers' and torchdistill's CIFAR checkpoints)");
     return std::nullopt;
   }
   if (name == "DEFAULT") name = default_name;
@@ -170,6 +214,26 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
         *key, absl::StrCat(what, " ", name),
         absl::StrCat("libkd's \"", rule->libkd_key, "\" with ", absl::StrJoin(fixed, ", ")));
   }
+  // HND/GHND's newer samples build their students from sc2-benchmark by torch.hub: libkd's
+  // custom_* models take that naming (bottleneck_layer, inception_modules).
+  bool sc2bench = false;
+  if (const YamlValue* repo = keys.Take("repo_or_dir");
+      repo != nullptr && repo->kind != Kind::kNull) {
+    KD_ASSIGN_OR_RETURN(std::string where, Context::String(*repo, what + ".repo_or_dir"));
+    sc2bench = where == "yoshitomo-matsubara/sc2-benchmark" && absl::StartsWith(name, "custom_");
+    if (sc2bench) {
+      context.Note(*repo, what + ".repo_or_dir",
+                   absl::StrCat("sc2-benchmark's ", name, " by torch.hub: libkd's ", name,
+                                " with naming \"sc2bench\" (the same layers, sc2-benchmark's "
+                                "module names)"));
+    } else {
+      context.Unsupported(*repo, what + ".repo_or_dir",
+                          absl::StrCat("a torch.hub repository (", where,
+                                       "): libkd builds models from its own registry; register a "
+                                       "native model under \"", name,
+                                       "\" or export the model from Python"));
+    }
+  }
   const RegistryBase* models = FindRegistry("model");
   if (models != nullptr && !models->Contains(native->key())) {
     context.Unsupported(
@@ -198,12 +262,46 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
       if (kwarg == "pretrained" || kwarg == "weights") {
         if (value->kind == Kind::kNull || (value->kind == Kind::kBool && !value->boolean)) continue;
         const YamlValue* classes = kwargs->Find("num_classes");
+        std::string origin = name;  // whose weight file
+        for (const auto& [custom, original] : kCustomModelOrigins) {
+          if (name == custom) origin = original;
+        }
         std::string why;
         if (std::optional<PretrainedFile> file = FindPretrainedFile(
-                name, *value,
+                origin, *value,
                 classes != nullptr && classes->kind == Kind::kInt ? classes->integer : -1, &why)) {
           // Where torch.hub keeps the download; an explicit src_ckpt below replaces it.
           out->set_src_ckpt(ExpandUser("~/.cache/torch/hub/checkpoints/" + file->file));
+          if (origin != name) {
+            // torchdistill builds the original with its weights and keeps some children.
+            out->set_ignore_mismatched_sizes(true);
+            context.Note(*value, absl::StrCat(what, ".kwargs.", kwarg),
+                         absl::StrCat("ignore_mismatched_sizes: ", name, " keeps only some of ",
+                                      origin, "'s modules: their weights load from ", origin,
+                                      "'s file, the rest of the file is left out and the "
+                                      "bottleneck starts at random, as in torchdistill"));
+          } else if (name == "inception_v3") {
+            // torchvision's inception_v3(weights=...): transform_input on unless given; the file
+            // holds AuxLogits, which aux_logits=False drops after loading.
+            if (kwargs->Find("transform_input") == nullptr) {
+              auto on = std::make_shared<YamlValue>(*value);
+              on->kind = Kind::kBool;
+              on->boolean = true;
+              on->tag.clear();
+              on->items.clear();
+              rest.entries.emplace_back("transform_input", on);
+              context.Note(*value, absl::StrCat(what, ".kwargs.", kwarg),
+                           "transform_input: true, as torchvision's inception_v3 sets it with "
+                           "weights");
+            }
+            if (const YamlValue* aux = kwargs->Find("aux_logits");
+                aux != nullptr && aux->kind == Kind::kBool && !aux->boolean) {
+              out->set_ignore_mismatched_sizes(true);
+              context.Note(*aux, what + ".kwargs.aux_logits",
+                           "ignore_mismatched_sizes: the weight file's AuxLogits is left out, "
+                           "as torchvision drops it after loading");
+            }
+          }
           context.Note(*value, absl::StrCat(what, ".kwargs.", kwarg),
                        absl::StrCat("src_ckpt: ", file->what, ", ~/.cache/torch/hub/checkpoints/",
                                     file->file,
@@ -228,6 +326,11 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
     }
     KD_RETURN_IF_ERROR(
         context.Kwargs(&rest, "model", native->key(), what + ".kwargs", native->mutable_kwargs()));
+    if (sc2bench) {
+      Kwarg* naming = native->add_kwargs();
+      naming->set_name("naming");
+      naming->set_str("sc2bench");
+    }
   } else {
     KD_RETURN_IF_ERROR(
         context.Kwargs(kwargs, "model", native->key(), what + ".kwargs", native->mutable_kwargs()));
@@ -238,7 +341,7 @@ absl::Status ImportModel(Context& context, const YamlValue& model, const std::st
     KD_ASSIGN_OR_RETURN(std::string path, Context::String(*v, absl::StrCat(what, ".", ckpt)));
     (std::string(ckpt) == "src_ckpt" ? out->set_src_ckpt(path) : out->set_dst_ckpt(path));
   }
-  keys.Finish(context, "libkd's models take key, kwargs, src_ckpt and dst_ckpt");
+  keys.Finish(context, "libkd's models take key, kwargs, src_ckpt, dst_ckpt and repo_or_dir");
   return absl::OkStatus();
 }
 

@@ -143,7 +143,7 @@ TEST(ImporterTest, WhatHasNoTranslationIsReportedWhereItIs) {
         root: '/data/train'
 models:
   teacher_model:
-    key: 'inception_v3'
+    key: 'vit_b_16'
     kwargs:
       num_classes: 1000
   student_model:
@@ -183,9 +183,9 @@ train:
           AllOf(StartsWith("c.yaml:3:10: datasets.voc/train torchvision.datasets.VOCDetection "
                            "is not supported: register a libkd dataset"),
                 HasSubstr("DatasetRegistry")),
-          AllOf(StartsWith("c.yaml:9:10: models.teacher_model inception_v3 is not supported: not a "
+          AllOf(StartsWith("c.yaml:9:10: models.teacher_model vit_b_16 is not supported: not a "
                            "libkd model: export the Python teacher"),
-                HasSubstr("tools/export_teacher.py --model=torchvision:inception_v3")),
+                HasSubstr("tools/export_teacher.py --model=torchvision:vit_b_16")),
           StartsWith("c.yaml:16:14: models.student_model.kwargs.depth is not supported: libkd's "
                      "model \"fashion_cnn\" takes "),
           AllOf(StartsWith("c.yaml:26:18: train.criterion.kwargs.sub_terms.crd.criterion "
@@ -199,7 +199,7 @@ train:
   ASSERT_EQ(imported->config.train().criterion().terms_size(), 1);
   EXPECT_EQ(imported->config.train().criterion().terms(0).key(), "KDLoss");
   EXPECT_EQ(imported->config.train().criterion().terms(0).inputs_size(), 3);
-  EXPECT_EQ(imported->config.teacher().native().key(), "inception_v3");
+  EXPECT_EQ(imported->config.teacher().native().key(), "vit_b_16");
 }
 
 // Each loss's import rule against the peer's own code: the kwargs it wires are parameters of
@@ -574,6 +574,13 @@ TEST(ImporterTest, PretrainedWeightsNameTheirFiles) {
             "wide_resnet50_2-95faca4d.pth"},
            {"densenet_bc_k12_depth100", "num_classes: 100, pretrained: True",
             "cifar100-densenet_bc_k12_depth100.pt"},
+           {"densenet169",
+            "weights: !getattr [!import_get {key: 'torchvision.models.densenet.DenseNet169_Weights'"
+            "}, 'IMAGENET1K_V1']",
+            "densenet169-b2777c0a.pth"},
+           {"mobilenet_v3_large", "weights: DEFAULT", "mobilenet_v3_large-5c1a4163.pth"},
+           {"efficientnet_b0", "weights: 'EfficientNet_B0_Weights.IMAGENET1K_V1'",
+            "efficientnet_b0_rwightman-7f5810bc.pth"},
            {"resnet50", "weights: 'IMAGENET1K_V9'", ""}}) {
     SCOPED_TRACE(c.model + " " + c.kwargs);
     const std::string yaml = absl::StrCat("models:\n  teacher_model:\n    key: '", c.model,
@@ -598,6 +605,53 @@ TEST(ImporterTest, PretrainedWeightsNameTheirFiles) {
       "w.yaml");
   ASSERT_THAT(explicit_ckpt, IsOk());
   EXPECT_EQ(explicit_ckpt->config.teacher().src_ckpt(), "mine.pt");
+}
+
+// torchvision's inception_v3(weights=...) turns transform_input on unless given, and drops the
+// file's AuxLogits when aux_logits is false; HND/GHND's custom_* students start from their
+// original's file (ignore_mismatched_sizes: the bottleneck at random, the rest left out), and
+// repo_or_dir sc2-benchmark names their modules as sc2-benchmark does.
+TEST(ImporterTest, TorchvisionBuildersWithWeightsAndCustomStudents) {
+  absl::StatusOr<Import> inception = ImportText(
+      "models:\n  teacher_model:\n    key: 'inception_v3'\n"
+      "    kwargs: {weights: IMAGENET1K_V1, aux_logits: False}\n",
+      "w.yaml");
+  ASSERT_THAT(inception, IsOk());
+  EXPECT_THAT(inception->unsupported, IsEmpty());
+  const ModelConfig& teacher = inception->config.teacher();
+  EXPECT_TRUE(absl::EndsWith(teacher.src_ckpt(), "inception_v3_google-0cc3c7bd.pth"));
+  EXPECT_TRUE(teacher.ignore_mismatched_sizes());
+  std::map<std::string, bool> kwargs;
+  for (const Kwarg& k : teacher.native().kwargs()) kwargs[k.name()] = k.boolean();
+  EXPECT_EQ(kwargs,
+            (std::map<std::string, bool>{{"aux_logits", false}, {"transform_input", true}}));
+
+  for (const bool sc2bench : {false, true}) {
+    SCOPED_TRACE(sc2bench);
+    absl::StatusOr<Import> custom = ImportText(
+        absl::StrCat("models:\n  student_model:\n",
+                     sc2bench ? "    repo_or_dir: 'yoshitomo-matsubara/sc2-benchmark'\n" : "",
+                     "    key: 'custom_densenet169'\n    kwargs: {bottleneck_channel: 12, "
+                     "bottleneck_idx: 7, compressor: , decompressor: , num_classes: 1000, "
+                     "weights: !getattr [!import_get {key: "
+                     "'torchvision.models.densenet.DenseNet169_Weights'}, 'IMAGENET1K_V1']}\n"),
+        "w.yaml");
+    ASSERT_THAT(custom, IsOk());
+    EXPECT_THAT(custom->unsupported, IsEmpty());
+    const ModelConfig& student = custom->config.student();
+    EXPECT_TRUE(absl::EndsWith(student.src_ckpt(), "densenet169-b2777c0a.pth"));
+    EXPECT_TRUE(student.ignore_mismatched_sizes());
+    const Kwarg& last = student.native().kwargs(student.native().kwargs_size() - 1);
+    EXPECT_EQ(sc2bench, last.name() == "naming" && last.str() == "sc2bench");
+  }
+  absl::StatusOr<Import> hub = ImportText(
+      "models:\n  student_model:\n    repo_or_dir: 'pytorch/vision'\n    key: 'resnet18'\n"
+      "    kwargs: {num_classes: 10}\n",
+      "w.yaml");
+  ASSERT_THAT(hub, IsOk());
+  EXPECT_THAT(hub->unsupported,
+              ElementsAre(HasSubstr("w.yaml:3:18: models.student_model.repo_or_dir is not "
+                                    "supported: a torch.hub repository (pytorch/vision)")));
 }
 
 TEST(ImporterTest, BadYamlIsOneErrorWithLineAndColumn) {

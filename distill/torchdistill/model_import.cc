@@ -33,9 +33,54 @@ ForwardHookConfig* HookOn(const std::string& path, StageModelConfig* out) {
 // previous entry's output (the same values: torchdistill feeds each entry the previous one's
 // output), named as in torchdistill without the "+" (hooks and criteria on "+name" read them).
 // One between two of the model's modules has no libkd form and is reported.
+// Adaptations torchdistill's HND/GHND samples put between a model's modules which the model now
+// has as children of the same name and computation at that place: torchvision's inception_v3
+// gained maxpool1 and maxpool2 (MaxPool2d(3, stride=2), before functional pooling) after the
+// samples were written. Such an entry is the model's own child.
+bool IsOwnChild(const std::string& model_key, const std::string& name, const YamlValue* entry) {
+  if (model_key != "inception_v3" || (name != "maxpool1" && name != "maxpool2") ||
+      entry == nullptr) {
+    return false;
+  }
+  const YamlValue* key = entry->Find("key");
+  const YamlValue* kwargs = entry->Find("kwargs");
+  if (key == nullptr || key->kind != Kind::kString || key->text != "MaxPool2d" ||
+      kwargs == nullptr || kwargs->kind != Kind::kMap || kwargs->entries.size() != 2) {
+    return false;
+  }
+  const YamlValue* kernel = kwargs->Find("kernel_size");
+  const YamlValue* stride = kwargs->Find("stride");
+  return kernel != nullptr && kernel->kind == Kind::kInt && kernel->integer == 3 &&
+         stride != nullptr && stride->kind == Kind::kInt && stride->integer == 2;
+}
+
 absl::Status ImportSequential(Context& context, const YamlValue& list, const YamlValue* adaptations,
                               const std::string& what, bool teacher, StageModelConfig* out) {
   KD_ASSIGN_OR_RETURN(std::vector<std::string> paths, Context::Strings(list, what + ".sequential"));
+  if (!paths.empty() && out->sequential_size() > 0) {
+    context.Unsupported(list, what + ".sequential",
+                        "the auxiliary model wrapper's sequential trims the model already; libkd "
+                        "has one trimmed model per stage");
+    return absl::OkStatus();
+  }
+  const ModelConfig& model = teacher ? context.config().teacher() : context.config().student();
+  for (std::string& p : paths) {
+    if (!p.starts_with("+")) continue;
+    const std::string name = p.substr(1);
+    if (!IsOwnChild(model.native().key(), name,
+                    adaptations != nullptr && adaptations->kind == Kind::kMap
+                        ? adaptations->Find(name)
+                        : nullptr)) {
+      continue;
+    }
+    context.wrapped(teacher).own_children[p] = name;
+    context.Note(list, absl::StrCat(what, ".sequential \"", p, "\""),
+                 absl::StrCat("inception_v3's own ", name,
+                              " (torchvision's MaxPool2d(3, stride=2) at that place), which the "
+                              "adaptation stood in for when torchvision's forward pooled "
+                              "functionally"));
+    p = name;
+  }
   const auto last_module = std::find_if(paths.rbegin(), paths.rend(),
                                         [](const std::string& p) { return !p.starts_with("+"); });
   for (auto it = paths.begin(); last_module != paths.rend() && it != last_module.base() - 1; ++it) {
@@ -245,6 +290,13 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
     if (out->forward_proc().key() == kIdentityProc) {
       context.Note(*v, absl::StrCat(what, ".forward_proc ", key),
                    "left out: the model is not run (EmptyModule)");
+    } else if (key == "forward_batch_supp_dict" && context.wrapped(teacher).on) {
+      // torchdistill hands the supplementary dict to its wrapper (Linear4CRD reads the
+      // batch's indices there), which libkd's auxiliary modules replace: they read it from the
+      // loader, and the model takes the samples alone.
+      context.Note(*v, absl::StrCat(what, ".forward_proc ", key),
+                   "left out: the wrapper it fed is libkd's auxiliary module, which reads the "
+                   "supplementary values from the loader; the model runs on the samples");
     } else {
       out->mutable_forward_proc()->set_key(key);
     }
