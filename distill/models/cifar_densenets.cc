@@ -21,6 +21,8 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <torch/autograd.h>
 #include <torch/nn/functional/dropout.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
@@ -45,10 +47,31 @@ namespace {
 
 namespace nn = torch::nn;
 
+struct DenseLayerImpl;
+
+// The dense layer a checkpointed bottleneck recomputes in backward.
+struct LayerHandle : torch::CustomClassHolder {
+  explicit LayerHandle(DenseLayerImpl* layer) : layer(layer) {}
+  DenseLayerImpl* layer;
+};
+
+// torchvision's memory_efficient (torch.utils.checkpoint of the bottleneck): forward keeps only
+// the bottleneck's input; backward runs norm1 -> relu1 -> conv1 again with autograd on (in
+// training mode, so norm1's running statistics are updated a second time, as torchvision's) and
+// takes the gradients of its input and of those three modules' parameters.
+struct CheckpointedBottleneck : torch::autograd::Function<CheckpointedBottleneck> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor concatenated,
+                            at::Tensor norm_weight, at::Tensor norm_bias, at::Tensor conv_weight,
+                            c10::IValue handle);
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_output);
+};
+
 // torchvision's _DenseLayer: norm1 -> relu1 -> conv1 (1x1, bn_size * k) -> norm2 -> relu2 ->
 // conv2 (3x3, k), then dropout in training where drop_rate > 0.
 struct DenseLayerImpl : nn::Module {
-  DenseLayerImpl(int64_t in, int64_t growth, int64_t bn_size, double drop_rate)
+  DenseLayerImpl(int64_t in, int64_t growth, int64_t bn_size, double drop_rate,
+                 bool memory_efficient)
       : norm1(register_module("norm1", nn::BatchNorm2d(in))),
         relu1(register_module("relu1", nn::ReLU())),
         conv1(register_module("conv1",
@@ -58,10 +81,21 @@ struct DenseLayerImpl : nn::Module {
         conv2(register_module(
             "conv2",
             nn::Conv2d(nn::Conv2dOptions(bn_size * growth, growth, 3).padding(1).bias(false)))),
-        drop_rate(drop_rate) {}
+        drop_rate(drop_rate),
+        memory_efficient(memory_efficient) {}
+
+  at::Tensor Bottleneck(const at::Tensor& concatenated) {
+    return Call(conv1, Call(relu1, Call(norm1, concatenated)));
+  }
 
   at::Tensor forward(at::Tensor concatenated) {
-    at::Tensor bottleneck = Call(conv1, Call(relu1, Call(norm1, concatenated)));
+    // As torchvision's: checkpointed where the input needs a gradient.
+    at::Tensor bottleneck =
+        memory_efficient && concatenated.requires_grad() && at::GradMode::is_enabled()
+            ? CheckpointedBottleneck::apply(
+                  concatenated, norm1->weight, norm1->bias, conv1->weight,
+                  c10::IValue::make_capsule(c10::make_intrusive<LayerHandle>(this)))
+            : Bottleneck(concatenated);
     at::Tensor out = Call(conv2, Call(relu2, Call(norm2, bottleneck)));
     if (drop_rate > 0) {
       out = nn::functional::dropout(
@@ -77,17 +111,46 @@ struct DenseLayerImpl : nn::Module {
   nn::ReLU relu2;
   nn::Conv2d conv2;
   double drop_rate;
+  bool memory_efficient;
 };
 TORCH_MODULE(DenseLayer);
+
+at::Tensor CheckpointedBottleneck::forward(torch::autograd::AutogradContext* ctx,
+                                           at::Tensor concatenated, at::Tensor norm_weight,
+                                           at::Tensor norm_bias, at::Tensor conv_weight,
+                                           c10::IValue handle) {
+  ctx->save_for_backward({concatenated});
+  ctx->saved_data["layer"] = handle;
+  auto* layer = static_cast<LayerHandle*>(handle.toCapsule().get())->layer;
+  return layer->Bottleneck(concatenated);
+}
+
+torch::autograd::variable_list CheckpointedBottleneck::backward(
+    torch::autograd::AutogradContext* ctx, torch::autograd::variable_list grad_output) {
+  auto* layer = static_cast<LayerHandle*>(ctx->saved_data["layer"].toCapsule().get())->layer;
+  const at::Tensor saved = ctx->get_saved_variables()[0];
+  at::AutoGradMode grad_mode(true);
+  const at::Tensor input = saved.detach().requires_grad_(true);
+  const at::Tensor out = layer->Bottleneck(input);
+  const std::vector<at::Tensor> wrt = {input, layer->norm1->weight, layer->norm1->bias,
+                                       layer->conv1->weight};
+  torch::autograd::variable_list grads = torch::autograd::grad(
+      {out}, wrt, {grad_output[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+      /*allow_unused=*/true);
+  grads.push_back(at::Tensor());  // the handle
+  return grads;
+}
 
 // torchvision's _DenseBlock: each layer takes the concatenation of the block's input and the
 // earlier layers' outputs; the block returns the concatenation of all.
 struct DenseBlockImpl : nn::Module {
-  DenseBlockImpl(int64_t layers, int64_t in, int64_t bn_size, int64_t growth, double drop_rate) {
+  DenseBlockImpl(int64_t layers, int64_t in, int64_t bn_size, int64_t growth, double drop_rate,
+                 bool memory_efficient) {
     for (int64_t i = 0; i < layers; ++i) {
       this->layers.push_back(
           register_module(absl::StrCat("denselayer", i + 1),
-                          DenseLayer(in + i * growth, growth, bn_size, drop_rate)));
+                          DenseLayer(in + i * growth, growth, bn_size, drop_rate,
+                                     memory_efficient)));
     }
   }
 
@@ -125,7 +188,8 @@ struct DenseNetCifarImpl : nn::Module {
   // `blocks`: the layers of each dense block. `imagenet_stem`: torchvision's (conv0 7x7 stride 2,
   // norm0, relu0, pool0 3x3 stride 2) instead of the CIFAR 3x3 convolution.
   DenseNetCifarImpl(int64_t growth, std::vector<int64_t> blocks, int64_t init_features,
-                    int64_t bn_size, double drop_rate, int64_t num_classes, bool imagenet_stem) {
+                    int64_t bn_size, double drop_rate, int64_t num_classes, bool imagenet_stem,
+                    bool memory_efficient = false) {
     int64_t channels = init_features;
     HookedSequential stack;
     if (imagenet_stem) {
@@ -141,7 +205,8 @@ struct DenseNetCifarImpl : nn::Module {
     for (size_t block = 1; block <= blocks.size(); ++block) {
       const int64_t layers = blocks[block - 1];
       stack->push_back(absl::StrCat("denseblock", block),
-                       DenseBlock(layers, channels, bn_size, growth, drop_rate));
+                       DenseBlock(layers, channels, bn_size, growth, drop_rate,
+                                  memory_efficient));
       channels += layers * growth;
       if (block == blocks.size()) break;
       stack->push_back(absl::StrCat("transition", block), Transition(channels));
@@ -184,7 +249,8 @@ auto MakeDenseNetBc(int64_t growth, int64_t depth) {
     return MakeNativeModel(DenseNetCifar(growth, std::vector<int64_t>{layers, layers, layers},
                                          2 * growth, IntKwarg(kwargs, "bn_size"),
                                          NumberKwarg(kwargs, "drop_rate"),
-                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/false)
+                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/false,
+                                         BoolKwarg(kwargs, "memory_efficient"))
                                .ptr());
   };
 }
@@ -194,7 +260,8 @@ auto MakeTorchvisionDenseNet(int64_t growth, std::vector<int64_t> blocks, int64_
   return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
     return MakeNativeModel(DenseNetCifar(growth, blocks, init, IntKwarg(kwargs, "bn_size"),
                                          NumberKwarg(kwargs, "drop_rate"),
-                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/true)
+                                         IntKwarg(kwargs, "num_classes"), /*imagenet_stem=*/true,
+                                         BoolKwarg(kwargs, "memory_efficient"))
                                .ptr());
   };
 }
@@ -208,8 +275,8 @@ std::vector<KwargSpec> DenseNetSpecs() {
            .min = 1},
           {.name = "memory_efficient",
            .type = KwargType::kBool,
-           .doc = "torchvision's checkpointed dense layers (less memory, the same values): not "
-                  "supported, only false",
+           .doc = "torchvision's checkpointed bottlenecks: recomputed in backward (less memory; "
+                  "norm1's running statistics updated twice, as torchvision's)",
            .default_value = false},
           {.name = "drop_rate",
            .type = KwargType::kNumber,
@@ -226,27 +293,17 @@ std::vector<KwargSpec> TorchvisionDenseNetSpecs() {
   return specs;
 }
 
-absl::Status CheckNotMemoryEfficient(const KwargsView& view) {
-  if (!BoolKwarg(view.kwargs, "memory_efficient")) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      "kwarg \"memory_efficient\": checkpointed dense layers are not supported (they change "
-      "memory, not values): set it false");
-}
-
-KD_REGISTER(ModelRegistry(), "densenet_bc_k12_depth100", MakeDenseNetBc(12, 100), DenseNetSpecs(),
-            CheckNotMemoryEfficient);
-KD_REGISTER(ModelRegistry(), "densenet_bc_k24_depth250", MakeDenseNetBc(24, 250), DenseNetSpecs(),
-            CheckNotMemoryEfficient);
-KD_REGISTER(ModelRegistry(), "densenet_bc_k40_depth190", MakeDenseNetBc(40, 190), DenseNetSpecs(),
-            CheckNotMemoryEfficient);
+KD_REGISTER(ModelRegistry(), "densenet_bc_k12_depth100", MakeDenseNetBc(12, 100), DenseNetSpecs());
+KD_REGISTER(ModelRegistry(), "densenet_bc_k24_depth250", MakeDenseNetBc(24, 250), DenseNetSpecs());
+KD_REGISTER(ModelRegistry(), "densenet_bc_k40_depth190", MakeDenseNetBc(40, 190), DenseNetSpecs());
 KD_REGISTER(ModelRegistry(), "densenet121", MakeTorchvisionDenseNet(32, {6, 12, 24, 16}, 64),
-            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+            TorchvisionDenseNetSpecs());
 KD_REGISTER(ModelRegistry(), "densenet161", MakeTorchvisionDenseNet(48, {6, 12, 36, 24}, 96),
-            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+            TorchvisionDenseNetSpecs());
 KD_REGISTER(ModelRegistry(), "densenet169", MakeTorchvisionDenseNet(32, {6, 12, 32, 32}, 64),
-            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+            TorchvisionDenseNetSpecs());
 KD_REGISTER(ModelRegistry(), "densenet201", MakeTorchvisionDenseNet(32, {6, 12, 48, 32}, 64),
-            TorchvisionDenseNetSpecs(), CheckNotMemoryEfficient);
+            TorchvisionDenseNetSpecs());
 
 // HND/GHND's custom_densenet169 and custom_densenet201 (torchdistill's
 // models/custom/bottleneck/classification/densenet.py, sc2-benchmark's since): the bottleneck in

@@ -393,6 +393,48 @@ TEST(ModelRegistryTest, HndStudentsAreTorchdistills) {
                          "avgpool, fc)")));
 }
 
+// torchvision's memory_efficient: the bottlenecks recomputed in backward give the same output and
+// gradients; norm1 then sees the batch twice, as torchvision's checkpoint does (its running mean
+// 0.19 of the batch mean rather than 0.1, two batches counted).
+TEST(ModelRegistryTest, MemoryEfficientDenseNetsRecomputeAsTorchvision) {
+  at::manual_seed(0);
+  absl::StatusOr<std::unique_ptr<Model>> plain =
+      MakeRegisteredModel("densenet_bc_k12_depth100", {});
+  absl::StatusOr<std::unique_ptr<Model>> efficient =
+      MakeRegisteredModel("densenet_bc_k12_depth100", {{"memory_efficient", true}});
+  ASSERT_THAT(plain, IsOk());
+  ASSERT_THAT(efficient, IsOk());
+  std::map<std::string, at::Tensor> source;
+  for (const auto& [name, t] : (*plain)->NamedParameters()) source[name] = t;
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : (*efficient)->NamedParameters()) t.copy_(source[name]);
+  }
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  const at::Tensor a = (*plain)->Forward({x}).toTensor();
+  const at::Tensor b = (*efficient)->Forward({x}).toTensor();
+  EXPECT_TRUE(at::allclose(a, b, 1e-5, 1e-6));
+  a.square().sum().backward();
+  b.square().sum().backward();
+  std::map<std::string, at::Tensor> grads;
+  for (const auto& [name, t] : (*plain)->NamedParameters()) grads[name] = t.grad();
+  for (const auto& [name, t] : (*efficient)->NamedParameters()) {
+    ASSERT_TRUE(t.grad().defined()) << name;
+    EXPECT_TRUE(at::allclose(t.grad(), grads[name], 1e-4, 1e-6)) << name;
+  }
+  std::map<std::string, at::Tensor> plain_buffers, efficient_buffers;
+  for (const auto& [name, t] : (*plain)->NamedBuffers()) plain_buffers[name] = t;
+  for (const auto& [name, t] : (*efficient)->NamedBuffers()) efficient_buffers[name] = t;
+  const std::string norm1 = "features.denseblock1.denselayer2.norm1.";
+  EXPECT_TRUE(at::allclose(efficient_buffers[norm1 + "running_mean"],
+                           plain_buffers[norm1 + "running_mean"] * 1.9, 1e-4, 1e-6));
+  EXPECT_EQ(efficient_buffers[norm1 + "num_batches_tracked"].item<int64_t>(), 2);
+  EXPECT_EQ(plain_buffers[norm1 + "num_batches_tracked"].item<int64_t>(), 1);
+  EXPECT_EQ(efficient_buffers["features.denseblock1.denselayer2.norm2.num_batches_tracked"]
+                .item<int64_t>(),
+            1);
+}
+
 TEST(ModelRegistryTest, Resnet1202HasTorchdistillsSize) {
   absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel("resnet1202");
   ASSERT_THAT(model, IsOk());

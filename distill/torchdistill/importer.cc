@@ -386,6 +386,17 @@ absl::Status ImportRoot(Context& context, const YamlValue& root, const ImportOpt
     if (datasets->kind != Kind::kMap) return Context::WrongType(*datasets, "datasets", "a mapping");
     for (const auto& [id, dataset] : datasets->entries) {
       if (id.starts_with("_")) continue;
+      if (const YamlValue* key = dataset->Find("key");
+          dataset->kind == Kind::kCall && dataset->tag == "!import_call" && key != nullptr &&
+          (key->text == "torchdistill.datasets.util.split_dataset" ||
+           key->text == "torchdistill.datasets.split_dataset")) {
+        // The split list itself (torchdistill's 1.x CIFAR hyperparameter-tuning samples): the
+        // datasets are the entries that pick its parts (!access_by_index_or_key).
+        context.Note(*dataset, "datasets." + id,
+                     "the list of split_dataset's parts, imported where each part is picked "
+                     "(!access_by_index_or_key); no dataset of its own");
+        continue;
+      }
       if (dataset->kind == Kind::kMap && dataset->Find("splits") != nullptr) {
         KD_RETURN_IF_ERROR(ImportSplitDatasets(context, *dataset, "datasets." + id, &config));
         continue;
