@@ -32,6 +32,10 @@ cp "$D/image_folder/ant/x.jpg" "$T/badimg/a/x.jpg"
 cp "$D/image_folder/cat/z.png" "$T/badimg/b/z.png"
 printf '\xff\xd8\xff\xe0 not a JPEG' >"$T/badimg/b/y.jpg"
 sed "s|BADIMG|$T/badimg|" "$B/image_folder.pbtxt" >"$T/image_folder.pbtxt"
+# A weight file of another architecture: fashion_cnn of width 4's state for one of width 8.
+sed -e '/^student {/,/^}/s/integer: 4 }/integer: 8 }/' \
+  -e '/^student {/,/^}/s|^}$|  src_ckpt: "tests/testdata/fashion_cnn4.torchdistill_ckpt.pt"\n}|' \
+  "$configs/fashion_mnist_student.pbtxt" >"$T/other_arch.pbtxt"
 kd="$configs/fashion_mnist_kd.pbtxt"
 { printf '\xef\xbb\xbf'; cat "$kd"; } >"$T/bom.pbtxt"
 sed 's/name: "fashion_mnist_kd"/name: "fashion\xff"/' "$kd" >"$T/non_utf8.pbtxt"
