@@ -733,6 +733,44 @@ TEST(TrainEvalTest, BatchNormFollowsTheMode) {
 }
 
 // Dropout draws new masks in training mode only.
+// torchvision's StochasticDepth(p, "row") in training: each sample's residual branch is zeroed
+// or scaled by 1 / (1 - p); in eval mode it passes as it is.
+TEST(TrainEvalTest, StochasticDepthDropsRowsInTraining) {
+  at::manual_seed(0);
+  absl::StatusOr<std::unique_ptr<Model>> model = MakeRegisteredModel(
+      "efficientnet_b0",
+      {{"num_classes", 10}, {"dropout", 0.0}, {"stochastic_depth_prob", 0.8}});
+  ASSERT_THAT(model, IsOk());
+  // features.7 has one block; features.6.3 is the last residual block before it: p = 0.8 * 14/16.
+  std::vector<c10::IValue> in, out;
+  absl::StatusOr<HookHandle> hook = (*model)->AddHook(
+      "features.6.3.stochastic_depth",
+      [&](const std::vector<c10::IValue>& args, const c10::IValue& output) {
+        in.push_back(args[0].toTensor().clone());
+        out.push_back(output.toTensor().clone());
+      });
+  ASSERT_THAT(hook, IsOk());
+  const at::Tensor x = at::randn({16, 3, 32, 32});
+  (*model)->Forward({x});
+  ASSERT_EQ(out.size(), 1u);
+  const double survival = 1.0 - 0.8 * 14.0 / 16.0;
+  int dropped = 0;
+  for (int64_t i = 0; i < 16; ++i) {
+    const at::Tensor row = out[0].toTensor()[i], kept = in[0].toTensor()[i] / survival;
+    if (at::equal(row, at::zeros_like(row))) {
+      ++dropped;
+    } else {
+      EXPECT_TRUE(at::allclose(row, kept, 1e-5, 1e-6)) << "sample " << i;
+    }
+  }
+  EXPECT_GT(dropped, 0);
+  EXPECT_LT(dropped, 16);
+  (*model)->SetTraining(false);
+  (*model)->Forward({x});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(at::equal(out[1].toTensor(), in[1].toTensor()));
+}
+
 TEST(TrainEvalTest, DropoutFollowsTheMode) {
   for (const auto& [key, kwargs] : std::vector<std::pair<std::string, Kwargs>>{
            {"mlp", {{"in_features", 32}, {"dropout", 0.5}}},
