@@ -462,17 +462,10 @@ TEST_F(BoxTest, FeatureDistillationRunsResumeExactlyAndValidateTheWholeStudent) 
   // The holistic stage's teacher values come from the teacher cache where it is exact: the
   // same student bit for bit, with hits in the second epoch.
   const std::string cached = RunDir("hkd_cached");
-  std::vector<TeacherCacheReport> reports;
-  auto box = MakeBox(Parse(RunConfig(2, "kd_student",
-                                     absl::StrCat(kHolisticRun, " teacher_cache { mode: AUTO }"))),
-                     {.run_dir = cached, .on_epoch = [&](const EpochReport& r) {
-                        if (r.teacher_cache) reports.push_back(*r.teacher_cache);
-                      }});
-  ASSERT_THAT(box, IsOk());
-  ASSERT_THAT((*box)->Run(), IsOk());
-  ASSERT_EQ(reports.size(), 2u);
-  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
-  EXPECT_GT(reports[1].hits, 0);
+  test::ExpectTeacherCacheServesSecondEpoch(
+      Parse(
+          RunConfig(2, "kd_student", absl::StrCat(kHolisticRun, " teacher_cache { mode: AUTO }"))),
+      cached);
   ExpectSameStudent(holistic_whole, cached);
 }
 

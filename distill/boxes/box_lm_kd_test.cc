@@ -224,18 +224,9 @@ TEST_F(BoxTest, AnOnPolicyRunResumesExactlyAndItsTeacherCacheIsExact) {
   // With the teacher cache on, the on-policy batches (no window index) run the teacher and the
   // dataset's batches are served from the cache: the same student bit for bit.
   const std::string cached = RunDir("gkd_cached");
-  std::vector<TeacherCacheReport> reports;
-  auto box = MakeBox(Parse(OnPolicyConfig(2, 0.5, 7,
-                                          "teacher_cache { mode: AUTO } "
-                                          "overlap_teacher: OFF")),
-                     {.run_dir = cached, .on_epoch = [&](const EpochReport& r) {
-                        if (r.teacher_cache) reports.push_back(*r.teacher_cache);
-                      }});
-  ASSERT_THAT(box, IsOk());
-  ASSERT_THAT((*box)->Run(), IsOk());
-  ASSERT_EQ(reports.size(), 2u);
-  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
-  EXPECT_GT(reports[1].hits, 0);
+  test::ExpectTeacherCacheServesSecondEpoch(
+      Parse(OnPolicyConfig(2, 0.5, 7, "teacher_cache { mode: AUTO } overlap_teacher: OFF")),
+      cached);
   ExpectSameStudent(whole, cached);
 }
 

@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -87,6 +89,19 @@ void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b) {
     EXPECT_TRUE(at::equal(entry.value().toTensor(), b.toGenericDict().at(entry.key()).toTensor()))
         << entry.key().toStringRef();
   }
+}
+
+void ExpectTeacherCacheServesSecondEpoch(const DistillConfig& config, const std::string& dir) {
+  std::vector<TeacherCacheReport> reports;
+  absl::StatusOr<std::unique_ptr<Box>> box =
+      MakeBox(config, {.run_dir = dir, .on_epoch = [&](const EpochReport& r) {
+                         if (r.teacher_cache) reports.push_back(*r.teacher_cache);
+                       }});
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->Run(), IsOk());
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_TRUE(reports[0].on) << reports[0].off_reason;
+  EXPECT_GT(reports[1].hits, 0);
 }
 
 at::Tensor LastStudentTensor(const std::string& dir, const std::string& name) {

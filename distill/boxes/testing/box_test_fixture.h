@@ -161,6 +161,11 @@ std::string RunDir(const std::string& name);
 // The students of two runs' last checkpoints are equal, bit for bit.
 void ExpectSameStudent(const std::string& dir_a, const std::string& dir_b);
 
+// Runs `config` in `dir` for two epochs' worth (as it says) and expects the exact teacher cache
+// to have been on from the first epoch and to have served hits in the second (its reports, one
+// per epoch; a box that cannot be made or run fails the test).
+void ExpectTeacherCacheServesSecondEpoch(const DistillConfig& config, const std::string& dir);
+
 // The student's tensor `name` ("fc.weight") in the last checkpoint of the run in `dir`.
 at::Tensor LastStudentTensor(const std::string& dir, const std::string& name);
 
