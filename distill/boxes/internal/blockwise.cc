@@ -58,14 +58,7 @@ absl::StatusOr<std::vector<Captured>> ProbeCaptures(Model& model,
                                                     const c10::IValue& probe) {
   ModuleCaptureEngine engine(model, paths, {.auto_truncate = true});
   KD_RETURN_IF_ERROR(engine.Register());
-  const bool training = model.is_training();
-  model.SetTraining(false);
-  absl::StatusOr<c10::IValue> ran = CallTorchFlat([&]() -> absl::StatusOr<c10::IValue> {
-    at::NoGradGuard no_grad;
-    return engine.Forward({probe});
-  });
-  model.SetTraining(training);
-  KD_RETURN_IF_ERROR(ran.status());
+  KD_RETURN_IF_ERROR(ProbeForward(model, [&] { return engine.Forward({probe}); }).status());
   std::vector<Captured> out;
   for (size_t i = 0; i < paths.size(); ++i) {
     KD_ASSIGN_OR_RETURN(Captured captured, engine.GetCaptured(static_cast<int>(i)));

@@ -44,18 +44,24 @@ absl::StatusOr<IoDict> ProbeIo(Model& model, const StageModelConfig& config, con
                                                     : c10::Device(c10::kCPU));
   KD_RETURN_IF_ERROR(AddStageHooks(hooks, &model, config, role));
   KD_ASSIGN_OR_RETURN(ProcFunc<ForwardProc> forward, BuildForwardProcFunc(config));
-  const bool training = model.is_training();
-  model.SetTraining(false);
-  absl::StatusOr<c10::IValue> output = CallTorchFlat([&]() -> absl::StatusOr<c10::IValue> {
-    at::NoGradGuard no_grad;
-    return forward(model, probe);
-  });
-  model.SetTraining(training);
+  absl::StatusOr<c10::IValue> output = ProbeForward(model, [&] { return forward(model, probe); });
   if (!output.ok()) return WithContext(absl::StrCat(role, "'s probe forward"), output.status());
   return hooks.PopIoDict();
 }
 
 }  // namespace
+
+absl::StatusOr<c10::IValue> ProbeForward(
+    Model& model, const std::function<absl::StatusOr<c10::IValue>()>& run) {
+  const bool training = model.is_training();
+  model.SetTraining(false);
+  absl::StatusOr<c10::IValue> output = CallTorchFlat([&]() -> absl::StatusOr<c10::IValue> {
+    at::NoGradGuard no_grad;
+    return run();
+  });
+  model.SetTraining(training);
+  return output;
+}
 
 absl::StatusOr<std::optional<PluginConfig>> InferProjector(const at::Tensor& student,
                                                            const at::Tensor& teacher,

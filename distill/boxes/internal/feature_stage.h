@@ -29,6 +29,11 @@ namespace boxes_internal {
 // values: none for equal shapes; GenericConv2dProjector (no bias) for 4-d values whose
 // channels alone differ; GenericLinearProjector (bias; `init` its initialization) for values
 // whose last dimension alone differs. InvalidArgument naming both shapes otherwise.
+// `run`'s value with `model` in eval mode and gradients off while it runs (the mode restored
+// after): the probe forwards that size projectors on the first batch.
+absl::StatusOr<c10::IValue> ProbeForward(
+    Model& model, const std::function<absl::StatusOr<c10::IValue>()>& run);
+
 absl::StatusOr<std::optional<PluginConfig>> InferProjector(const at::Tensor& student,
                                                            const at::Tensor& teacher,
                                                            const std::string& init);
