@@ -1,11 +1,10 @@
 // Registered ImageNet classifiers as torchvision defines them: "alexnet" (torchvision/models/
-// alexnet.py) and those built from inverted residual blocks: "mobilenet_v2" (mobilenetv2.py),
-// "mobilenet_v3_large" and "mobilenet_v3_small" (mobilenetv3.py), "efficientnet_b0" ...
-// "efficientnet_b7" (efficientnet.py). Module paths and parameter names are torchvision's, nested
-// Sequentials included (features.2.conv.0.0, features.4.block.2.fc1, features.3.1.block.1.fc2), so
-// torchvision's state dicts load by name. Weights start as torchvision's: Kaiming-normal
-// (fan_out) convolutions with zero biases, batch norms 1 and 0, linear layers normal(0, 0.01)
-// (uniform(+-1/sqrt(out)) for EfficientNet) with zero biases.
+// alexnet.py), "mobilenet_v2" (mobilenetv2.py), "mobilenet_v3_large" and "mobilenet_v3_small"
+// (mobilenetv3.py); the EfficientNets are in torchvision_efficientnets.cc. Module paths and
+// parameter names are torchvision's, nested Sequentials included (features.2.conv.0.0,
+// features.4.block.2.fc1), so torchvision's state dicts load by name. Weights start as
+// torchvision's: the MobileNets' Kaiming-normal (fan_out) convolutions with zero biases, batch
+// norms 1 and 0, linear layers normal(0, 0.01) with zero biases; AlexNet torch's defaults.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,47 +37,11 @@ namespace nn = torch::nn;
 using models_internal::Activation;
 using models_internal::ConvNormActivation;
 using models_internal::ConvSpec;
+using models_internal::InitTorchvisionWeights;
 using models_internal::MakeDivisible;
 using models_internal::Norm;
+using models_internal::PooledClassifier;
 using models_internal::SqueezeExcitation;
-
-// torchvision's init for these families (see the file comment).
-void InitWeights(nn::Module& root, bool uniform_linear) {
-  for (const std::shared_ptr<nn::Module>& module : root.modules(/*include_self=*/false)) {
-    if (auto* conv = module->as<nn::Conv2d>()) {
-      nn::init::kaiming_normal_(conv->weight, /*a=*/0, torch::kFanOut);
-      if (conv->bias.defined()) nn::init::zeros_(conv->bias);
-    } else if (auto* linear = module->as<nn::Linear>()) {
-      if (uniform_linear) {
-        const double range = 1.0 / std::sqrt(static_cast<double>(linear->weight.size(0)));
-        nn::init::uniform_(linear->weight, -range, range);
-      } else {
-        nn::init::normal_(linear->weight, 0, 0.01);
-      }
-      nn::init::zeros_(linear->bias);
-    }
-  }
-}
-
-// torchvision's common tail: features -> avgpool -> flatten -> classifier (MobileNetV3,
-// EfficientNet, AlexNet), under those names.
-struct PooledClassifier : nn::Module {
-  void RegisterParts(HookedSequential features_part, int64_t pooled_size,
-                     HookedSequential classifier_part) {
-    features = register_module("features", std::move(features_part));
-    avgpool = register_module("avgpool", nn::AdaptiveAvgPool2d(pooled_size));
-    classifier = register_module("classifier", std::move(classifier_part));
-  }
-
-  at::Tensor forward(at::Tensor x) {
-    x = Call(avgpool, Call(features, x));
-    return Call(classifier, at::flatten(x, 1));
-  }
-
-  HookedSequential features{nullptr};
-  nn::AdaptiveAvgPool2d avgpool{nullptr};
-  HookedSequential classifier{nullptr};
-};
 
 // ---------------------------------------------------------------------------------------------
 // MobileNetV2.
@@ -132,7 +95,7 @@ struct MobileNetV2Impl : nn::Module {
     features = register_module("features", layers);
     classifier = register_module(
         "classifier", HookedSequential(nn::Dropout(dropout), nn::Linear(last, num_classes)));
-    InitWeights(*this, /*uniform_linear=*/false);
+    InitTorchvisionWeights(*this, /*uniform_linear=*/false);
   }
 
   at::Tensor forward(at::Tensor x) {
@@ -213,7 +176,7 @@ struct MobileNetV3Impl : PooledClassifier {
     RegisterParts(layers, 1,
                   HookedSequential(nn::Linear(last_out, last_channel), models_internal::Hardswish(),
                                    nn::Dropout(dropout), nn::Linear(last_channel, num_classes)));
-    InitWeights(*this, /*uniform_linear=*/false);
+    InitTorchvisionWeights(*this, /*uniform_linear=*/false);
   }
 };
 TORCH_MODULE(MobileNetV3);
@@ -264,108 +227,6 @@ std::pair<std::vector<BlockConfigV3>, int64_t> MobileNetV3Setting(bool large, do
 }
 
 // ---------------------------------------------------------------------------------------------
-// EfficientNet (B0-B7).
-
-// torchvision's StochasticDepth(p, "row"): in training, each sample's residual branch is zeroed
-// with probability p and the survivors scaled by 1 / (1 - p).
-struct StochasticDepthImpl : nn::Module {
-  explicit StochasticDepthImpl(double p) : p(p) {}
-
-  at::Tensor forward(at::Tensor x) {
-    if (!is_training() || p == 0.0) return x;
-    std::vector<int64_t> size(x.dim(), 1);
-    size[0] = x.size(0);
-    const double survival = 1.0 - p;
-    at::Tensor noise = at::empty(size, x.options()).bernoulli_(survival);
-    if (survival > 0.0) noise.div_(survival);
-    return x * noise;
-  }
-
-  double p;
-};
-TORCH_MODULE(StochasticDepth);
-
-struct MBConvImpl : nn::Module {
-  MBConvImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t expand_ratio,
-             double stochastic_depth_prob, Norm norm)
-      : use_res_connect(stride == 1 && in == out) {
-    const int64_t expanded = MakeDivisible(static_cast<double>(in * expand_ratio), 8);
-    HookedTensorSequential layers;
-    if (expanded != in) {
-      layers->push_back(ConvNormActivation(
-          {.in = in, .out = expanded, .kernel = 1, .norm = norm, .activation = Activation::kSiLU}));
-    }
-    layers->push_back(ConvNormActivation({.in = expanded,
-                                          .out = expanded,
-                                          .kernel = kernel,
-                                          .stride = stride,
-                                          .groups = expanded,
-                                          .norm = norm,
-                                          .activation = Activation::kSiLU}));
-    layers->push_back(SqueezeExcitation(expanded, std::max<int64_t>(1, in / 4), Activation::kSiLU,
-                                        Activation::kSigmoid));
-    layers->push_back(ConvNormActivation(
-        {.in = expanded, .out = out, .kernel = 1, .norm = norm, .activation = Activation::kNone}));
-    block = register_module("block", layers);
-    stochastic_depth = register_module("stochastic_depth", StochasticDepth(stochastic_depth_prob));
-  }
-
-  at::Tensor forward(at::Tensor x) {
-    at::Tensor result = Call(block, x);
-    // As torchvision: stochastic depth runs on residual blocks only.
-    return use_res_connect ? Call(stochastic_depth, result) + x : result;
-  }
-
-  bool use_res_connect;
-  HookedTensorSequential block{nullptr};
-  StochasticDepth stochastic_depth{nullptr};
-};
-TORCH_MODULE(MBConv);
-
-struct EfficientNetImpl : PooledClassifier {
-  EfficientNetImpl(double width_mult, double depth_mult, Norm norm, int64_t num_classes,
-                   double dropout, double stochastic_depth_prob) {
-    // expand ratio, kernel, stride, in, out, layers: torchvision's B0 table.
-    static constexpr int64_t kSetting[7][6] = {
-        {1, 3, 1, 32, 16, 1},  {6, 3, 2, 16, 24, 2},   {6, 5, 2, 24, 40, 2},  {6, 3, 2, 40, 80, 3},
-        {6, 5, 1, 80, 112, 3}, {6, 5, 2, 112, 192, 4}, {6, 3, 1, 192, 320, 1}};
-    const auto channels = [&](int64_t c) { return MakeDivisible(c * width_mult, 8); };
-    const auto depth = [&](int64_t n) {
-      return static_cast<int64_t>(std::ceil(static_cast<double>(n) * depth_mult));
-    };
-    int64_t total_blocks = 0;
-    for (const auto& row : kSetting) total_blocks += depth(row[5]);
-    HookedSequential layers;
-    layers->push_back(ConvNormActivation({.in = 3,
-                                          .out = channels(kSetting[0][3]),
-                                          .stride = 2,
-                                          .norm = norm,
-                                          .activation = Activation::kSiLU}));
-    int64_t block_id = 0;
-    for (const auto& [expand, kernel, stride, in, out, n] : kSetting) {
-      HookedTensorSequential stage;
-      for (int64_t i = 0; i < depth(n); ++i, ++block_id) {
-        const double p = stochastic_depth_prob * static_cast<double>(block_id) /
-                         static_cast<double>(total_blocks);
-        stage->push_back(MBConv(i == 0 ? channels(in) : channels(out), channels(out), kernel,
-                                i == 0 ? stride : 1, expand, p, norm));
-      }
-      layers->push_back(stage);
-    }
-    const int64_t last_in = channels(kSetting[6][4]), last_out = 4 * last_in;
-    layers->push_back(ConvNormActivation({.in = last_in,
-                                          .out = last_out,
-                                          .kernel = 1,
-                                          .norm = norm,
-                                          .activation = Activation::kSiLU}));
-    RegisterParts(layers, 1,
-                  HookedSequential(nn::Dropout(dropout), nn::Linear(last_out, num_classes)));
-    InitWeights(*this, /*uniform_linear=*/true);
-  }
-};
-TORCH_MODULE(EfficientNet);
-
-// ---------------------------------------------------------------------------------------------
 // AlexNet (torch's default init, as torchvision's).
 
 struct AlexNetImpl : PooledClassifier {
@@ -390,24 +251,12 @@ TORCH_MODULE(AlexNet);
 const bool kBlocksRunAlone = [] {
   RegisterNativeModuleForward<InvertedResidualV2Impl>();
   RegisterNativeModuleForward<InvertedResidualV3Impl>();
-  RegisterNativeModuleForward<MBConvImpl>();
-  RegisterNativeModuleForward<StochasticDepthImpl>();
   return true;
 }();
 
 // ---------------------------------------------------------------------------------------------
 // Registration.
 
-KwargSpec Classes() {
-  KwargSpec classes = models_internal::NumClassesSpec();
-  classes.default_value = 1000;
-  return classes;
-}
-KwargSpec Dropout(double default_p) {
-  KwargSpec dropout = models_internal::DropoutSpec("before the last linear layer");
-  dropout.default_value = default_p;
-  return dropout;
-}
 KwargSpec WidthMult() {
   return {.name = "width_mult",
           .type = KwargType::kNumber,
@@ -421,7 +270,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeAlexNet(const Kwargs& kwargs) {
   return MakeNativeModel(
       AlexNet(IntKwarg(kwargs, "num_classes"), NumberKwarg(kwargs, "dropout")).ptr());
 }
-KD_REGISTER(ModelRegistry(), "alexnet", MakeAlexNet, {Classes(), Dropout(0.5)});
+KD_REGISTER(ModelRegistry(), "alexnet", MakeAlexNet,
+            {models_internal::ImageNetClassesSpec(),
+             models_internal::DropoutSpec("before the last linear layer", 0.5)});
 
 absl::StatusOr<std::unique_ptr<Model>> MakeMobileNetV2(const Kwargs& kwargs) {
   return MakeNativeModel(
@@ -430,14 +281,14 @@ absl::StatusOr<std::unique_ptr<Model>> MakeMobileNetV2(const Kwargs& kwargs) {
           .ptr());
 }
 KD_REGISTER(ModelRegistry(), "mobilenet_v2", MakeMobileNetV2,
-            {Classes(),
+            {models_internal::ImageNetClassesSpec(),
              WidthMult(),
              {.name = "round_nearest",
               .type = KwargType::kInteger,
               .doc = "channels are rounded to multiples of this (1: no rounding)",
               .default_value = 8,
               .min = 1},
-             Dropout(0.2)});
+             models_internal::DropoutSpec("before the last linear layer", 0.2)});
 
 auto MakeMobileNetV3(bool large) {
   return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
@@ -450,7 +301,7 @@ auto MakeMobileNetV3(bool large) {
   };
 }
 std::vector<KwargSpec> MobileNetV3Specs() {
-  return {Classes(),
+  return {models_internal::ImageNetClassesSpec(),
           WidthMult(),
           {.name = "reduced_tail",
            .type = KwargType::kBool,
@@ -460,48 +311,10 @@ std::vector<KwargSpec> MobileNetV3Specs() {
            .type = KwargType::kBool,
            .doc = "dilate the last blocks instead of striding (torchvision's option)",
            .default_value = false},
-          Dropout(0.2)};
+          models_internal::DropoutSpec("before the last linear layer", 0.2)};
 }
 KD_REGISTER(ModelRegistry(), "mobilenet_v3_large", MakeMobileNetV3(true), MobileNetV3Specs());
 KD_REGISTER(ModelRegistry(), "mobilenet_v3_small", MakeMobileNetV3(false), MobileNetV3Specs());
-
-auto MakeEfficientNet(double width_mult, double depth_mult, Norm norm) {
-  return [=](const Kwargs& kwargs) -> absl::StatusOr<std::unique_ptr<Model>> {
-    return MakeNativeModel(
-        EfficientNet(width_mult, depth_mult, norm, IntKwarg(kwargs, "num_classes"),
-                     NumberKwarg(kwargs, "dropout"), NumberKwarg(kwargs, "stochastic_depth_prob"))
-            .ptr());
-  };
-}
-std::vector<KwargSpec> EfficientNetSpecs(double dropout) {
-  return {Classes(),
-          Dropout(dropout),
-          {.name = "stochastic_depth_prob",
-           .type = KwargType::kNumber,
-           .doc = "the last block's probability of skipping its residual branch in training "
-                  "(block i of n: this times i / n)",
-           .default_value = 0.2,
-           .min = 0,
-           .max = 1}};
-}
-// torchvision 0.29's efficientnet_b0 ... b7: width and depth multipliers, dropout, batch norm.
-constexpr Norm kTorchNorm{}, kTfNorm{.eps = 0.001, .momentum = 0.01};
-KD_REGISTER(ModelRegistry(), "efficientnet_b0", MakeEfficientNet(1.0, 1.0, kTorchNorm),
-            EfficientNetSpecs(0.2));
-KD_REGISTER(ModelRegistry(), "efficientnet_b1", MakeEfficientNet(1.0, 1.1, kTorchNorm),
-            EfficientNetSpecs(0.2));
-KD_REGISTER(ModelRegistry(), "efficientnet_b2", MakeEfficientNet(1.1, 1.2, kTorchNorm),
-            EfficientNetSpecs(0.3));
-KD_REGISTER(ModelRegistry(), "efficientnet_b3", MakeEfficientNet(1.2, 1.4, kTorchNorm),
-            EfficientNetSpecs(0.3));
-KD_REGISTER(ModelRegistry(), "efficientnet_b4", MakeEfficientNet(1.4, 1.8, kTorchNorm),
-            EfficientNetSpecs(0.4));
-KD_REGISTER(ModelRegistry(), "efficientnet_b5", MakeEfficientNet(1.6, 2.2, kTfNorm),
-            EfficientNetSpecs(0.4));
-KD_REGISTER(ModelRegistry(), "efficientnet_b6", MakeEfficientNet(1.8, 2.6, kTfNorm),
-            EfficientNetSpecs(0.5));
-KD_REGISTER(ModelRegistry(), "efficientnet_b7", MakeEfficientNet(2.0, 3.1, kTfNorm),
-            EfficientNetSpecs(0.5));
 
 }  // namespace
 }  // namespace kd

@@ -306,11 +306,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeInceptionV3(const Kwargs& kwargs) {
 }
 
 std::vector<KwargSpec> InceptionSpecs() {
-  KwargSpec classes = models_internal::NumClassesSpec();
-  classes.default_value = 1000;
-  KwargSpec dropout = models_internal::DropoutSpec("before fc");
-  dropout.default_value = 0.5;
-  return {classes,
+  return {models_internal::ImageNetClassesSpec(),
           {.name = "aux_logits",
            .type = KwargType::kBool,
            .doc = "the auxiliary classifier on Mixed_6e; in training the output is then the tuple "
@@ -325,7 +321,7 @@ std::vector<KwargSpec> InceptionSpecs() {
            .type = KwargType::kBool,
            .doc = "torchvision's truncated-normal init (the only init libkd has: false is refused)",
            .default_value = true},
-          dropout};
+          models_internal::DropoutSpec("before fc", 0.5)};
 }
 
 KD_REGISTER(ModelRegistry(), "inception_v3", MakeInceptionV3, InceptionSpecs());

@@ -153,9 +153,7 @@ auto MakeResNet(bool bottleneck, std::vector<int64_t> layers, int64_t width_per_
 }
 
 std::vector<KwargSpec> ResNetSpecs() {
-  KwargSpec classes = models_internal::NumClassesSpec();
-  classes.default_value = 1000;
-  return {classes,
+  return {models_internal::ImageNetClassesSpec(),
           {.name = "zero_init_residual",
            .type = KwargType::kBool,
            .doc = "each block's last batch-norm weight starts at 0 (torchvision's option)",
@@ -216,9 +214,7 @@ std::vector<KwargSpec> CustomResNetSpecs() {
   std::vector<KwargSpec> specs = models_internal::HndSpecs(
       models_internal::HndHead::kResNet152, "short_module_names",
       {"layer3", "layer4", "avgpool", "fc"});
-  KwargSpec classes = models_internal::NumClassesSpec();
-  classes.default_value = 1000;
-  specs.insert(specs.begin(), classes);
+  specs.insert(specs.begin(), models_internal::ImageNetClassesSpec());
   return specs;
 }
 KD_REGISTER(ModelRegistry(), "custom_resnet152", MakeCustomResNet152, CustomResNetSpecs());

@@ -4,8 +4,10 @@
 #ifndef LIBKD_DISTILL_TORCHDISTILL_IMPORT_CONTEXT_H_
 #define LIBKD_DISTILL_TORCHDISTILL_IMPORT_CONTEXT_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <limits>
 #include <string>
@@ -139,10 +141,26 @@ inline constexpr char kUnknownKey[] =
     "torchdistill does not read it there either, or libkd has no "
     "such setting (docs/torchdistill_import.md lists what maps)";
 
+// A pretrained weight file a torchdistill config asks for: torchvision's *_Weights (the files
+// torch.hub downloads, by the file names of torchvision 0.29's URLs) or torchdistill's own CIFAR
+// checkpoints (its models' MODEL_URL_DICT).
+struct PretrainedFile {
+  std::string file;  // the download's file name
+  std::string what;  // "torchvision's ResNet34_Weights.IMAGENET1K_V1"
+  std::string make;  // the command that downloads it there
+};
+// The file `value` (a model's `weights` or `pretrained` kwarg) names for the torchdistill model
+// `model` with `num_classes` (-1: not given), or nullopt with `why` (pretrained_weights.cc).
+std::optional<PretrainedFile> FindPretrainedFile(const std::string& model, const YamlValue& value,
+                                                 int64_t num_classes, std::string* why);
+// The model whose weight file `model` starts from: HND/GHND's custom_* students their original's
+// (custom_resnet152: resnet152), any other itself.
+std::string WeightsOrigin(const std::string& model);
+
 // The forward process of a model torchdistill's EmptyModule stands in for (distill/procs).
 inline constexpr char kIdentityProc[] = "identity";
 
-// Parts of the translation (dataset_import.cc, model_import.cc, aux_wrapper_import.cc,
+// Parts of the translation (dataset_import.cc, transform_import.cc, model_import.cc, aux_wrapper_import.cc,
 // criterion_import.cc, stage_import.cc).
 absl::Status ImportAuxWrapper(Context& context, const YamlValue& wrapper, const std::string& what,
                               bool teacher, StageModelConfig* out);
@@ -150,6 +168,21 @@ absl::Status ImportStageModel(Context& context, const YamlValue& model, const st
                               bool teacher, StageModelConfig* out);
 absl::Status ImportDataset(Context& context, const YamlValue& value, const std::string& what,
                            DatasetConfig* out);
+// A torchvision image dataset libkd reads itself: its libkd key, where torchvision's root keeps
+// the files libkd reads, and the images' size and channels (for the transforms).
+struct ImageDataset {
+  const char* torchvision;  // torchvision.datasets.<name>
+  const char* key;
+  const char* folder;  // under torchvision's root ("" : root itself)
+  int64_t size;
+  int channels;
+};
+// torchvision's transforms on such a dataset as the libkd dataset's kwargs (transform_import.cc).
+absl::Status ImportTransforms(Context& context, const YamlValue& transform, const std::string& what,
+                              const ImageDataset& dataset, DatasetConfig* out);
+// torchvision's transforms on an ImageFolder as the image_folder dataset's kwargs.
+absl::Status ImportFolderTransforms(Context& context, const YamlValue& transform,
+                                    const std::string& what, DatasetConfig* out);
 // 1.x's !access_by_index_or_key {data: !import_call torchdistill.datasets.util.split_dataset
 // {dataset, lengths, generator_seed, sub_splits_configs}, index_or_key: i}: part i of the split of
 // the dataset (its sub-split's transform in place of the dataset's), as `out`.

@@ -21,6 +21,12 @@ inline KwargSpec NumClassesSpec() {
           .default_value = 10,
           .min = 1};
 }
+// num_classes with torchvision's ImageNet default, 1000.
+inline KwargSpec ImageNetClassesSpec() {
+  KwargSpec classes = NumClassesSpec();
+  classes.default_value = 1000;
+  return classes;
+}
 inline KwargSpec InChannelsSpec(int64_t default_channels) {
   return {.name = "in_channels",
           .type = KwargType::kInteger,
@@ -36,6 +42,13 @@ inline KwargSpec DropoutSpec(absl::string_view where) {
           .min = 0,
           .max = 1,
           .max_exclusive = true};
+}
+
+// DropoutSpec with the model's own default probability.
+inline KwargSpec DropoutSpec(absl::string_view where, double default_p) {
+  KwargSpec dropout = DropoutSpec(where);
+  dropout.default_value = default_p;
+  return dropout;
 }
 
 }  // namespace models_internal

@@ -1,14 +1,18 @@
 #include "distill/models/internal/torchvision_layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/nn/init.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/linear.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +23,23 @@ namespace kd {
 namespace models_internal {
 
 namespace nn = torch::nn;
+
+void InitTorchvisionWeights(nn::Module& root, bool uniform_linear) {
+  for (const std::shared_ptr<nn::Module>& module : root.modules(/*include_self=*/false)) {
+    if (auto* conv = module->as<nn::Conv2d>()) {
+      nn::init::kaiming_normal_(conv->weight, /*a=*/0, torch::kFanOut);
+      if (conv->bias.defined()) nn::init::zeros_(conv->bias);
+    } else if (auto* linear = module->as<nn::Linear>()) {
+      if (uniform_linear) {
+        const double range = 1.0 / std::sqrt(static_cast<double>(linear->weight.size(0)));
+        nn::init::uniform_(linear->weight, -range, range);
+      } else {
+        nn::init::normal_(linear->weight, 0, 0.01);
+      }
+      nn::init::zeros_(linear->bias);
+    }
+  }
+}
 
 int64_t MakeDivisible(double v, int64_t divisor) {
   const auto d = static_cast<double>(divisor);

@@ -79,6 +79,31 @@ struct SqueezeExcitationImpl : torch::nn::Module {
 };
 TORCH_MODULE(SqueezeExcitation);
 
+// torchvision's init of its MobileNets and EfficientNets: Kaiming-normal (fan_out) convolutions
+// with zero biases, linear layers normal(0, 0.01) (`uniform_linear`: uniform(+-1/sqrt(out)), as
+// EfficientNet's) with zero biases; batch norms keep torch's 1 and 0.
+void InitTorchvisionWeights(torch::nn::Module& root, bool uniform_linear);
+
+// torchvision's common tail: features -> avgpool -> flatten -> classifier (MobileNetV3,
+// EfficientNet, AlexNet), under those names.
+struct PooledClassifier : torch::nn::Module {
+  void RegisterParts(HookedSequential features_part, int64_t pooled_size,
+                     HookedSequential classifier_part) {
+    features = register_module("features", std::move(features_part));
+    avgpool = register_module("avgpool", torch::nn::AdaptiveAvgPool2d(pooled_size));
+    classifier = register_module("classifier", std::move(classifier_part));
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    x = Call(avgpool, Call(features, x));
+    return Call(classifier, at::flatten(x, 1));
+  }
+
+  HookedSequential features{nullptr};
+  torch::nn::AdaptiveAvgPool2d avgpool{nullptr};
+  HookedSequential classifier{nullptr};
+};
+
 // A module that runs named children one after another: torch.nn.Sequential built from an
 // OrderedDict, whose children may be any module with a Tensor -> Tensor forward (HookedSequentials
 // included, which a HookedSequential cannot hold).
