@@ -46,18 +46,6 @@ namespace {
 
 constexpr char kTool[] = "import_torchdistill";
 
-// The module paths of a model the imported config builds (a libkd model by key, or a file that
-// exists), for torchdistill's negative indices in paths; none where it cannot be built.
-std::vector<std::string> ModulePaths(const ModelConfig& config, const std::string& base_dir) {
-  ModelConfig structure = config;
-  structure.clear_src_ckpt();  // the structure is enough
-  absl::StatusOr<std::unique_ptr<Model>> model = LoadModel(structure, base_dir, "model");
-  if (!model.ok()) return {};
-  std::vector<std::string> paths;
-  for (const ModuleInfo& m : (*model)->NamedModules()) paths.push_back(m.path);
-  return paths;
-}
-
 int Run() {
   const std::string yaml = absl::GetFlag(FLAGS_yaml);
   if (yaml.empty()) return Fail(kTool, "--yaml is required (see --help)");
@@ -83,7 +71,7 @@ int Run() {
       ResolveUserPath(yaml),
       {.run_name = absl::GetFlag(FLAGS_name),
        .seed = absl::GetFlag(FLAGS_seed),
-       .module_paths = [&](const ModelConfig& model) { return ModulePaths(model, base_dir); },
+       .module_paths = [&](const ModelConfig& model) { return ModelModulePaths(model, base_dir); },
        .teacher_mode = teacher_mode == "eval" ? StageConfig::TEACHER_EVAL
                                               : StageConfig::TEACHER_AS_IS});
   if (!imported.ok()) {

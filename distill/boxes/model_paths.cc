@@ -171,6 +171,14 @@ absl::Status CheckFinite(const Model& model, absl::string_view what, const std::
 
 }  // namespace
 
+std::vector<std::string> ModelModulePaths(const ModelConfig& config, const std::string& base_dir) {
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(config, base_dir, "model");
+  if (!model.ok()) return {};
+  std::vector<std::string> paths;
+  for (const ModuleInfo& m : (*model)->NamedModules()) paths.push_back(m.path);
+  return paths;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role) {

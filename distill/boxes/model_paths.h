@@ -26,6 +26,11 @@ absl::StatusOr<std::unique_ptr<Model>> LoadModel(const ModelConfig& config,
                                                  const std::string& base_dir,
                                                  absl::string_view role);
 
+// The module paths of the model `config` builds (a registered key, or a file that exists), in
+// NamedModules' order, its src_ckpt not loaded; none where it cannot be built. What
+// torchdistill's importer resolves negative indices in paths against (ImportOptions).
+std::vector<std::string> ModelModulePaths(const ModelConfig& config, const std::string& base_dir);
+
 // A model handed to MakeBox (BoxInputs) for `role`: `config` may give its src_ckpt (loaded as
 // LoadModel loads it), not a model of its own (InvalidArgument naming both).
 absl::StatusOr<std::unique_ptr<Model>> AdoptModel(std::unique_ptr<Model> model,

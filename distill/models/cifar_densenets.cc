@@ -289,7 +289,7 @@ std::vector<KwargSpec> DenseNetSpecs() {
 
 std::vector<KwargSpec> TorchvisionDenseNetSpecs() {
   std::vector<KwargSpec> specs = DenseNetSpecs();
-  specs[0].default_value = 1000;  // num_classes
+  specs[0] = models_internal::ImageNetClassesSpec();
   return specs;
 }
 

@@ -56,19 +56,6 @@ std::vector<std::string> SampleFiles(const std::string& dataset) {
   return files;
 }
 
-// The module paths of the model `config` builds, as //tools:import_torchdistill gives them to
-// the importer (negative indices in torchdistill's paths resolve against them).
-std::vector<std::string> ModulePaths(const ModelConfig& config) {
-  ModelConfig structure = config;
-  structure.clear_src_ckpt();
-  std::vector<std::string> paths;
-  absl::StatusOr<std::unique_ptr<Model>> built = LoadModel(structure, "", "model");
-  if (built.ok()) {
-    for (const ModuleInfo& m : (*built)->NamedModules()) paths.push_back(m.path);
-  }
-  return paths;
-}
-
 // A random-init state file for the model `config` builds (without its src_ckpt) at `path`.
 void WriteRandomWeights(ModelConfig config, const std::string& path) {
   config.clear_src_ckpt();
@@ -122,7 +109,10 @@ class SamplesTest : public BoxTest {
   // Imports `file`, writes the weight files it names, and runs it with `batch_size` for every
   // loader (one epoch per stage).
   void RunSample(const std::string& file, int batch_size) {
-    absl::StatusOr<Import> imported = ImportFile(file, {.seed = 1, .module_paths = ModulePaths});
+    absl::StatusOr<Import> imported =
+        ImportFile(file, {.seed = 1, .module_paths = [](const ModelConfig& model) {
+                            return ModelModulePaths(model, "");
+                          }});
     ASSERT_THAT(imported, IsOk());
     EXPECT_THAT(imported->unsupported, IsEmpty());
     DistillConfig config = imported->config;
