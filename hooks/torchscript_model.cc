@@ -241,6 +241,7 @@ class TorchScriptModel final : public Model {
       compiled.site_ids.push_back(taps_.PathId(path));
     }
     hooks_internal::SinkTaps(compiled.tapped.graph);
+    hooks_internal::MergeTaps(*compiled.tapped.graph);
     compiled.function = std::make_unique<torch::jit::GraphFunction>(
         c10::QualifiedName("__kd_tapped_forward"), compiled.tapped.graph, nullptr);
   }

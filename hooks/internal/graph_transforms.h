@@ -37,10 +37,17 @@ namespace hooks_internal {
 inline constexpr char kTapOp[] = "kd::tap";
 inline constexpr int64_t kCopyArgs = 1;
 inline constexpr int64_t kCopyOutput = 2;
+// Consecutive taps merged (MergeTaps): kd::taps(values...) -> (), one op that fires each tap of
+// the run in order; the node carries the sink and, per tap, its site, copy flags and where its
+// args (a run of the values) and output are (TapAttr::kLayout: first arg, arg count, output).
+inline constexpr char kTapsOp[] = "kd::taps";
 struct TapAttr {
   static inline const c10::Symbol kSink = c10::Symbol::attr("kd_sink");
   static inline const c10::Symbol kSite = c10::Symbol::attr("kd_site");
   static inline const c10::Symbol kCopy = c10::Symbol::attr("kd_copy");
+  static inline const c10::Symbol kSites = c10::Symbol::attr("kd_sites");
+  static inline const c10::Symbol kCopies = c10::Symbol::attr("kd_copies");
+  static inline const c10::Symbol kLayout = c10::Symbol::attr("kd_layout");
 };
 
 // Receives the values of kd::tap ops. The graph carries the sink's address as a constant: the
@@ -103,6 +110,12 @@ std::optional<std::string> Truncate(TappedGraph& tapped, const std::vector<std::
 // them under autograd (a chain of small ops then records one backward node per op instead of
 // one for all); gathered after the run of ops, they leave it whole.
 void SinkTaps(const std::shared_ptr<torch::jit::Graph>& graph);
+
+// Replaces each run of consecutive taps (as SinkTaps leaves them) by one kd::taps op: the taps
+// fire in the same order with the same values, for one interpreter op and one load of each
+// distinct value (a module's output that is the next one's input is passed once). The last
+// step before a tapped graph is compiled: the other transforms know kd::tap only.
+void MergeTaps(torch::jit::Graph& graph);
 
 // The nodes of `graph` that may modify one of `aliases` in place, with what they are
 // ("aten::mul_", "bump.forward()"). Follows what shares memory through ops whose schema says

@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -141,12 +142,16 @@ TEST(GraphTransformsTest, TruncateRefusesToSkipAnInPlaceChangeInsideASubmodule) 
 }
 
 // The kinds of the top-level nodes of `graph` that are taps or aten ops, in order ("tap0" for
-// the tap of site 0).
+// the tap of site 0, "taps0,1" for a merged run of sites 0 and 1).
 std::vector<std::string> TopLevelOrder(torch::jit::Graph& graph) {
   std::vector<std::string> order;
   for (torch::jit::Node* node : graph.block()->nodes()) {
     if (node->kind() == c10::Symbol::fromQualString(kTapOp)) {
       order.push_back("tap" + std::to_string(node->i(TapAttr::kSite)));
+    } else if (node->kind() == c10::Symbol::fromQualString(kTapsOp)) {
+      std::vector<std::string> sites;
+      for (int64_t site : node->is(TapAttr::kSites)) sites.push_back(std::to_string(site));
+      order.push_back("taps" + absl::StrJoin(sites, ","));
     } else if (node->kind().is_aten() || node->kind() == c10::prim::If) {
       order.push_back(node->kind().toQualString());
     }
@@ -172,6 +177,32 @@ TEST(GraphTransformsTest, SinkTapsGathersTapsAfterARunOfPureOps) {
               ElementsAre("aten::add", "aten::add", "aten::add", "tap0", "tap1", "tap2"));
 }
 
+TEST(GraphTransformsTest, MergeTapsMakesOneOpOfARunPassingEachValueOnce) {
+  torch::jit::Module root =
+      Define("MergedChain",
+             "def forward(self, x):\n"
+             "  return self.m2.forward(self.m1.forward(self.m0.forward(x)))\n",
+             {{"m0", AddOne("D0")}, {"m1", AddOne("D1")}, {"m2", AddOne("D2")}});
+  TappedGraph tapped = InsertTaps(ForwardGraph(root), {"m0", "m1", "m2"}, /*sink=*/7);
+  SinkTaps(tapped.graph);
+  MergeTaps(*tapped.graph);
+  EXPECT_THAT(TopLevelOrder(*tapped.graph),
+              ElementsAre("aten::add", "aten::add", "aten::add", "taps0,1,2"));
+  torch::jit::Node* merged = tapped.graph->block()->nodes().rbegin()->prev();
+  while (merged->kind() != c10::Symbol::fromQualString(kTapsOp)) merged = merged->prev();
+  // x, then each add's result once: m1's input is m0's output, m2's is m1's.
+  std::vector<torch::jit::Value*> expected = {tapped.graph->inputs().at(1)};
+  for (torch::jit::Node* node : tapped.graph->block()->nodes()) {
+    if (node->kind() == c10::aten::add) expected.push_back(node->output());
+  }
+  EXPECT_THAT(merged->inputs().vec(),
+              ElementsAre(expected[0], expected[1], expected[2], expected[3]));
+  EXPECT_EQ(merged->i(TapAttr::kSink), 7);
+  EXPECT_THAT(merged->is(TapAttr::kCopies), ElementsAre(0, 0, 0));
+  // Per tap: first arg, arg count, output.
+  EXPECT_THAT(merged->is(TapAttr::kLayout), ElementsAre(0, 1, 1, 1, 1, 2, 2, 1, 3));
+}
+
 TEST(GraphTransformsTest, SinkTapsStopsBeforeAWriteOfItsValues) {
   // m1's output is written in place by the root: m1's tap (and m0's, before it) stays before
   // the write; m2's goes to the end.
@@ -187,6 +218,11 @@ TEST(GraphTransformsTest, SinkTapsStopsBeforeAWriteOfItsValues) {
   SinkTaps(tapped.graph);
   EXPECT_THAT(TopLevelOrder(*tapped.graph),
               ElementsAre("aten::add", "aten::add", "aten::mul", "tap0", "tap1", "aten::mul_",
+                          "aten::add", "aten::add", "tap2"));
+  // Runs merge; a tap alone stays as it is.
+  MergeTaps(*tapped.graph);
+  EXPECT_THAT(TopLevelOrder(*tapped.graph),
+              ElementsAre("aten::add", "aten::add", "aten::mul", "taps0,1", "aten::mul_",
                           "aten::add", "aten::add", "tap2"));
 }
 

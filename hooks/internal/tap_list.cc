@@ -16,6 +16,7 @@ TapList::~TapList() {
 HookHandle TapList::Add(std::string path, HookFn fn, HookValues values, OnRemove on_remove) {
   const int path_id = PathId(path);
   taps_.push_back(std::make_shared<Tap>(std::move(path), path_id, std::move(fn), values));
+  Index();
   std::weak_ptr<TapList*> alive = alive_;
   return HookHandle([alive, tap = taps_.back().get(), on_remove = std::move(on_remove)] {
     if (auto list = alive.lock(); list && *list) (*list)->Remove(tap, on_remove);
@@ -28,6 +29,7 @@ void TapList::Remove(const Tap* tap, const OnRemove& on_remove) {
   if (it == taps_.end()) return;
   std::shared_ptr<Tap> removed = std::move(*it);
   taps_.erase(it);
+  Index();
   removed->feed.Reset();
   if (on_remove) on_remove(*removed);
   // A dispatch in progress may be running it: it goes once every dispatch is over.
@@ -52,14 +54,22 @@ void TapList::Dispatch(int path_id, const std::vector<c10::IValue>& args, const 
     }
     TapList& list;
   } dispatching(*this);
-  for (size_t i = 0; i < taps_.size(); ++i) {
-    Tap& tap = *taps_[i];
-    if (tap.path_id != path_id) continue;
+  if (static_cast<size_t>(path_id) >= by_path_.size()) return;
+  for (size_t i = 0; i < by_path_[path_id].size(); ++i) {
+    Tap& tap = *by_path_[path_id][i];
     if (tap.values == HookValues::kReferences) {
       Fire(tap, args, output);
     } else {
       Fire(tap, args_now, output_now);
     }
+  }
+}
+
+void TapList::Index() {
+  for (std::vector<Tap*>& taps : by_path_) taps.clear();
+  for (const std::shared_ptr<Tap>& tap : taps_) {
+    if (static_cast<size_t>(tap->path_id) >= by_path_.size()) by_path_.resize(tap->path_id + 1);
+    by_path_[tap->path_id].push_back(tap.get());
   }
 }
 
@@ -69,8 +79,7 @@ bool TapList::HasPath(const std::string& path) const {
 }
 
 bool TapList::HasPath(int path_id) const {
-  return std::any_of(taps_.begin(), taps_.end(),
-                     [&](const std::shared_ptr<Tap>& t) { return t->path_id == path_id; });
+  return static_cast<size_t>(path_id) < by_path_.size() && !by_path_[path_id].empty();
 }
 
 std::set<std::string> TapList::AsReturnedPaths() const {

@@ -73,8 +73,12 @@ class TapList {
 
  private:
   void Remove(const Tap* tap, const OnRemove& on_remove);
+  // Rebuilds by_path_ from taps_.
+  void Index();
 
   std::vector<std::shared_ptr<Tap>> taps_;
+  // The taps by path id, in the order they were added: what a dispatch runs.
+  std::vector<std::vector<Tap*>> by_path_;
   std::vector<std::string> paths_;             // by path id
   int dispatching_ = 0;                        // dispatches in progress
   std::vector<std::shared_ptr<Tap>> removed_;  // removed during a dispatch, kept until its end
