@@ -14,6 +14,7 @@
 #include "base/torch_status.h"
 #include "hooks/hook_point.h"
 #include "hooks/internal/recorded_values.h"
+#include "hooks/internal/tap_list.h"
 #include "hooks/internal/write_guard.h"
 #include "hooks/native_model.h"
 
@@ -21,7 +22,7 @@ namespace kd {
 
 // One hook: its options, its recorded values (hooks/internal/recorded_values.h), and the handle
 // that keeps its recorder in place.
-struct ForwardHookManager::Hook {
+struct ForwardHookManager::Hook final : hooks_internal::SpanHook {
   using OnDevice = hooks_internal::RecordedOnDevice;
   using Recorded = hooks_internal::Recorded;
 
@@ -37,7 +38,7 @@ struct ForwardHookManager::Hook {
   HookHandle handle;  // declared last: removed first
 
   // The hot path: one call of the hooked module.
-  void Record(const std::vector<c10::IValue>& args, const c10::IValue& output_value) {
+  void Record(c10::ArrayRef<c10::IValue> args, const c10::IValue& output_value) override {
     fired = true;
     const c10::IValue& out =
         output_value.isTuple() && output_value.toTupleRef().elements().size() == 1
@@ -50,7 +51,7 @@ struct ForwardHookManager::Hook {
       if (args.size() == 1) [[likely]] {
         Store(input, on, args[0]);
       } else {
-        Store(input, on, c10::IValue(c10::ivalue::Tuple::create(args)));
+        Store(input, on, c10::IValue(c10::ivalue::Tuple::create(args.vec())));
       }
     }
     if (options.requires_output) Store(output, on, out);
@@ -118,10 +119,8 @@ absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::Keep(
     std::unique_ptr<Hook> hook, const std::function<absl::StatusOr<HookHandle>(HookFn)>& attach) {
   KD_RETURN_IF_ERROR(CheckNewHook(hook->key, hook->options));
   Hook* raw = hook.get();
-  KD_ASSIGN_OR_RETURN(
-      hook->handle, attach([raw](const std::vector<c10::IValue>& args, const c10::IValue& output) {
-        raw->Record(args, output);
-      }));
+  // A CallSpanHook: TorchScript's taps call the recorder without an argument vector.
+  KD_ASSIGN_OR_RETURN(hook->handle, attach(hooks_internal::CallSpanHook{raw}));
   hooks_.push_back(std::move(hook));
   sorted_hooks_.clear();
   return raw;

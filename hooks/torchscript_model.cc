@@ -27,7 +27,6 @@
 #include "base/torch_file.h"
 #include "base/torch_status.h"
 #include "hooks/internal/graph_transforms.h"
-#include "hooks/internal/pooled_args.h"
 #include "hooks/internal/tap_list.h"
 
 namespace kd {
@@ -46,16 +45,8 @@ class CompiledForward final : public hooks_internal::TapSink {
   void OnTap(int64_t site, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
              c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) override {
     // The values are the interpreter's (or the tap's copies), alive and unchanged while the
-    // taps run: the hooks get borrows.
-    hooks_internal::PooledArgs values;
-    values.Borrow(args);
-    if (args_now.data() == args.data()) {  // not copied
-      taps_->Dispatch(site_ids[site], *values, output, *values, output_now);
-      return;
-    }
-    hooks_internal::PooledArgs values_now;
-    values_now.Borrow(args_now);
-    taps_->Dispatch(site_ids[site], *values, output, *values_now, output_now);
+    // taps run.
+    taps_->Dispatch(site_ids[site], args, output, args_now, output_now);
   }
 
   int64_t address() const {

@@ -45,7 +45,7 @@ using Recorded = std::vector<RecordedOnDevice>;
 // Where a call's values are recorded: the device of the output's first tensor, else of the
 // args', else the CPU.
 // (Inline, as StoreValue, ResolveValues and ClearValues: they run on every hooked call.)
-inline c10::Device RecordingDevice(const c10::IValue& out, const std::vector<c10::IValue>& args) {
+inline c10::Device RecordingDevice(const c10::IValue& out, c10::ArrayRef<c10::IValue> args) {
   if (out.isTensor()) return out.toTensor().device();
   std::optional<c10::Device> device = FirstTensorDevice(out);
   for (size_t i = 0; !device && i < args.size(); ++i) device = FirstTensorDevice(args[i]);

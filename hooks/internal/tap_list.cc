@@ -1,8 +1,11 @@
 #include "hooks/internal/tap_list.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
+
+#include "hooks/internal/pooled_args.h"
 
 namespace kd {
 namespace hooks_internal {
@@ -43,8 +46,8 @@ int TapList::PathId(const std::string& path) {
   return static_cast<int>(paths_.size()) - 1;
 }
 
-void TapList::Dispatch(int path_id, const std::vector<c10::IValue>& args, const c10::IValue& output,
-                       const std::vector<c10::IValue>& args_now, const c10::IValue& output_now) {
+void TapList::Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+                       c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) {
   // By index: a tap may remove taps while it runs (Remove keeps them alive until every
   // dispatch is over, so that none is held, and its count touched, per call).
   struct Dispatching {
@@ -55,12 +58,26 @@ void TapList::Dispatch(int path_id, const std::vector<c10::IValue>& args, const 
     TapList& list;
   } dispatching(*this);
   if (static_cast<size_t>(path_id) >= by_path_.size()) return;
+  // The vectors HookFns take, made at the first that needs each.
+  std::optional<PooledArgs> vector, vector_now;
+  auto as_vector = [](std::optional<PooledArgs>& v,
+                      c10::ArrayRef<c10::IValue> values) -> const std::vector<c10::IValue>& {
+    if (!v.has_value()) v.emplace().Borrow(values);
+    return **v;
+  };
   for (size_t i = 0; i < by_path_[path_id].size(); ++i) {
     Tap& tap = *by_path_[path_id][i];
-    if (tap.values == HookValues::kReferences) {
-      Fire(tap, args, output);
+    const bool now = tap.values != HookValues::kReferences;
+    const c10::ArrayRef<c10::IValue> values = now ? args_now : args;
+    const c10::IValue& out = now ? output_now : output;
+    if (tap.span_hook != nullptr) {
+      tap.fired.store(true, std::memory_order_relaxed);
+      tap.span_hook->Record(values, out);
+    } else if (!now || args_now.data() == args.data()) {
+      Fire(tap, as_vector(vector, args), out);
     } else {
-      Fire(tap, args_now, output_now);
+      as_vector(vector, args);  // made first: pooled vectors go in the reverse order
+      Fire(tap, as_vector(vector_now, args_now), out);
     }
   }
 }

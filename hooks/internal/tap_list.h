@@ -11,20 +11,48 @@
 #include <vector>
 
 #include <ATen/core/ivalue.h>
+#include <c10/util/ArrayRef.h>
 
 #include "hooks/hook.h"
 
 namespace kd {
 namespace hooks_internal {
 
+// A hook that takes a call's args as a span. Wrapped in a HookFn as CallSpanHook, it serves
+// every model kind as any HookFn does; where a tap list has the args as a span (TorchScript's
+// taps) it is called directly, without the argument vector a HookFn needs. ForwardHookManager's
+// recorders are these.
+class SpanHook {
+ public:
+  virtual void Record(c10::ArrayRef<c10::IValue> args, const c10::IValue& output) = 0;
+
+ protected:
+  ~SpanHook() = default;
+};
+
+// The HookFn of a SpanHook (TapList recognizes it by its type: std::function::target).
+struct CallSpanHook {
+  SpanHook* hook;
+  void operator()(const std::vector<c10::IValue>& args, const c10::IValue& output) const {
+    hook->Record(args, output);
+  }
+};
+
 class TapList {
  public:
   struct Tap {
     Tap(std::string path, int path_id, HookFn fn, HookValues values)
-        : path(std::move(path)), path_id(path_id), fn(std::move(fn)), values(values) {}
+        : path(std::move(path)),
+          path_id(path_id),
+          fn(std::move(fn)),
+          span_hook(this->fn.target<CallSpanHook>() != nullptr
+                        ? this->fn.target<CallSpanHook>()->hook
+                        : nullptr),
+          values(values) {}
     const std::string path;
     const int path_id;  // PathId(path)
     const HookFn fn;
+    SpanHook* const span_hook;  // fn's, where fn is a CallSpanHook; else null
     const HookValues values;
     std::atomic<bool> fired{false};
     // How many forwards the model had run when the tap was added (native models): a tap that
@@ -55,9 +83,10 @@ class TapList {
   // Calls every tap on the path with id `path_id`, in the order they were
   // added: kReferences taps with `args` and `output`, kAsReturned taps with
   // `args_now` and `output_now` (copies where the forward writes them later,
-  // else the same values).
-  void Dispatch(int path_id, const std::vector<c10::IValue>& args, const c10::IValue& output,
-                const std::vector<c10::IValue>& args_now, const c10::IValue& output_now);
+  // else the same values), which stay alive and unchanged during the call. SpanHooks
+  // get the spans; HookFns get vectors borrowing them.
+  void Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+                c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now);
   // Calls one tap.
   static void Fire(Tap& tap, const std::vector<c10::IValue>& args, const c10::IValue& output) {
     tap.fired.store(true, std::memory_order_relaxed);
