@@ -11,6 +11,11 @@
 //
 //   bazel run -c opt //hooks:forward_hook_manager_benchmark -- --peers
 //
+// Both sides allocate with the same malloc: this target links tcmalloc, as libkd's training
+// binaries do (//tools:distill), and runs the peer on it (LD_PRELOAD); its twin
+// //hooks:forward_hook_manager_benchmark_glibc runs both on the C library's malloc (libkd as a
+// library in a program that keeps glibc's). The header line names the malloc.
+//
 // With --chain_only=plain|references|as_returned it runs only the native chain, plain or hooked
 // with those values, 2200 forwards (each hooked one popped) in ChainForwards, and exits: for
 // instruction counts, which the machine's noise does not move. Per hooked call, what values as
@@ -112,14 +117,16 @@ double PairedNsPerHookedCall(const std::function<std::shared_ptr<Model>()>& make
 
 // --peers: libkd's ForwardHookManager against torchdistill's (hooks/peer_hook_timing.py, a
 // Python process of libkd's virtual environment), on the same models, hooked paths and inputs,
-// without and with autograd, in rounds that alternate libkd plain, libkd hooked, torchdistill
-// plain, torchdistill hooked. Prints, per model: the cost of one hooked call on each side
+// without and with autograd, in rounds of slices that alternate libkd plain, libkd hooked
+// (references, as returned), torchdistill plain, torchdistill hooked. Prints, per model: the cost of one hooked call on each side
 // ((hooked - plain) / 5 hooked calls, medians over the rounds), the median of the per-round
 // ratios torchdistill / libkd, and each side's hooked / plain.
 int PeersMain() {
   test::PeerProcess peer;
-  if (!peer.Start({.script = "hooks/peer_hook_timing.py"}) ||
-      !peer.Ask("time chain5 0 0 1").has_value()) {
+  test::PeerProcess::Options peer_options{.script = "hooks/peer_hook_timing.py"};
+  // Like for like: the peer allocates with this process's malloc.
+  if (test::LinkedWithTcmalloc()) peer_options.env.push_back(test::PreloadTcmalloc());
+  if (!peer.Start(peer_options) || !peer.Ask("time chain5 0 0 1").has_value()) {
     std::fprintf(stderr,
                  "the peer script did not answer (is torchdistill installed? "
                  "tools/install_deps.sh --peers)\n");
@@ -165,13 +172,14 @@ int PeersMain() {
   constexpr int kRounds = 15;
   std::printf(
       "libkd's ForwardHookManager against torchdistill's, inputs and outputs of 5 modules "
-      "recorded, the I/O dict popped every forward; one thread, eval mode, %d alternating "
-      "rounds, thread CPU time, medians. libkd values: references, as torchdistill records "
+      "recorded, the I/O dict popped every forward; one thread, eval mode, both sides on %s's "
+      "malloc, %d alternating rounds, thread CPU time, medians. libkd values: references, as "
+      "torchdistill records "
       "them (like for like), and as returned, libkd's default (a value an in-place op later "
       "writes is kept as it was returned: work torchdistill does not do):\n"
       "%-10s %-12s %-8s %-12s %14s %14s %10s %16s %16s\n",
-      kRounds, "model", "libkd model", "autograd", "libkd values", "libkd ns/call", "peer ns/call",
-      "peer/libkd", "libkd hooked/plain", "peer hooked/plain");
+      test::MallocName(), kRounds, "model", "libkd model", "autograd", "libkd values",
+      "libkd ns/call", "peer ns/call", "peer/libkd", "libkd hooked/plain", "peer hooked/plain");
   for (const Case& c : cases) {
     for (const bool grad : {false, true}) {
       std::shared_ptr<Model> plain = c.make(), by_reference = c.make(), as_returned = c.make();
@@ -188,9 +196,9 @@ int PeersMain() {
       };
       Side references, returned, peer_side;
       std::vector<double> ratio_references, ratio_returned;
-      auto peer_time = [&](int hooked_flag) {
-        const std::string request = absl::StrCat("time ", c.peer_model, " ", hooked_flag, " ",
-                                                 grad ? 1 : 0, " ", c.forwards);
+      auto peer_time = [&](int hooked_flag, int forwards) {
+        const std::string request =
+            absl::StrCat("time ", c.peer_model, " ", hooked_flag, " ", grad ? 1 : 0, " ", forwards);
         const std::optional<std::vector<double>> answer = peer.Ask(request);
         if (!answer.has_value() || answer->size() != 1) {
           std::fprintf(stderr, "the peer script failed on \"%s\"\n", request.c_str());
@@ -202,17 +210,38 @@ int PeersMain() {
       SecondsPerForward(*plain, no_hooks, c.input, grad, c.forwards);
       SecondsPerForward(*by_reference, references_manager, c.input, grad, c.forwards);
       SecondsPerForward(*as_returned, as_returned_manager, c.input, grad, c.forwards);
-      peer_time(0);
-      peer_time(1);
+      peer_time(0, c.forwards);
+      peer_time(1, c.forwards);
       const double hooks = static_cast<double>(c.paths.size());
+      // A round's forwards run in kSlices slices per side, the sides' order rotating from slice
+      // to slice, so that a drift of the machine's speed within the round (this noisy
+      // machine's frequency and its neighbours) falls on every side alike.
+      constexpr int kSlices = 8;
+      const int per_slice = std::max(1, c.forwards / kSlices);
       for (int round = 0; round < kRounds; ++round) {
-        const double lp = SecondsPerForward(*plain, no_hooks, c.input, grad, c.forwards);
-        const double lr =
-            SecondsPerForward(*by_reference, references_manager, c.input, grad, c.forwards);
-        const double la =
-            SecondsPerForward(*as_returned, as_returned_manager, c.input, grad, c.forwards);
-        const double pp = peer_time(0);
-        const double ph = peer_time(1);
+        double lp = 0, lr = 0, la = 0, pp = 0, ph = 0;
+        for (int slice = 0; slice < kSlices; ++slice) {
+          for (int k = 0; k < 3; ++k) {
+            switch ((k + slice + round) % 3) {
+              case 0:
+                lp += SecondsPerForward(*plain, no_hooks, c.input, grad, per_slice);
+                break;
+              case 1:
+                lr +=
+                    SecondsPerForward(*by_reference, references_manager, c.input, grad, per_slice);
+                break;
+              default:
+                la +=
+                    SecondsPerForward(*as_returned, as_returned_manager, c.input, grad, per_slice);
+            }
+          }
+          const bool hooked_first = (slice + round) % 2 == 1;
+          const double first = peer_time(hooked_first ? 1 : 0, per_slice);
+          const double second = peer_time(hooked_first ? 0 : 1, per_slice);
+          pp += hooked_first ? second : first;
+          ph += hooked_first ? first : second;
+        }
+        lp /= kSlices, lr /= kSlices, la /= kSlices, pp /= kSlices, ph /= kSlices;
         const double peer_call = (ph - pp) / hooks;
         peer_side.ns.push_back(peer_call * 1e9);
         peer_side.over.push_back(ph / pp);

@@ -1,5 +1,6 @@
 #include "testing/peer_process.h"
 
+#include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,10 @@
 
 namespace kd {
 namespace test {
+
+bool LinkedWithTcmalloc() { return dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr; }
+
+std::string PreloadTcmalloc() { return std::string("LD_PRELOAD=") + kTcmallocLibrary; }
 
 bool PeerProcess::Start(const Options& options) {
   int to_child[2], from_child[2];

@@ -20,6 +20,16 @@
 namespace kd {
 namespace test {
 
+// Debian's tcmalloc, for a peer's LD_PRELOAD: libkd's binaries link tcmalloc (//tools:distill),
+// and a like-for-like peer runs on it too.
+inline constexpr char kTcmallocLibrary[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
+// Whether this process runs on tcmalloc (linked in: it exports tc_malloc), else the C library's.
+bool LinkedWithTcmalloc();
+// "tcmalloc" or "glibc": the malloc this process runs on.
+inline const char* MallocName() { return LinkedWithTcmalloc() ? "tcmalloc" : "glibc"; }
+// "LD_PRELOAD=" kTcmallocLibrary: PeerProcess::Options::env's entry that runs the peer on it.
+std::string PreloadTcmalloc();
+
 class PeerProcess {
  public:
   struct Options {

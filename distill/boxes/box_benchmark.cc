@@ -34,7 +34,6 @@
 //   (--peers needs tools/install_deps.sh --peers)
 //   bazel run -c opt //distill/boxes:box_benchmark -- --step_api_epochs=3
 //       (Run() against a hand loop over the step API: the teacher cache serves both)
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -180,14 +179,6 @@ double BoxEpoch(const DistillConfig& config) {
   return seconds;
 }
 
-constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
-
-// The malloc this process runs on: tcmalloc where //tools:distill's is linked in (it exports
-// tc_malloc), else the C library's.
-const char* MallocName() {
-  return dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr ? "tcmalloc" : "glibc";
-}
-
 int64_t NumParams(int64_t width) {
   auto model = *MakeRegisteredModel("fashion_cnn", {{"width", width}});
   int64_t n = 0;
@@ -212,7 +203,7 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
   test::PeerProcess peer;
   test::PeerProcess::Options peer_options{.script = "distill/boxes/peer_box_timing.py"};
   if (absl::GetFlag(FLAGS_peer_tcmalloc)) {
-    peer_options.env.push_back(absl::StrCat("LD_PRELOAD=", kTcmalloc));
+    peer_options.env.push_back(test::PreloadTcmalloc());
   }
   if (!peer.Start(peer_options)) {
     std::cerr << "could not start the peer script\n";
@@ -280,7 +271,7 @@ int PeersMain(const DistillConfig& config, int samples, int batch) {
       "%s\n"
       "libkd / torchdistill steps/s = %.3f (median of %d pairs; min %.3f, "
       "max %.3f)\n",
-      steps * n / libkd_sum, MallocName(), steps * n / peer_sum,
+      steps * n / libkd_sum, test::MallocName(), steps * n / peer_sum,
       absl::GetFlag(FLAGS_peer_tcmalloc) ? "tcmalloc" : "glibc", 100 * loader_sum / peer_sum, steps,
       batch, epochs > 0 ? absl::StrCat(epochs, " epochs of Fashion-MNIST, flipped") : "synthetic",
       absl::GetFlag(FLAGS_threads), epochs > 0 ? peer_threads : 1,

@@ -315,7 +315,7 @@ void PrintTable(const std::vector<SizeResult>& results) {
       "rounds; speed-up: the median of paired ratios of wall time (CPU time in brackets); "
       "memory: the peak of ATen's CPU tensor bytes during step %d, counted from just before "
       "the models were loaded (in brackets its rise over the step's start), MiB\n",
-      test::LinkedWithTcmalloc() ? "tcmalloc" : "glibc", kLayers,
+      test::MallocName(), kLayers,
       absl::GetFlag(FLAGS_auto_truncate) ? "cut after its last aligned layer (auto_truncate)"
                                          : "run whole",
       absl::GetFlag(FLAGS_threads), steps,

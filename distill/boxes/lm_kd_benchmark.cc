@@ -247,7 +247,7 @@ void PrintTable(const std::vector<SizeResult>& results) {
       "(tcmalloc by LD_PRELOAD); %d intra-op thread(s) each; libkd's teacher cache and overlap: "
       "%s; %d steps a round, medians of %zu rounds; speed-ups: medians of paired ratios of "
       "wall time (CPU time in brackets)\n",
-      test::LinkedWithTcmalloc() ? "tcmalloc" : "glibc", absl::GetFlag(FLAGS_threads),
+      test::MallocName(), absl::GetFlag(FLAGS_threads),
       absl::GetFlag(FLAGS_teacher_extras) == "auto"      ? "at their defaults (AUTO)"
       : absl::GetFlag(FLAGS_teacher_extras) == "overlap" ? "overlap on, cache off"
                                                          : "off",

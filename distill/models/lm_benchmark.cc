@@ -5,7 +5,6 @@
 // transformers' default attention (sdpa). Prints per case the medians and libkd's speed-up.
 //
 //   bazel run -c opt //distill/models:lm_benchmark -- --pairs=5
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -131,11 +130,10 @@ struct Case {
 
 int Main() {
   at::set_num_threads(1);
-  const bool tcmalloc = dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr;
+  const bool tcmalloc = test::LinkedWithTcmalloc();
   test::PeerProcess peer;
   if (!peer.Start({.script = "distill/models/peer_lm_timing.py",
-                   .env = {"LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
-                           "OMP_NUM_THREADS=1"}})) {
+                   .env = {test::PreloadTcmalloc(), "OMP_NUM_THREADS=1"}})) {
     std::fprintf(stderr, "lm_benchmark: the peer did not start (tools/install_deps.sh --peers)\n");
     return 1;
   }

@@ -1,6 +1,5 @@
 #include "distill/boxes/testing/peer_rounds.h"
 
-#include <dlfcn.h>
 #include <time.h>
 
 #include <algorithm>
@@ -23,10 +22,6 @@
 namespace kd {
 namespace test {
 
-namespace {
-constexpr char kTcmalloc[] = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4";
-}  // namespace
-
 std::string BatchSize::name() const { return absl::StrCat(batch, " x ", block); }
 std::string BatchSize::file() const { return absl::StrCat(batch, "x", block); }
 
@@ -40,14 +35,11 @@ double ProcessSeconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-bool LinkedWithTcmalloc() { return dlsym(RTLD_DEFAULT, "tc_malloc") != nullptr; }
-
 absl::Status StartPeer(PeerProcess& peer, const std::string& script, int threads,
                        const std::string& log) {
   if (!peer.Start({.script = script,
                    .args = {absl::StrCat(threads), log},
-                   .env = {absl::StrCat("LD_PRELOAD=", kTcmalloc),
-                           absl::StrCat("OMP_NUM_THREADS=", threads)}})) {
+                   .env = {PreloadTcmalloc(), absl::StrCat("OMP_NUM_THREADS=", threads)}})) {
     return absl::InternalError("the peer did not start (tools/install_deps.sh --peers)");
   }
   return absl::OkStatus();

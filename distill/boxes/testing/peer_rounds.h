@@ -49,9 +49,6 @@ struct Rounds {
 double WallSeconds();
 double ProcessSeconds();
 
-// Whether this binary allocates with tcmalloc (its symbols are linked in).
-bool LinkedWithTcmalloc();
-
 // Starts `script` (relative to bazel run's folder) with arguments THREADS and LOG, tcmalloc
 // LD_PRELOADed and OMP_NUM_THREADS = `threads`.
 absl::Status StartPeer(PeerProcess& peer, const std::string& script, int threads,
