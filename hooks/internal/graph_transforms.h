@@ -30,7 +30,7 @@ namespace hooks_internal {
 
 // The side-effecting op a tap is: kd::tap(args..., output) -> (), a variadic op whose node
 // carries the sink's address, the site and the copy flags as int attributes (TapAttr), read
-// once when the graph is compiled. Registered (graph_transforms.cc) with CONSERVATIVE alias
+// once when the graph is compiled. Registered (tap_ops.cc) with CONSERVATIVE alias
 // analysis, so dead-code elimination keeps it and what it reads. Running it clones the args
 // (copy & kCopyArgs) and the output (copy & kCopyOutput) and hands the sink both the
 // originals and those.
