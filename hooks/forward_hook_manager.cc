@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -29,6 +30,18 @@ struct ForwardHookManager::Hook final : hooks_internal::SpanHook {
   std::string key;
   HookOptions options;
   Recorded input, output;
+  // The common case, apart from `input` and `output`: a hook that does not accumulate
+  // (keeps_last) keeps its last call's values here, with their write guards, while a forward's
+  // calls are on one device. A call on a second device (replicas) spills them into `input` and
+  // `output`, which take every call until the pop (`spilled`).
+  struct Last {
+    c10::IValue values[2];                 // input, output (None where not required)
+    hooks_internal::WriteGuard guards[2];  // with write_guards
+    c10::Device device{c10::kCPU};
+    bool set = false;
+  } last;
+  bool keeps_last = false;
+  bool spilled = false;
   const Model* model = nullptr;  // null for a raw native module
   std::string module_type;       // raw native modules, for messages
   bool fired = false;            // raw native modules
@@ -45,6 +58,33 @@ struct ForwardHookManager::Hook final : hooks_internal::SpanHook {
             ? output_value.toTupleRef().elements()[0]
             : output_value;
     const c10::Device on = hooks_internal::RecordingDevice(out, args);
+    if (keeps_last && !spilled) [[likely]] {
+      if (!last.set || last.device == on) [[likely]] {
+        last.device = on;
+        last.set = true;
+        if (options.requires_input) {
+          if (args.size() == 1) [[likely]] {
+            Put(last.values[0], args[0]);
+          } else {
+            last.values[0] = c10::ivalue::Tuple::create(args.vec());
+          }
+          if (write_guards != nullptr) GuardLast(0);
+        }
+        if (options.requires_output) {
+          Put(last.values[1], out);
+          if (write_guards != nullptr) GuardLast(1);
+        }
+        return;
+      }
+      Spill();
+    }
+    RecordElsewhere(args, out, on);
+  }
+
+  // Record beyond the common case: accumulated, guarded or on several devices. Out of line:
+  // the hot path saves fewer registers.
+  [[gnu::noinline]] void RecordElsewhere(c10::ArrayRef<c10::IValue> args, const c10::IValue& out,
+                                         c10::Device on) {
     // The input first: it is usually the output the previous hooked module returned, and
     // shares its write guard.
     if (options.requires_input) {
@@ -55,6 +95,54 @@ struct ForwardHookManager::Hook final : hooks_internal::SpanHook {
       }
     }
     if (options.requires_output) Store(output, on, out);
+  }
+
+  // slot = value; a copy constructed in place where slot is None (as after a pop): IValue's
+  // copy assignment would swap, twice the work on the hot path.
+  static void Put(c10::IValue& slot, const c10::IValue& value) {
+    if (slot.isNone()) [[likely]] {
+      std::destroy_at(&slot);
+      std::construct_at(&slot, value);
+    } else {
+      slot = value;
+    }
+  }
+
+  // last's values as returned (their guards resolved and emptied).
+  void ResolveLast() {
+    if (options.requires_input) write_guards->ResolveInPlace(last.values[0], last.guards[0]);
+    if (options.requires_output) write_guards->ResolveInPlace(last.values[1], last.guards[1]);
+  }
+
+  // Whether `input` or `output` holds values.
+  bool Holds() const {
+    for (const Recorded* recorded : {&input, &output}) {
+      for (const OnDevice& d : *recorded) {
+        if (!d.values.empty()) return true;
+      }
+    }
+    return false;
+  }
+
+  // Keeps last.values[slot] as returned with its write guard (the replaced call's released).
+  void GuardLast(int slot) {
+    hooks_internal::WriteGuard& guard = last.guards[slot];
+    if (guard.armed()) guard = hooks_internal::WriteGuard();
+    write_guards->Keep(last.values[slot], guard);
+  }
+
+  // Moves `last` into `input` and `output`, which take the calls from here until the pop.
+  void Spill() {
+    spilled = true;
+    if (!last.set) return;
+    last.set = false;
+    for (int slot : {0, 1}) {
+      if (slot == 0 ? options.requires_input : options.requires_output) {
+        hooks_internal::AppendKept(slot == 0 ? input : output, last.device,
+                                   std::exchange(last.values[slot], {}),
+                                   write_guards != nullptr ? &last.guards[slot] : nullptr);
+      }
+    }
   }
 
   void Store(Recorded& recorded, c10::Device device, const c10::IValue& value) {
@@ -72,6 +160,8 @@ struct ForwardHookManager::Hook final : hooks_internal::SpanHook {
   void Clear() {
     hooks_internal::ClearValues(input);
     hooks_internal::ClearValues(output);
+    last = Last();
+    spilled = false;
   }
 
   // The I/O dict value of `values`, this hook's calls in order.
@@ -118,6 +208,7 @@ absl::Status ForwardHookManager::CheckNewHook(const std::string& key,
 absl::StatusOr<ForwardHookManager::Hook*> ForwardHookManager::Keep(
     std::unique_ptr<Hook> hook, const std::function<absl::StatusOr<HookHandle>(HookFn)>& attach) {
   KD_RETURN_IF_ERROR(CheckNewHook(hook->key, hook->options));
+  hook->keeps_last = !hook->options.accumulates;
   Hook* raw = hook.get();
   // A CallSpanHook: TorchScript's taps call the recorder without an argument vector.
   KD_ASSIGN_OR_RETURN(hook->handle, attach(hooks_internal::CallSpanHook{raw}));
@@ -188,7 +279,15 @@ void ForwardHookManager::RemoveHook(const Hook* hook) {
 
 absl::Status ForwardHookManager::CheckHooksFired() {
   SortedHooks();  // models_ up to date
-  for (const Model* model : models_) KD_RETURN_IF_ERROR(model->CheckHooksFired());
+  bool raw_modules = false;
+  for (const Model* model : models_) {
+    if (model == nullptr) {
+      raw_modules = true;
+    } else {
+      KD_RETURN_IF_ERROR(model->CheckHooksFired());
+    }
+  }
+  if (!raw_modules) return absl::OkStatus();
   std::vector<std::string> silent;
   for (const auto& hook : hooks_) {
     if (hook->model == nullptr && !hook->fired) {
@@ -199,6 +298,23 @@ absl::Status ForwardHookManager::CheckHooksFired() {
   return NeverRanThroughHookPointError(silent);
 }
 
+namespace {
+
+// Moves `value` to `device` into `slot` (None), leaving None.
+[[gnu::always_inline]] inline void MoveTo(c10::IValue& value, c10::Device device,
+                                          c10::IValue& slot) {
+  if (value.isTensor() && value.unsafeToTensorImpl()->device() == device) [[likely]] {
+    // Moved in place of the None (IValue's move assignment would swap: twice the work).
+    std::destroy_at(&slot);
+    std::construct_at(&slot, std::move(value));
+  } else {
+    slot = ToDevice(value, device);
+    value = c10::IValue();
+  }
+}
+
+}  // namespace
+
 [[gnu::always_inline]] inline void ForwardHookManager::TakeLast(
     std::vector<hooks_internal::RecordedOnDevice>& recorded,
     hooks_internal::WriteGuards* write_guards, IoEntry& out, int slot) const {
@@ -208,13 +324,9 @@ absl::Status ForwardHookManager::CheckHooksFired() {
   if (values.empty()) return;
   c10::IValue& last = values.back();
   if (write_guards != nullptr) write_guards->ResolveInPlace(last, on.guards[values.size() - 1]);
-  if (last.isTensor() && last.unsafeToTensorImpl()->device() == target_device_) [[likely]] {
-    out.values_[slot].swap(last);  // out's is None
-  } else {
-    out.values_[slot] = ToDevice(last, target_device_);
-  }
-  values.pop_back();
+  MoveTo(last, target_device_, out.values_[slot]);
   out.has_[slot] = true;
+  values.pop_back();
 }
 
 absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
@@ -228,9 +340,23 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDict() {
                        .emplace_back(std::piecewise_construct, std::forward_as_tuple(hook->key),
                                      std::forward_as_tuple())
                        .second;
-    if (!hook->options.accumulates && hook->input.size() <= 1 && hook->output.size() <= 1)
-        [[likely]] {
-      // The common case: one device, the last call's values, as returned, moved out.
+    if (hook->last.set) [[likely]] {
+      // The common case: the last call's values, as returned, moved out.
+      if (hook->write_guards != nullptr) hook->ResolveLast();
+      if (hook->options.requires_input) {
+        MoveTo(hook->last.values[0], target_device_, out.values_[0]);
+        out.has_[0] = true;
+      }
+      if (hook->options.requires_output) {
+        MoveTo(hook->last.values[1], target_device_, out.values_[1]);
+        out.has_[1] = true;
+      }
+      hook->last.set = false;
+      continue;
+    }
+    hook->spilled = false;  // what is spilled is popped below
+    if (!hook->options.accumulates && hook->input.size() <= 1 && hook->output.size() <= 1) {
+      // One device, the last call's values, as returned, moved out.
       TakeLast(hook->input, hook->write_guards, out, 0);
       TakeLast(hook->output, hook->write_guards, out, 1);
       continue;
@@ -284,19 +410,30 @@ absl::Status ForwardHookManager::PopCalls(Hook& hook, int slot, IoEntry& out) {
   return absl::OkStatus();
 }
 
-const std::vector<ForwardHookManager::Hook*>& ForwardHookManager::SortedHooks() {
-  if (sorted_hooks_.size() != hooks_.size()) {
-    sorted_hooks_.clear();
-    models_.clear();
-    for (const auto& hook : hooks_) {
-      sorted_hooks_.push_back(hook.get());
-      if (hook->model != nullptr &&
-          std::find(models_.begin(), models_.end(), hook->model) == models_.end()) {
-        models_.push_back(hook->model);
-      }
+namespace {
+
+// `hooks` in key order into `sorted`, and the distinct models they hook into `models` (null
+// for raw native modules).
+template <typename Hook>
+[[gnu::noinline]] void SortHooks(const std::vector<std::unique_ptr<Hook>>& hooks,
+                                 std::vector<Hook*>& sorted, std::vector<const Model*>& models) {
+  sorted.clear();
+  models.clear();
+  for (const auto& hook : hooks) {
+    sorted.push_back(hook.get());
+    if (std::find(models.begin(), models.end(), hook->model) == models.end()) {
+      models.push_back(hook->model);
     }
-    std::sort(sorted_hooks_.begin(), sorted_hooks_.end(),
-              [](const Hook* a, const Hook* b) { return a->key < b->key; });
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Hook* a, const Hook* b) { return a->key < b->key; });
+}
+
+}  // namespace
+
+const std::vector<ForwardHookManager::Hook*>& ForwardHookManager::SortedHooks() {
+  if (sorted_hooks_.size() != hooks_.size()) [[unlikely]] {
+    SortHooks(hooks_, sorted_hooks_, models_);
   }
   return sorted_hooks_;
 }
@@ -305,6 +442,7 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
   KD_RETURN_IF_ERROR(CheckHooksFired());
   IoDict result;
   for (const auto& hook : hooks_) {
+    hook->Spill();
     auto& out = result[hook->key];
     for (auto [io_type, recorded] :
          {std::pair(kInput, &hook->input), std::pair(kOutput, &hook->output)}) {
@@ -315,6 +453,8 @@ absl::StatusOr<IoDict> ForwardHookManager::PopIoDictFromDevice(c10::Device devic
         KD_ASSIGN_OR_RETURN(out[io_type], hook->Finish(io_type, std::move(values)));
       }
     }
+    // Other devices' values stay for their pop; with none left, calls go to `last` again.
+    hook->spilled = hook->Holds();
   }
   write_guards_->Reset();
   return result;

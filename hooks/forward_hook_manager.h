@@ -137,7 +137,7 @@ class ForwardHookManager {
   c10::Device target_device_;
   std::vector<std::unique_ptr<Hook>> hooks_;
   std::vector<Hook*> sorted_hooks_;
-  std::vector<const Model*> models_;  // the distinct models hooked
+  std::vector<const Model*> models_;  // the distinct models hooked (null: raw native modules)
   // Keep HookValues::kAsReturned values of native models as returned (one share per storage).
   std::unique_ptr<hooks_internal::WriteGuards> write_guards_;
   // Lets a HookHandle that outlives the manager do nothing.

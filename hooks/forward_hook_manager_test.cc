@@ -325,6 +325,72 @@ TEST(ForwardHookManagerNativeTest, HookOnRawModuleAndBypassedHookPoint) {
                        HasSubstr("\"lin\" (Linear) never ran through a hook point")));
 }
 
+// Calls its Flatten on the input and on a copy of it on the meta device: one module on two
+// devices in one forward, as replicas are.
+struct TwoDevicesImpl : torch::nn::Module {
+  enum Order { kMetaFirst, kCpuFirstThenWrite, kCpuOnly };
+  TwoDevicesImpl() : act(register_module("act", torch::nn::Flatten())) {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (order == kMetaFirst) Call(act, x.to(c10::kMeta));
+    at::Tensor y = Call(act, x);
+    if (order == kCpuFirstThenWrite) {
+      Call(act, x.to(c10::kMeta));
+      y.mul_(2);  // y (a view of x) written after its call, and so x
+    }
+    return y;
+  }
+  torch::nn::Flatten act;
+  Order order = kMetaFirst;
+};
+TORCH_MODULE(TwoDevices);
+
+class TwoDevicesTest : public ::testing::TestWithParam<HookValues> {};
+
+TEST_P(TwoDevicesTest, CallsOnTwoDevicesAreKeptPerDevice) {
+  TwoDevices net;
+  std::unique_ptr<Model> model = MakeNativeModel(net.ptr());
+  ForwardHookManager manager;
+  const bool as_returned = GetParam() == HookValues::kAsReturned;
+  ASSERT_THAT(manager.AddHook(*model, "act", {.values = GetParam()}), IsOk());
+  for (auto order : {TwoDevicesImpl::kMetaFirst, TwoDevicesImpl::kCpuFirstThenWrite,
+                     TwoDevicesImpl::kMetaFirst}) {
+    net->order = order;
+    const at::Tensor x = at::randn({3, 2, 2});
+    const at::Tensor x_before = x.clone();
+    const at::Tensor y = model->Forward({x}).toTensor();
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 4}));
+    // The CPU call's values are the CPU's (as returned: as they were before the write), the
+    // meta call's the meta's, whichever came first.
+    auto from_cpu = manager.PopIoDictFromDevice(c10::kCPU);
+    ASSERT_THAT(from_cpu, IsOk());
+    const bool written = order == TwoDevicesImpl::kCpuFirstThenWrite && as_returned;
+    EXPECT_THAT((*from_cpu)["act"]["input"], IValueNear(written ? x_before : x, 0));
+    EXPECT_THAT((*from_cpu)["act"]["output"], IValueNear(written ? x_before.flatten(1) : y, 0));
+    auto from_meta = manager.PopIoDictFromDevice(c10::kMeta);
+    ASSERT_THAT(from_meta, IsOk());
+    ASSERT_TRUE((*from_meta)["act"]["output"].isTensor());
+    EXPECT_TRUE((*from_meta)["act"]["output"].toTensor().is_meta());
+    EXPECT_EQ((*from_meta)["act"]["input"].toTensor().sizes(), x.sizes());
+    EXPECT_EQ((*from_meta)["act"]["output"].toTensor().sizes(), y.sizes());
+  }
+  // One device again: the last call's values, nothing left from the two-device forwards.
+  net->order = TwoDevicesImpl::kCpuOnly;
+  const at::Tensor x = at::randn({2, 4, 1});
+  const at::Tensor y = model->Forward({x}).toTensor();
+  auto io = manager.PopIoDict();
+  ASSERT_THAT(io, IsOk());
+  EXPECT_THAT((*io)["act"]["input"], IValueNear(x, 0));
+  EXPECT_THAT((*io)["act"]["output"], IValueNear(y, 0));
+  auto empty = manager.PopIoDict();
+  ASSERT_THAT(empty, IsOk());
+  EXPECT_THAT((*empty)["act"], IsEmpty());
+}
+
+// Both keep the last call apart until a second device's call spills it; as returned with its
+// write guard.
+INSTANTIATE_TEST_SUITE_P(BothValues, TwoDevicesTest,
+                         ::testing::Values(HookValues::kReferences, HookValues::kAsReturned));
+
 TEST(ForwardHookManagerTorchScriptTest, TupleOutputsAndMultiArgumentInputs) {
   auto model = LoadTorchScriptModel(FixturePath("tricky.pt"));
   ASSERT_THAT(model, IsOk());

@@ -52,23 +52,23 @@ inline c10::Device RecordingDevice(const c10::IValue& out, c10::ArrayRef<c10::IV
   return device.value_or(c10::Device(c10::kCPU));
 }
 
+// What `recorded` keeps on `device`, added empty if it keeps nothing there yet.
+inline RecordedOnDevice& ValuesOn(Recorded& recorded, c10::Device device) {
+  if (!recorded.empty() && recorded.front().device == device) [[likely]] {
+    return recorded.front();  // the usual case: one device
+  }
+  auto it = std::find_if(recorded.begin(), recorded.end(),
+                         [device](const RecordedOnDevice& d) { return d.device == device; });
+  if (it != recorded.end()) return *it;
+  return recorded.emplace_back(RecordedOnDevice{device, {}});
+}
+
 // Adds `value`, recorded on `device`, to `recorded`: after the earlier calls' if `accumulates`,
 // else in place of the last call's. With `write_guards` (non-null), a guard keeps it as it is
 // now (ResolveValues gets it back).
 inline void StoreValue(Recorded& recorded, c10::Device device, const c10::IValue& value,
                        bool accumulates, WriteGuards* write_guards) {
-  RecordedOnDevice* on = nullptr;
-  if (!recorded.empty() && recorded.front().device == device) [[likely]] {
-    on = &recorded.front();  // the usual case: one device
-  } else {
-    auto it = std::find_if(recorded.begin(), recorded.end(),
-                           [device](const RecordedOnDevice& d) { return d.device == device; });
-    if (it == recorded.end()) {
-      recorded.push_back(RecordedOnDevice{device, {}});
-      it = recorded.end() - 1;
-    }
-    on = &*it;
-  }
+  RecordedOnDevice* on = &ValuesOn(recorded, device);
   // The last call wins without `accumulates`.
   const size_t index = on->values.size() - (!accumulates && !on->values.empty() ? 1 : 0);
   c10::IValue& stored =
@@ -82,6 +82,23 @@ inline void StoreValue(Recorded& recorded, c10::Device device, const c10::IValue
     }
     write_guards->Keep(stored, on->guards[index]);
   }
+}
+
+// Appends `value`, a call's, to `recorded` on `device`, after the earlier calls', with the write
+// guard that keeps it (moved from `guard`; null: no write guards).
+inline void AppendKept(Recorded& recorded, c10::Device device, c10::IValue value,
+                       WriteGuard* guard) {
+  RecordedOnDevice& on = ValuesOn(recorded, device);
+  if (guard != nullptr) {
+    // Guards outlive their values' pop, resolved (empty), and serve the next calls.
+    const size_t index = on.values.size();
+    if (index < on.guards.size()) {
+      on.guards[index] = std::move(*guard);
+    } else {
+      on.guards.push_back(std::move(*guard));
+    }
+  }
+  on.values.push_back(std::move(value));
 }
 
 // `on`'s values as they were returned: what a write guard kept, where the forward wrote later.

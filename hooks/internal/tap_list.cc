@@ -46,8 +46,8 @@ int TapList::PathId(const std::string& path) {
   return static_cast<int>(paths_.size()) - 1;
 }
 
-void TapList::Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
-                       c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) {
+void TapList::DispatchAny(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+                          c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) {
   // By index: a tap may remove taps while it runs (Remove keeps them alive until every
   // dispatch is over, so that none is held, and its count touched, per call).
   struct Dispatching {
@@ -57,7 +57,6 @@ void TapList::Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::
     }
     TapList& list;
   } dispatching(*this);
-  if (static_cast<size_t>(path_id) >= by_path_.size()) return;
   // The vectors HookFns take, made at the first that needs each.
   std::optional<PooledArgs> vector, vector_now;
   auto as_vector = [](std::optional<PooledArgs>& v,
@@ -65,8 +64,8 @@ void TapList::Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::
     if (!v.has_value()) v.emplace().Borrow(values);
     return **v;
   };
-  for (size_t i = 0; i < by_path_[path_id].size(); ++i) {
-    Tap& tap = *by_path_[path_id][i];
+  for (size_t i = 0; i < by_path_[path_id].taps.size(); ++i) {
+    Tap& tap = *by_path_[path_id].taps[i];
     const bool now = tap.values != HookValues::kReferences;
     const c10::ArrayRef<c10::IValue> values = now ? args_now : args;
     const c10::IValue& out = now ? output_now : output;
@@ -83,10 +82,12 @@ void TapList::Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::
 }
 
 void TapList::Index() {
-  for (std::vector<Tap*>& taps : by_path_) taps.clear();
+  for (PathTaps& path : by_path_) path = PathTaps();
   for (const std::shared_ptr<Tap>& tap : taps_) {
     if (static_cast<size_t>(tap->path_id) >= by_path_.size()) by_path_.resize(tap->path_id + 1);
-    by_path_[tap->path_id].push_back(tap.get());
+    PathTaps& path = by_path_[tap->path_id];
+    path.taps.push_back(tap.get());
+    path.spans_only = path.spans_only && tap->span_hook != nullptr;
   }
 }
 
@@ -96,7 +97,7 @@ bool TapList::HasPath(const std::string& path) const {
 }
 
 bool TapList::HasPath(int path_id) const {
-  return static_cast<size_t>(path_id) < by_path_.size() && !by_path_[path_id].empty();
+  return static_cast<size_t>(path_id) < by_path_.size() && !by_path_[path_id].taps.empty();
 }
 
 std::set<std::string> TapList::AsReturnedPaths() const {

@@ -21,7 +21,8 @@ namespace hooks_internal {
 // A hook that takes a call's args as a span. Wrapped in a HookFn as CallSpanHook, it serves
 // every model kind as any HookFn does; where a tap list has the args as a span (TorchScript's
 // taps) it is called directly, without the argument vector a HookFn needs. ForwardHookManager's
-// recorders are these.
+// recorders are these. Record must not add or remove taps (a path whose taps are all span
+// hooks is dispatched without the guard that keeps removed taps alive).
 class SpanHook {
  public:
   virtual void Record(c10::ArrayRef<c10::IValue> args, const c10::IValue& output) = 0;
@@ -86,11 +87,29 @@ class TapList {
   // else the same values), which stay alive and unchanged during the call. SpanHooks
   // get the spans; HookFns get vectors borrowing them.
   void Dispatch(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
-                c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now);
-  // Calls one tap.
+                c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now) {
+    if (static_cast<size_t>(path_id) >= by_path_.size()) return;
+    const PathTaps& path = by_path_[path_id];
+    if (!path.spans_only) {
+      DispatchAny(path_id, args, output, args_now, output_now);
+      return;
+    }
+    // The common case (ForwardHookManager's recorders only), inline: span hooks neither add
+    // nor remove taps, so the path's list holds still.
+    for (Tap* tap : path.taps) {
+      const bool now = tap->values != HookValues::kReferences;
+      tap->fired.store(true, std::memory_order_relaxed);
+      tap->span_hook->Record(now ? args_now : args, now ? output_now : output);
+    }
+  }
+  // Calls one tap (a span hook directly, without its HookFn's indirection).
   static void Fire(Tap& tap, const std::vector<c10::IValue>& args, const c10::IValue& output) {
     tap.fired.store(true, std::memory_order_relaxed);
-    tap.fn(args, output);
+    if (tap.span_hook != nullptr) {
+      tap.span_hook->Record(args, output);
+    } else {
+      tap.fn(args, output);
+    }
   }
   bool HasPath(const std::string& path) const;
   bool HasPath(int path_id) const;
@@ -101,13 +120,22 @@ class TapList {
   const std::vector<std::shared_ptr<Tap>>& taps() const { return taps_; }
 
  private:
+  // The taps of one path, in the order they were added.
+  struct PathTaps {
+    std::vector<Tap*> taps;
+    bool spans_only = true;  // every tap is a span hook
+  };
+
   void Remove(const Tap* tap, const OnRemove& on_remove);
+  // Dispatch for a path with a HookFn that is not a span hook: it may remove taps while it runs.
+  void DispatchAny(int path_id, c10::ArrayRef<c10::IValue> args, const c10::IValue& output,
+                   c10::ArrayRef<c10::IValue> args_now, const c10::IValue& output_now);
   // Rebuilds by_path_ from taps_.
   void Index();
 
   std::vector<std::shared_ptr<Tap>> taps_;
-  // The taps by path id, in the order they were added: what a dispatch runs.
-  std::vector<std::vector<Tap*>> by_path_;
+  // The taps by path id: what a dispatch runs.
+  std::vector<PathTaps> by_path_;
   std::vector<std::string> paths_;             // by path id
   int dispatching_ = 0;                        // dispatches in progress
   std::vector<std::shared_ptr<Tap>> removed_;  // removed during a dispatch, kept until its end

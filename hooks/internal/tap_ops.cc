@@ -17,20 +17,27 @@ namespace kd {
 namespace hooks_internal {
 namespace {
 
-// Hands one tap's values to `sink`: the graph's own, and (copy != 0) copies of those the rest
-// of the graph writes in place, for the sink's HookValues::kAsReturned consumers.
-inline void FireTap(TapSink& sink, int64_t site, int64_t copy, c10::ArrayRef<c10::IValue> args,
-                    const c10::IValue& output) {
-  if (copy == 0) {
-    sink.OnTap(site, args, output, args, output);
-    return;
-  }
+// FireTap with copies (copy != 0), out of line: the common case saves fewer registers.
+[[gnu::noinline]] void FireTapCopying(TapSink& sink, int64_t site, int64_t copy,
+                                      c10::ArrayRef<c10::IValue> args, const c10::IValue& output) {
   std::vector<c10::IValue> args_now(args.begin(), args.end());
   if (copy & kCopyArgs) {
     for (c10::IValue& arg : args_now) arg = CloneValue(arg);
   }
   const c10::IValue output_now = (copy & kCopyOutput) ? CloneValue(output) : output;
   sink.OnTap(site, args, output, args_now, output_now);
+}
+
+// Hands one tap's values to `sink`: the graph's own, and (copy != 0) copies of those the rest
+// of the graph writes in place, for the sink's HookValues::kAsReturned consumers.
+[[gnu::always_inline]] inline void FireTap(TapSink& sink, int64_t site, int64_t copy,
+                                           c10::ArrayRef<c10::IValue> args,
+                                           const c10::IValue& output) {
+  if (copy == 0) [[likely]] {
+    sink.OnTap(site, args, output, args, output);
+  } else {
+    FireTapCopying(sink, site, copy, args, output);
+  }
 }
 
 // The tap's Operation, made once per node when its graph is compiled: the sink, site and copy
