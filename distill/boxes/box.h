@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -61,6 +62,9 @@
 #include "hooks/io_dict.h"
 #include "hooks/model.h"
 
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 namespace torch::optim {
 class Optimizer;
 }  // namespace torch::optim
@@ -170,6 +174,13 @@ class Box {
   virtual absl::StatusOr<torch::optim::Optimizer*> Optimizer() = 0;
   virtual absl::StatusOr<LrScheduler*> Scheduler() = 0;
   virtual absl::StatusOr<Criterion*> StageCriterion() = 0;
+  // The current stage's auxiliary modules by name, in order: its config's ("student.connector",
+  // "teacher.<name>") and the projectors its feature_distillation made and trains
+  // ("student.<alignment>/input_projector", ".../output_projector"). To read, save or fuse what
+  // the stage trained: kd::FuseProjectorsIntoModule (distill/boxes/projector_fusion.h) folds a
+  // projector into the student module it feeds.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>>
+  AuxiliaryModules() = 0;
   // The models the stages train (torchdistill's student_model, teacher_model; null: none): the
   // whole models, also in a stage that trains a `sequential` chain of one.
   virtual Model& student() = 0;

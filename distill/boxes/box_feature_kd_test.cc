@@ -16,11 +16,13 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/optim/optimizer.h>
 
 #include "absl/strings/str_cat.h"
 #include "base/torch_file.h"
 #include "distill/boxes/box.h"
+#include "distill/boxes/projector_fusion.h"
 #include "distill/boxes/testing/box_test_fixture.h"
 #include "distill/models/causal_lm.h"
 #include "distill/models/hf_causal_lm.h"
@@ -213,30 +215,37 @@ TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnLlamas) {
   }
 }
 
-// One step on the TorchScript CNNs (layer1 and layer2 aligned) with the feature_distillation
-// `options` against `name`'s fixture.
-void ExpectCnnStepEquals(const std::string& name, const std::string& options,
-                         const std::vector<std::string>& projectors, int num_projector_params) {
-  const std::map<std::string, at::Tensor> expected = LoadCase(name);
-  ASSERT_FALSE(expected.empty());
+// The TorchScript CNNs (layer1 and layer2 aligned) in a box with the feature_distillation
+// `options`, its run directory named `name`.
+absl::StatusOr<std::unique_ptr<Box>> MakeCnnBox(const std::string& name,
+                                                const std::string& options) {
   absl::StatusOr<std::unique_ptr<Model>> teacher =
       LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_teacher.pt"));
   absl::StatusOr<std::unique_ptr<Model>> student =
       LoadTorchScriptModel(test::FixturePath("feature_kd/cnn_student.pt"));
-  ASSERT_THAT(teacher, IsOk());
-  ASSERT_THAT(student, IsOk());
-  auto box = MakeBox(Parse(Step(kImageData, absl::StrCat("feature_distillation { ", options,
-                                                         R"pb(                                                               alignments {
-                                                                 teacher { path: "layer1" }
-                                                                 student { path: "layer1" }
-                                                               }
-                                                               alignments {
-                                                                 teacher { path: "layer2" }
-                                                                 student { path: "layer2" }
-                                                               }
-                                                             })pb"))),
-                     {.teacher = *std::move(teacher), .student = *std::move(student)},
-                     {.run_dir = RunDir(name)});
+  if (!teacher.ok()) return teacher.status();
+  if (!student.ok()) return student.status();
+  return MakeBox(Parse(Step(kImageData, absl::StrCat("feature_distillation { ", options,
+                                                     R"pb(                                                          alignments {
+                                                            teacher { path: "layer1" }
+                                                            student { path: "layer1" }
+                                                          }
+                                                          alignments {
+                                                            teacher { path: "layer2" }
+                                                            student { path: "layer2" }
+                                                          }
+                                                        })pb"))),
+                 {.teacher = *std::move(teacher), .student = *std::move(student)},
+                 {.run_dir = RunDir(name)});
+}
+
+// One step on the TorchScript CNNs with the feature_distillation `options` against `name`'s
+// fixture.
+void ExpectCnnStepEquals(const std::string& name, const std::string& options,
+                         const std::vector<std::string>& projectors, int num_projector_params) {
+  const std::map<std::string, at::Tensor> expected = LoadCase(name);
+  ASSERT_FALSE(expected.empty());
+  auto box = MakeCnnBox(name, options);
   ASSERT_THAT(box, IsOk());
   ExpectStepEquals(**box, expected.at("input"), expected, {"layer1", "layer2"}, projectors,
                    num_projector_params);
@@ -245,6 +254,54 @@ void ExpectCnnStepEquals(const std::string& name, const std::string& options,
 // 8 and 16 channels against 16 and 32 at the same sizes: a 1x1 convolution each.
 TEST_F(BoxTest, HolisticStepEqualsSilverspoonKdsOnTorchScriptCnns) {
   ExpectCnnStepEquals("holistic_cnn", "clip_projectors: false", {"output_projector"}, 2);
+}
+
+// The projectors a stage trains are its auxiliary modules (Box::AuxiliaryModules), the
+// optimizer's own parameters, and fuse into the module that reads them.
+TEST_F(BoxTest, TrainedProjectorsAreAuxiliaryModulesThatFuse) {
+  auto box = MakeCnnBox("holistic_cnn_fusion", "clip_projectors: false");
+  ASSERT_THAT(box, IsOk());
+  ASSERT_THAT((*box)->PreEpoch(0), IsOk());
+  at::manual_seed(3);
+  Batch batch{.samples = at::randn({2, 3, 8, 8}), .targets = at::zeros({2}, at::kLong)};
+  ASSERT_THAT((*box)->PreForward(batch), IsOk());
+  absl::StatusOr<at::Tensor> loss = (*box)->Forward(batch);
+  ASSERT_THAT(loss, IsOk());
+  ASSERT_THAT((*box)->PostForward(*loss), IsOk());
+
+  auto aux = (*box)->AuxiliaryModules();
+  ASSERT_THAT(aux, IsOk());
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  for (const auto& [name, module] : *aux) {
+    names.push_back(name);
+    for (const at::Tensor& p : module->parameters()) params.push_back(p);
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("student.layer1/output_projector",
+                                            "student.layer2/output_projector"));
+  // The very tensors the optimizer stepped.
+  const std::vector<at::Tensor> trained = ProjectorParams(**box);
+  ASSERT_EQ(params.size(), trained.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].unsafeGetTensorImpl(), trained[i].unsafeGetTensorImpl()) << i;
+  }
+
+  // layer1's projector (8 -> 16 channels, 1x1, no bias) folded into a 3x3 convolution that
+  // reads the teacher's 16 channels: one convolution on the student's 8.
+  const std::shared_ptr<torch::nn::Module>& projector = aux->front().second;
+  auto* projector_conv = dynamic_cast<torch::nn::Conv2dImpl*>(projector.get());
+  ASSERT_NE(projector_conv, nullptr);
+  torch::nn::Conv2d reader(torch::nn::Conv2dOptions(16, 4, 3).padding(1));
+  absl::StatusOr<std::shared_ptr<torch::nn::Module>> fused =
+      FuseProjectorsIntoModule(reader.ptr(), {.output_projector = projector});
+  ASSERT_THAT(fused, IsOk());
+  auto* fused_conv = dynamic_cast<torch::nn::Conv2dImpl*>(fused->get());
+  ASSERT_NE(fused_conv, nullptr);
+  EXPECT_EQ(fused_conv->options.in_channels(), 8);
+  at::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 8, 8, 8});
+  test::ExpectNearScale(fused_conv->forward(x), reader->forward(projector_conv->forward(x)),
+                        "fused");
 }
 
 // --- Blockwise -----------------------------------------------------------------------------

@@ -105,6 +105,11 @@ class BoxImpl final : public Box {
     KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
     return &stage->criterion();
   }
+  absl::StatusOr<std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>>
+  AuxiliaryModules() override {
+    KD_ASSIGN_OR_RETURN(StageRun * stage, Current());
+    return stage->auxiliary_modules();
+  }
   absl::Status CleanModules() override;
   absl::Status SaveStageCheckpoint() override;
   Model& student() override { return *student_; }

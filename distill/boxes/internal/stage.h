@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/Dict.h>
@@ -36,6 +37,9 @@
 namespace c10d {
 class ProcessGroup;
 }  // namespace c10d
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace kd {
 namespace boxes_internal {
@@ -83,6 +87,9 @@ class StageRun {
   virtual torch::optim::Optimizer& optimizer() = 0;
   virtual LrScheduler* scheduler() = 0;  // null: none
   virtual Criterion& criterion() = 0;
+  // The stage's auxiliary modules by name (Box::AuxiliaryModules).
+  virtual std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>
+  auxiliary_modules() const = 0;
 
   // One epoch of training (epoch counts from 0) over the step API above: the mean loss.
   // `profiler` (null: none) steps after every training step.

@@ -143,6 +143,12 @@ class Stage final : public StageRun, public TrainingContext {
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   LrScheduler* scheduler() override { return scheduler_.get(); }
   Criterion& criterion() override { return *criterion_; }
+  std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> auxiliary_modules()
+      const override {
+    std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>> modules;
+    for (const AuxModule& aux : aux_) modules.emplace_back(aux.name, aux.module.ptr());
+    return modules;
+  }
 
   // One epoch of training (epoch counts from 0) over the step API; the mean loss.
   absl::StatusOr<double> TrainEpoch(int64_t epoch, const BoxOptions& options, int log_every,
