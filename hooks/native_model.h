@@ -51,6 +51,8 @@ struct ForwardTraits<R (C::*)(A...)> {
 template <typename C, typename R, typename... A>
 struct ForwardTraits<R (C::*)(A...) const> : ForwardTraits<R (C::*)(A...)> {};
 
+// Throws naming `type` where a call of its deduced forward does not fit (keyword arguments, or
+// another number of arguments).
 void CheckCall(const std::string& type, size_t expected_args, size_t actual_args,
                const Kwargs& kwargs);
 
@@ -65,7 +67,10 @@ c10::IValue CallDeduced(Impl& impl, std::vector<c10::IValue>& args, const Kwargs
   using Fn = decltype(&Impl::forward);
   using Args = typename ForwardTraits<Fn>::Args;
   constexpr size_t kNumArgs = std::tuple_size_v<Args>;
-  CheckCall(NativeTypeName(impl), kNumArgs, args.size(), kwargs);
+  // The type's name only for the error: a forward pays no string work.
+  if (!kwargs.empty() || args.size() != kNumArgs) [[unlikely]] {
+    CheckCall(NativeTypeName(impl), kNumArgs, args.size(), kwargs);
+  }
   return Invoke<Impl, Fn, Args>(impl, &Impl::forward, args, std::make_index_sequence<kNumArgs>());
 }
 
