@@ -70,8 +70,7 @@ void TapList::DispatchAny(int path_id, c10::ArrayRef<c10::IValue> args, const c1
     const c10::ArrayRef<c10::IValue> values = now ? args_now : args;
     const c10::IValue& out = now ? output_now : output;
     if (tap.span_hook != nullptr) {
-      tap.fired.store(true, std::memory_order_relaxed);
-      tap.span_hook->Record(values, out);
+      FireSpan(tap, values, out);
     } else if (!now || args_now.data() == args.data()) {
       Fire(tap, as_vector(vector, args), out);
     } else {

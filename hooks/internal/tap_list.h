@@ -98,18 +98,22 @@ class TapList {
     // nor remove taps, so the path's list holds still.
     for (Tap* tap : path.taps) {
       const bool now = tap->values != HookValues::kReferences;
-      tap->fired.store(true, std::memory_order_relaxed);
-      tap->span_hook->Record(now ? args_now : args, now ? output_now : output);
+      FireSpan(*tap, now ? args_now : args, now ? output_now : output);
     }
   }
   // Calls one tap (a span hook directly, without its HookFn's indirection).
   static void Fire(Tap& tap, const std::vector<c10::IValue>& args, const c10::IValue& output) {
-    tap.fired.store(true, std::memory_order_relaxed);
     if (tap.span_hook != nullptr) {
-      tap.span_hook->Record(args, output);
-    } else {
-      tap.fn(args, output);
+      FireSpan(tap, args, output);
+      return;
     }
+    tap.fired.store(true, std::memory_order_relaxed);
+    tap.fn(args, output);
+  }
+  // Calls a tap that is a span hook with the call's values as spans.
+  static void FireSpan(Tap& tap, c10::ArrayRef<c10::IValue> args, const c10::IValue& output) {
+    tap.fired.store(true, std::memory_order_relaxed);
+    tap.span_hook->Record(args, output);
   }
   bool HasPath(const std::string& path) const;
   bool HasPath(int path_id) const;
