@@ -2,7 +2,8 @@
 // I/O dict value: the values of one io type (inputs or outputs) per device, in call order,
 // each with the write guard that keeps it as returned; the gather of several devices'
 // values (torchdistill's, for replicas); and the list or stack of several calls' values.
-// The manager (hooks/forward_hook_manager.cc) decides which hooks record and when to pop.
+// The manager (hooks/forward_hook_manager.cc, its hooks in hooks/internal/manager_hook.h)
+// decides which hooks record and when to pop.
 //
 //   hooks_internal::Recorded outputs;  // of the hook on "fc"
 //   hooks_internal::StoreValue(outputs, c10::kCPU, y, /*accumulates=*/true,
